@@ -1,0 +1,69 @@
+#pragma once
+// The interface a worker drives: one forward pass over a batch of ragged items.
+// Each item continues a sequence whose prefix KV the worker already holds (or starts
+// from nothing), computes its new tokens, returns the KV handles of those tokens and
+// the next-token log-probs at the positions asked for.
+//
+// Thread contract: a backend_i is used by one thread at a time (its worker's).
+// The structs are plain values; messages/ makes them serializable, because workers
+// may live on other machines.
+
+#include <canopy/cache/types.hpp>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace canopy::backends {
+
+using cache::kv_handle;
+using cache::no_kv;
+using cache::token_id;
+
+/// One sequence of a pass.
+struct pass_item {
+  kv_handle prefix = no_kv;         // KV of the last cached prefix token; no_kv: none
+  std::uint32_t prefix_length = 0;  // tokens covered by `prefix` (0 when no_kv)
+  std::vector<token_id> tokens;     // [n_new] tokens to compute, n_new >= 1
+  std::vector<std::uint32_t> rows;  // ascending indices into `tokens` whose next-token
+                                    // log-probs are wanted
+  bool keep_kv = true;              // false: the reference path; KV is dropped
+};
+
+struct pass_request {
+  std::vector<pass_item> items;
+};
+
+struct item_output {
+  std::vector<kv_handle> kv;        // [n_new] when keep_kv, else empty
+  std::vector<float> logprobs;      // [rows.size() * vocab], row-major, natural log
+};
+
+struct pass_result {
+  std::vector<item_output> items;   // [items], in request order
+  std::uint64_t tokens_computed = 0; // exactly the new tokens the backend computed
+};
+
+/// What the engine needs to know of a model.
+struct model_info {
+  std::string name;
+  std::int64_t vocab_size = 0;          // rows have this many entries
+  std::int64_t context_length = 0;      // longest sequence a query may have
+  std::uint64_t kv_bytes_per_token = 0; // KV budget cost of one token on this backend
+};
+
+class backend_i {
+public:
+  virtual ~backend_i() = default;
+  virtual const model_info& info() const = 0;
+  /// Runs one pass. Throws (any exception) on failure; the worker turns it into an
+  /// error for every waiting caller. Items referring to unknown KV handles, or whose
+  /// prefix_length disagrees with the handle, are a failure of the whole pass.
+  virtual pass_result run(const pass_request& request) = 0;
+  /// Frees KV entries the cache no longer holds. Unknown handles are ignored.
+  virtual void release_kv(const std::vector<kv_handle>& handles) = 0;
+  /// KV entries currently held (for tests and stats).
+  virtual std::size_t kv_entries() const = 0;
+};
+
+} // namespace canopy::backends

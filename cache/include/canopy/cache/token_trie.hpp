@@ -1,0 +1,141 @@
+#pragma once
+// The token trie: one node per token of every cached sequence. A node may hold the
+// next-token log-probs after its prefix, one KV handle per worker for its token, a
+// lock count (in-flight use) and access statistics. Two hard byte budgets: stored
+// log-prob bytes (plus an optional entry count, genlm-backend's OutputCache maxsize)
+// and KV bytes per worker. After every public operation the accounted bytes are at
+// or under budget.
+//
+// Eviction (Note [eviction candidates]): for each resource (log-probs; KV on worker
+// w) a node is a candidate when it holds the resource, is unlocked, and no child
+// holds that resource. KV is prefix-closed (a token's KV is only valid on top of its
+// prefix's KV), so this is exactly "KV leaves first"; for log-probs it is leaf-first
+// order. Candidates live in one ordered set per resource keyed by the policy's
+// eviction_key, so each eviction is O(log n). A node that holds nothing, has no
+// children and is unlocked is removed at once; its parent may then become a
+// candidate. Dropping a node's KV keeps its log-probs and the other way round.
+//
+// Node ids are recycled after removal: hold a node id only while it is locked.
+//
+// Thread contract: not thread-safe; one owner (the cache actor) uses it.
+
+#include <canopy/cache/eviction_policy.hpp>
+#include <canopy/cache/logprob_row.hpp>
+#include <canopy/cache/types.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <vector>
+
+namespace canopy::cache {
+
+struct trie_config {
+  std::size_t logprob_budget_bytes = std::size_t{1} << 30; // hard limit on stored row bytes
+  std::size_t logprob_max_entries = 0;                     // 0: no entry-count limit
+  std::size_t kv_budget_bytes = std::size_t{1} << 30;      // hard limit per worker
+  std::uint32_t workers = 1;
+  eviction_policy policy = eviction_policy::lru;
+};
+
+/// The KV a worker holds for the start of a sequence.
+struct kv_prefix {
+  std::uint32_t length = 0;  // leading tokens whose KV is present on the worker
+  kv_handle handle = no_kv;  // KV of token length-1; no_kv when length == 0
+};
+
+struct match_result {
+  node_id node = root_node;  // deepest existing node on the path
+  std::uint32_t length = 0;  // its depth: how many leading tokens exist in the trie
+  row_ptr logprobs;          // row after the WHOLE sequence, when stored
+  std::vector<kv_prefix> kv; // [workers]
+};
+
+/// A KV entry the trie dropped; its worker must be told to free it.
+struct kv_release {
+  worker_id worker = 0;
+  kv_handle handle = no_kv;
+};
+
+struct trie_stats {
+  std::uint64_t nodes = 0;                   // including the root
+  std::uint64_t logprob_entries = 0;         // nodes holding a row
+  std::uint64_t logprob_bytes = 0;           // sum of their row bytes
+  std::vector<std::uint64_t> kv_entries;     // [workers]
+  std::vector<std::uint64_t> kv_bytes;       // [workers]
+  std::uint64_t logprob_evictions = 0;       // rows dropped to make room
+  std::uint64_t kv_evictions = 0;            // KV entries dropped to make room
+  std::uint64_t nodes_removed = 0;           // nodes removed once empty
+  std::uint64_t refused_attaches = 0;        // attaches that could not fit
+};
+
+class token_trie {
+public:
+  explicit token_trie(trie_config config);
+  ~token_trie();
+  token_trie(const token_trie&) = delete;
+  token_trie& operator=(const token_trie&) = delete;
+
+  const trie_config& config() const;
+
+  /// Walks from the root along tokens[0..n) as far as nodes exist and refreshes the
+  /// statistics of every node passed (access time, hits, max priority). KV prefix
+  /// lengths are capped at kv_cap (a query that needs the row after its last token
+  /// caps at n-1).
+  match_result match(const token_id* tokens, std::size_t n, std::int32_t priority = 0,
+                     std::uint32_t kv_cap = std::numeric_limits<std::uint32_t>::max());
+
+  /// Creates the missing nodes of tokens[0..n) (n >= 1) and returns the last one.
+  node_id insert(const token_id* tokens, std::size_t n, std::int32_t priority = 0);
+
+  /// The nodes from depth 1 down to `node`: result[i] has depth i+1.
+  std::vector<node_id> path(node_id node) const;
+
+  /// Adds one to the lock count of `node` and of each ancestor; locked nodes are
+  /// never evicted nor removed.
+  void lock(node_id node);
+  /// Undoes one lock(node). The node may become a candidate or be removed.
+  void unlock(node_id node);
+
+  /// Stores the row after the node's prefix, evicting candidates (never `node` or its
+  /// ancestors) until it fits. False when it cannot fit; a row already present is kept.
+  bool attach_logprobs(node_id node, row_ptr row);
+
+  /// Stores the KV handle of the node's token on `worker`, which costs `bytes` of that
+  /// worker's budget, evicting KV candidates of that worker (never `node` or its
+  /// ancestors) until it fits. False (and the caller still owns the handle) when the
+  /// parent lacks KV on that worker, the node already holds KV there, or it cannot fit.
+  bool attach_kv(node_id node, worker_id worker, kv_handle handle, std::size_t bytes);
+
+  row_ptr logprobs(node_id node) const;
+  kv_handle kv(node_id node, worker_id worker) const; // no_kv when absent
+
+  /// Drops log-probs and KV of every unlocked node (released KV is queued).
+  void clear();
+  /// Drops the KV of every unlocked node (released KV is queued).
+  void clear_kv();
+  /// The worker is gone: drop all of its KV, locked or not, without queueing releases.
+  void forget_worker(worker_id worker);
+
+  /// KV entries dropped since the last call, for the owner to free at the workers.
+  std::vector<kv_release> take_released();
+
+  const trie_stats& stats() const;
+  std::uint32_t lock_count(node_id node) const;
+  node_id parent(node_id node) const;
+  std::uint32_t depth(node_id node) const;
+  token_id token(node_id node) const;
+  bool exists(node_id node) const;
+
+  /// Verifies every invariant (budgets, parent/child links, depths, lock counts,
+  /// candidate sets, accounting); throws std::logic_error naming the first violation.
+  /// O(n log n): for tests.
+  void check_invariants() const;
+
+private:
+  struct impl;
+  std::unique_ptr<impl> impl_;
+};
+
+} // namespace canopy::cache

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Installs Canopy's build and test dependencies from Debian bookworm packages.
+# Used by the README's quick start and by .ci/run; safe to run again (apt skips what is present).
+set -euo pipefail
+
+packages=(
+  cmake ninja-build g++
+  libcaf-dev            # CAF 0.17.6: core, io, openssl (no CMake config; see cmake/FindCAF.cmake)
+  libtorch-dev          # LibTorch 1.13.1, CPU build
+  libopenblas0-pthread  # without it torch falls back to the reference BLAS (~25x slower matmul)
+  libboost-dev          # Asio and Beast, header-only
+  libgtest-dev
+  nlohmann-json3-dev
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+
+if ((${#missing[@]})); then
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  $sudo apt-get update -q
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q "${missing[@]}"
+fi
