@@ -1,0 +1,120 @@
+#include <canopy/actors/batch_planner.hpp>
+
+#include <algorithm>
+#include <map>
+#include <numeric>
+
+namespace canopy::actors {
+
+namespace {
+
+bool is_prefix_or_equal(const cache::token_seq& prefix, const cache::token_seq& seq) {
+  return prefix.size() <= seq.size() && std::equal(prefix.begin(), prefix.end(), seq.begin());
+}
+
+std::uint32_t common_prefix(const cache::token_seq& a, const cache::token_seq& b) {
+  auto n = std::min(a.size(), b.size());
+  auto mismatch = std::mismatch(a.begin(), a.begin() + n, b.begin());
+  return static_cast<std::uint32_t>(mismatch.first - a.begin());
+}
+
+/// Entries answered by one item: each is a prefix of (or equal to) the last.
+struct chain {
+  std::vector<std::uint32_t> entries;
+  std::uint32_t start_entry = 0; // the entry with the shortest KV prefix
+};
+
+void emit_item(const chain& c, const std::vector<plan_entry>& entries,
+               bool rows_at_every_position, batch_plan& plan) {
+  const auto& head = entries[c.start_entry];
+  const auto& longest = *entries[c.entries.back()].tokens;
+  const auto start = head.kv.length;
+  backends::pass_item item;
+  item.prefix = head.kv.handle;
+  item.prefix_length = start;
+  item.tokens.assign(longest.begin() + start, longest.end());
+  auto item_index = static_cast<std::uint32_t>(plan.pass.items.size());
+  if (rows_at_every_position) {
+    item.rows.resize(item.tokens.size());
+    std::iota(item.rows.begin(), item.rows.end(), 0u);
+    for (auto e : c.entries)
+      plan.answers[e] = {item_index,
+                         static_cast<std::uint32_t>(entries[e].tokens->size() - 1 - start)};
+  } else {
+    // Entries come shortest first, so their positions ascend; equal ones share a row.
+    for (auto e : c.entries) {
+      auto position = static_cast<std::uint32_t>(entries[e].tokens->size() - 1 - start);
+      if (item.rows.empty() || item.rows.back() != position)
+        item.rows.push_back(position);
+      plan.answers[e] = {item_index, static_cast<std::uint32_t>(item.rows.size() - 1)};
+    }
+  }
+  plan.pass.items.push_back(std::move(item));
+  plan.item_entry.push_back(c.entries.back());
+  plan.item_start.push_back(start);
+}
+
+} // namespace
+
+batch_plan plan_batch(const std::vector<plan_entry>& entries, bool rows_at_every_position) {
+  batch_plan plan;
+  plan.answers.resize(entries.size());
+  std::vector<std::uint32_t> order(entries.size());
+  std::iota(order.begin(), order.end(), 0u);
+  // Lexicographic order puts every prefix right before its extensions, and the
+  // longest common prefix with any earlier sequence is the one with the previous.
+  std::stable_sort(order.begin(), order.end(), [&](std::uint32_t a, std::uint32_t b) {
+    return *entries[a].tokens < *entries[b].tokens;
+  });
+  chain current;
+  const cache::token_seq* previous = nullptr;
+  for (auto e : order) {
+    const auto& seq = *entries[e].tokens;
+    if (!current.entries.empty() && is_prefix_or_equal(*entries[current.entries.back()].tokens, seq)) {
+      current.entries.push_back(e);
+      if (entries[e].kv.length < entries[current.start_entry].kv.length)
+        current.start_entry = e;
+    } else if (previous && common_prefix(*previous, seq) > entries[e].kv.length) {
+      plan.deferred.push_back(e); // shares uncached tokens with an earlier entry
+    } else {
+      if (!current.entries.empty())
+        emit_item(current, entries, rows_at_every_position, plan);
+      current = chain{{e}, e};
+    }
+    previous = &seq;
+  }
+  if (!current.entries.empty())
+    emit_item(current, entries, rows_at_every_position, plan);
+  return plan;
+}
+
+cache::worker_id choose_worker(const std::vector<std::vector<cache::kv_prefix>>& kv,
+                               const std::vector<cache::worker_id>& candidates,
+                               const std::vector<std::uint64_t>& load) {
+  std::map<cache::worker_id, std::size_t> votes;
+  for (const auto& per_worker : kv) {
+    std::uint32_t best_length = 0;
+    cache::worker_id best = 0;
+    for (cache::worker_id w = 0; w < per_worker.size(); ++w) {
+      if (per_worker[w].length > best_length) {
+        best_length = per_worker[w].length;
+        best = w;
+      }
+    }
+    if (best_length > 0)
+      ++votes[best];
+  }
+  auto chosen = candidates.front();
+  std::size_t chosen_votes = 0;
+  for (auto w : candidates) {
+    auto it = votes.find(w);
+    auto v = it == votes.end() ? 0 : it->second;
+    if (v > chosen_votes || (v == chosen_votes && v == 0 && load[w] < load[chosen])) {
+      chosen = w;
+      chosen_votes = v;
+    }
+  }
+  return chosen;
+}
+
+} // namespace canopy::actors

@@ -1,0 +1,415 @@
+#include <canopy/actors/batcher_actor.hpp>
+
+#include <canopy/messages/errors.hpp>
+
+#include <caf/sec.hpp>
+
+#include <algorithm>
+
+namespace canopy::actors {
+
+using namespace messages;
+
+namespace {
+
+using clock_point = caf::actor_clock::time_point;
+
+clock_point now(batcher_pointer self) { return self->clock().now(); }
+
+/// Answers every waiter of an entry and forgets it.
+template <class Answer>
+void finish(batcher_pointer self, entry_id id, const Answer& answer) {
+  auto& st = self->state;
+  auto it = st.entries.find(id);
+  if (it == st.entries.end())
+    return;
+  for (auto& waiter : it->second.waiters)
+    waiter.deliver(answer);
+  if (st.options.merge_duplicates)
+    st.by_key.erase(it->second.q.tokens);
+  st.entries.erase(it);
+}
+
+void fail_pending(batcher_pointer self, const caf::error& error) {
+  auto& st = self->state;
+  while (!st.pending.empty()) {
+    auto id = st.pending.front();
+    st.pending.pop_front();
+    finish(self, id, error);
+  }
+}
+
+void arm_timer(batcher_pointer self) {
+  auto& st = self->state;
+  if (st.timer_armed || st.timer_expired || st.pending.empty())
+    return;
+  auto due = st.entries.at(st.pending.front()).arrival + st.options.batch_timeout;
+  auto delay = std::max(caf::timespan{0}, std::chrono::duration_cast<caf::timespan>(due - now(self)));
+  st.timer_armed = true;
+  self->delayed_send(self, delay, flush_atom::value, st.timer_generation);
+}
+
+/// The timer measures from the first waiting query: restart it for the new first.
+void restart_timer(batcher_pointer self) {
+  auto& st = self->state;
+  ++st.timer_generation;
+  st.timer_armed = false;
+  st.timer_expired = false;
+  arm_timer(self);
+}
+
+std::vector<cache::worker_id> idle_workers(const batcher_state& st) {
+  std::vector<cache::worker_id> idle;
+  for (cache::worker_id w = 0; w < st.workers.size(); ++w)
+    if (st.workers[w].alive && !st.workers[w].batch)
+      idle.push_back(w);
+  return idle;
+}
+
+bool any_alive(const batcher_state& st) {
+  return std::any_of(st.workers.begin(), st.workers.end(),
+                     [](const worker_slot& w) { return w.alive; });
+}
+
+/// Takes entries whose every waiter has given up out of the queue.
+void drop_expired(batcher_pointer self) {
+  auto& st = self->state;
+  auto t = now(self);
+  for (auto it = st.pending.begin(); it != st.pending.end();) {
+    auto& entry = st.entries.at(*it);
+    if (entry.waiters.empty() || (entry.deadline && *entry.deadline <= t)) {
+      auto id = *it;
+      it = st.pending.erase(it);
+      finish(self, id, make_error(errc::deadline_exceeded, "the query's deadline passed "
+                                                           "before it reached a worker"));
+    } else {
+      ++it;
+    }
+  }
+}
+
+void maybe_flush(batcher_pointer self);
+
+/// Puts entries back at the head of the queue, keeping their order.
+void requeue_front(batcher_pointer self, const std::vector<entry_id>& ids) {
+  auto& st = self->state;
+  for (auto it = ids.rbegin(); it != ids.rend(); ++it) {
+    st.entries.at(*it).stage = batch_entry::phase::pending;
+    st.pending.push_front(*it);
+  }
+}
+
+void finish_batch(batcher_pointer self, std::uint64_t batch_id) {
+  auto& st = self->state;
+  auto it = st.running.find(batch_id);
+  if (it == st.running.end())
+    return;
+  auto& slot = st.workers[it->second.worker];
+  if (slot.batch == batch_id)
+    slot.batch.reset();
+  st.running.erase(it);
+}
+
+caf::error pass_error(const batcher_state& st, cache::worker_id worker, const caf::error& e) {
+  if (code_of(e) != errc::none)
+    return e;
+  if (!st.workers[worker].alive)
+    return make_error(errc::worker_lost, "worker " + std::to_string(worker) + " died");
+  if (e == caf::sec::request_timeout)
+    return make_error(errc::backend_failure, "the pass exceeded pass_timeout_ms");
+  return make_error(errc::worker_lost, "worker " + std::to_string(worker) + ": " +
+                                         caf::to_string(e));
+}
+
+void fail_batch(batcher_pointer self, std::uint64_t batch_id, const caf::error& error) {
+  auto& st = self->state;
+  auto it = st.running.find(batch_id);
+  if (it == st.running.end())
+    return; // already failed (e.g. its worker died first)
+  bump(st.metrics->failed_passes);
+  self->send(st.cache, release_atom::value, it->second.locked);
+  for (auto id : it->second.entries)
+    finish(self, id, error);
+  finish_batch(self, batch_id);
+}
+
+void on_stored(batcher_pointer self, std::uint64_t batch_id,
+               const std::vector<shared_logprobs>& rows) {
+  auto& st = self->state;
+  auto it = st.running.find(batch_id);
+  if (it == st.running.end())
+    return;
+  auto& batch = it->second;
+  std::vector<std::size_t> first_row(batch.pass.items.size() + 1, 0);
+  for (std::size_t i = 0; i < batch.pass.items.size(); ++i)
+    first_row[i + 1] = first_row[i] + batch.pass.items[i].rows.size();
+  for (std::size_t e = 0; e < batch.entries.size(); ++e) {
+    const auto& ref = batch.answers[e];
+    finish(self, batch.entries[e], rows.at(first_row[ref.item] + ref.row));
+  }
+  finish_batch(self, batch_id);
+}
+
+void on_pass_done(batcher_pointer self, std::uint64_t batch_id,
+                  backends::pass_result& result) {
+  auto& st = self->state;
+  auto it = st.running.find(batch_id);
+  if (it == st.running.end())
+    return; // failed meanwhile; its KV is freed when the worker's handles age out
+  auto& batch = it->second;
+  bump(st.metrics->tokens_computed, result.tokens_computed);
+  st.workers[batch.worker].load += result.tokens_computed;
+  store_request request{batch.worker, batch.items, batch.pass, std::move(result),
+                        batch.locked};
+  self->request(st.cache, caf::infinite, store_atom::value, std::move(request))
+    .then(
+      [=](const std::vector<shared_logprobs>& rows) {
+        on_stored(self, batch_id, rows);
+        maybe_flush(self);
+      },
+      [=](const caf::error& e) {
+        fail_batch(self, batch_id, e);
+        maybe_flush(self);
+      });
+}
+
+void dispatch(batcher_pointer self, std::vector<entry_id> ids, const prepared_batch& prepared) {
+  auto& st = self->state;
+  // Answer what became answerable, and drop entries nobody waits for any more.
+  std::vector<entry_id> todo;
+  std::vector<const prepared_entry*> todo_prepared;
+  std::vector<cache::node_id> unneeded;
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    const auto& p = prepared.entries[i];
+    auto& entry = st.entries.at(ids[i]);
+    if (p.hit.row) {
+      bump(st.metrics->cache_hits);
+      finish(self, ids[i], p.hit);
+    } else if (entry.waiters.empty()) {
+      unneeded.push_back(p.leaf);
+      finish(self, ids[i], make_error(errc::cancelled, "cancelled"));
+    } else {
+      todo.push_back(ids[i]);
+      todo_prepared.push_back(&p);
+    }
+  }
+  auto idle = idle_workers(st);
+  if (todo.empty() || idle.empty()) {
+    for (auto* p : todo_prepared)
+      unneeded.push_back(p->leaf);
+    requeue_front(self, todo);
+  }
+  if (!unneeded.empty())
+    self->send(st.cache, release_atom::value, unneeded);
+  if (todo.empty() || idle.empty())
+    return;
+
+  std::vector<std::vector<cache::kv_prefix>> kv;
+  for (auto* p : todo_prepared)
+    kv.push_back(p->kv);
+  std::vector<std::uint64_t> load;
+  for (const auto& w : st.workers)
+    load.push_back(w.load);
+  auto worker = choose_worker(kv, idle, load);
+
+  std::vector<plan_entry> plan_entries;
+  for (std::size_t i = 0; i < todo.size(); ++i)
+    plan_entries.push_back({&st.entries.at(todo[i]).q.tokens, todo_prepared[i]->kv[worker]});
+  auto plan = plan_batch(plan_entries, st.options.rows_at_every_position);
+
+  running_batch batch;
+  batch.worker = worker;
+  std::vector<entry_id> deferred;
+  std::vector<cache::node_id> deferred_leaves;
+  for (auto d : plan.deferred) {
+    deferred.push_back(todo[d]);
+    deferred_leaves.push_back(todo_prepared[d]->leaf);
+  }
+  for (std::size_t i = 0; i < todo.size(); ++i) {
+    if (plan.answers[i].item == answer_ref::deferred)
+      continue;
+    batch.entries.push_back(todo[i]);
+    batch.answers.push_back(plan.answers[i]);
+    batch.locked.push_back(todo_prepared[i]->leaf);
+    st.entries.at(todo[i]).stage = batch_entry::phase::running;
+  }
+  for (std::size_t item = 0; item < plan.pass.items.size(); ++item)
+    batch.items.push_back({todo_prepared[plan.item_entry[item]]->leaf, plan.item_start[item]});
+  batch.pass = std::move(plan.pass);
+  if (!deferred.empty()) {
+    bump(st.metrics->deferred, deferred.size());
+    self->send(st.cache, release_atom::value, deferred_leaves);
+    requeue_front(self, deferred);
+  }
+  bump(st.metrics->batches);
+  bump(st.metrics->batched_queries, batch.entries.size());
+
+  auto batch_id = st.next_batch++;
+  auto pass = batch.pass;
+  st.workers[worker].batch = batch_id;
+  st.running.emplace(batch_id, std::move(batch));
+  self->request(st.workers[worker].handle, st.options.pass_timeout, run_atom::value,
+                std::move(pass))
+    .then(
+      [=](backends::pass_result& result) { on_pass_done(self, batch_id, result); },
+      [=](const caf::error& e) {
+        auto it = self->state.running.find(batch_id);
+        if (it != self->state.running.end())
+          fail_batch(self, batch_id, pass_error(self->state, it->second.worker, e));
+        maybe_flush(self);
+      });
+}
+
+void maybe_flush(batcher_pointer self) {
+  auto& st = self->state;
+  if (st.preparing)
+    return;
+  drop_expired(self);
+  if (st.pending.empty()) {
+    ++st.timer_generation;
+    st.timer_armed = false;
+    st.timer_expired = false;
+    return;
+  }
+  if (!any_alive(st)) {
+    fail_pending(self, make_error(errc::no_workers, "every worker has died"));
+    return;
+  }
+  bool ready = st.pending.size() >= st.options.batch_size || st.timer_expired ||
+               st.options.flush_when_idle;
+  if (!ready || idle_workers(st).empty()) {
+    arm_timer(self);
+    return;
+  }
+  std::vector<entry_id> ids;
+  prepare_request request;
+  while (!st.pending.empty() && ids.size() < st.options.batch_size) {
+    auto id = st.pending.front();
+    st.pending.pop_front();
+    auto& entry = st.entries.at(id);
+    entry.stage = batch_entry::phase::preparing;
+    ids.push_back(id);
+    request.sequences.push_back(entry.q.tokens);
+    request.priorities.push_back(entry.q.priority);
+    request.require_kv.push_back(entry.q.require_kv);
+  }
+  restart_timer(self);
+  st.preparing = true;
+  self->request(st.cache, caf::infinite, prepare_atom::value, std::move(request))
+    .then(
+      [=](const prepared_batch& prepared) {
+        self->state.preparing = false;
+        dispatch(self, ids, prepared);
+        maybe_flush(self);
+      },
+      [=](const caf::error& e) {
+        self->state.preparing = false;
+        for (auto id : ids)
+          finish(self, id, e);
+        maybe_flush(self);
+      });
+}
+
+reply_promise enqueue(batcher_pointer self, const query& q) {
+  auto& st = self->state;
+  auto promise = self->make_response_promise<shared_logprobs>();
+  auto t = now(self);
+  std::optional<clock_point> deadline;
+  if (q.timeout.count() > 0)
+    deadline = t + q.timeout;
+  if (st.options.merge_duplicates) {
+    auto it = st.by_key.find(q.tokens);
+    if (it != st.by_key.end()) {
+      auto& entry = st.entries.at(it->second);
+      bump(st.metrics->merged_duplicates);
+      if (entry.waiters.empty())
+        entry.deadline = deadline;
+      else if (entry.deadline)
+        entry.deadline = deadline ? std::max(*entry.deadline, *deadline) : deadline;
+      entry.waiters.push_back(promise);
+      return promise;
+    }
+  }
+  auto id = st.next_entry++;
+  batch_entry entry{q, {promise}, t, deadline};
+  st.entries.emplace(id, std::move(entry));
+  if (st.options.merge_duplicates)
+    st.by_key.emplace(q.tokens, id);
+  st.pending.push_back(id);
+  maybe_flush(self);
+  return promise;
+}
+
+void cancel_all(batcher_pointer self) {
+  auto& st = self->state;
+  auto cancelled = make_error(errc::cancelled, "reset_async_queries() cancelled the query");
+  fail_pending(self, cancelled);
+  // Entries being prepared or computed keep going (their rows get cached); only
+  // their waiters are answered now.
+  for (auto& [id, entry] : st.entries) {
+    for (auto& waiter : entry.waiters)
+      waiter.deliver(cancelled);
+    entry.waiters.clear();
+  }
+  maybe_flush(self);
+}
+
+void on_worker_down(batcher_pointer self, const caf::actor_addr& source) {
+  auto& st = self->state;
+  for (cache::worker_id w = 0; w < st.workers.size(); ++w) {
+    auto& slot = st.workers[w];
+    if (!slot.alive || slot.handle.address() != source)
+      continue;
+    slot.alive = false;
+    self->send(st.cache, forget_atom::value, w);
+    if (slot.batch)
+      fail_batch(self, *slot.batch,
+                 make_error(errc::worker_lost, "worker " + std::to_string(w) + " died"));
+  }
+  maybe_flush(self);
+}
+
+} // namespace
+
+batcher_actor::behavior_type batcher(batcher_pointer self, batcher_options options,
+                                     cache_actor cache, std::vector<worker_actor> workers,
+                                     std::shared_ptr<engine_metrics> metrics) {
+  auto& st = self->state;
+  st.options = options;
+  st.cache = std::move(cache);
+  st.metrics = std::move(metrics);
+  for (auto& w : workers) {
+    self->monitor(w);
+    st.workers.push_back({std::move(w)});
+  }
+  self->set_down_handler([=](caf::down_msg& msg) { on_worker_down(self, msg.source); });
+  self->set_exit_handler([=](caf::exit_msg& msg) {
+    auto& st = self->state;
+    auto stopping = make_error(errc::shutting_down, "the engine stopped");
+    for (auto& [id, entry] : st.entries)
+      for (auto& waiter : entry.waiters)
+        waiter.deliver(stopping);
+    st.entries.clear();
+    self->quit(msg.reason);
+  });
+  return {
+    [=](enqueue_atom, const query& q) -> caf::result<shared_logprobs> {
+      return enqueue(self, q);
+    },
+    [=](flush_atom, std::uint64_t generation) {
+      auto& st = self->state;
+      if (generation != st.timer_generation)
+        return; // a timer of an earlier first query
+      st.timer_armed = false;
+      st.timer_expired = true;
+      maybe_flush(self);
+    },
+    [=](cancel_atom) {
+      cancel_all(self);
+      return true;
+    },
+    [=](idle_atom) { return self->state.entries.empty(); },
+  };
+}
+
+} // namespace canopy::actors

@@ -1,0 +1,177 @@
+#include <canopy/actors/cache_actor.hpp>
+
+#include <canopy/messages/errors.hpp>
+
+#include <algorithm>
+#include <map>
+
+namespace canopy::actors {
+
+using namespace messages;
+
+prepared_entry cache_state::prepare(const cache::token_seq& tokens, std::int32_t priority,
+                                    bool require_kv) {
+  prepared_entry entry;
+  const auto workers = options.trie.workers;
+  entry.kv.resize(workers);
+  if (!options.enabled)
+    return entry;
+  const auto length = static_cast<std::uint32_t>(tokens.size());
+  auto m = trie->match(tokens.data(), tokens.size(), priority, length);
+  bool full_kv = std::any_of(m.kv.begin(), m.kv.end(),
+                             [&](const cache::kv_prefix& p) { return p.length == length; });
+  if (m.logprobs && (!require_kv || full_kv)) {
+    entry.hit.row = m.logprobs;
+    return entry;
+  }
+  entry.leaf = trie->insert(tokens.data(), tokens.size(), priority);
+  trie->lock(entry.leaf);
+  // The pass must compute at least the last token to produce its row, so a prefix
+  // covering the whole sequence is cut back by one token.
+  for (cache::worker_id w = 0; w < workers; ++w) {
+    auto kv = m.kv[w];
+    if (kv.length == length) {
+      kv.length = length - 1;
+      kv.handle = kv.length == 0 ? cache::no_kv : trie->kv(trie->parent(entry.leaf), w);
+    }
+    entry.kv[w] = kv;
+  }
+  return entry;
+}
+
+std::vector<shared_logprobs> cache_state::store(const store_request& request) {
+  const auto& pass = request.pass.items;
+  const auto& results = request.result.items;
+  std::vector<shared_logprobs> rows;
+  std::vector<cache::kv_handle> unstored_kv;
+  const auto worker = request.worker;
+  for (std::size_t i = 0; i < pass.size(); ++i) {
+    const auto& item = pass[i];
+    const auto& out = results[i];
+    const auto vocab = item.rows.empty() ? 0 : out.logprobs.size() / item.rows.size();
+    const auto start = request.items[i].start;
+    std::vector<cache::node_id> path;
+    if (options.enabled)
+      path = trie->path(request.items[i].leaf);
+    // KV is prefix-closed: once one token's KV cannot be stored, the rest is useless.
+    bool storing_kv = options.enabled;
+    for (std::size_t j = 0; j < out.kv.size(); ++j) {
+      storing_kv = storing_kv && trie->attach_kv(path[start + j], worker, out.kv[j],
+                                                 options.kv_bytes_per_token[worker]);
+      if (!storing_kv)
+        unstored_kv.push_back(out.kv[j]);
+    }
+    for (std::size_t r = 0; r < item.rows.size(); ++r) {
+      const float* values = out.logprobs.data() + r * vocab;
+      if (!options.enabled) {
+        rows.push_back({cache::logprob_row::encode(values, vocab, cache::row_dtype::float32)});
+        continue;
+      }
+      auto node = path[start + item.rows[r]];
+      // A row stored earlier wins, so every caller of a sequence sees the same values.
+      auto row = trie->logprobs(node);
+      if (!row) {
+        row = cache::logprob_row::encode(values, vocab, options.dtype);
+        trie->attach_logprobs(node, row);
+      }
+      rows.push_back({std::move(row)});
+    }
+  }
+  if (options.enabled)
+    for (auto leaf : request.unlock)
+      trie->unlock(leaf);
+  if (!unstored_kv.empty())
+    caf::anon_send(options.workers[worker], free_kv_atom::value, std::move(unstored_kv));
+  return rows;
+}
+
+void cache_state::after_change(caf::local_actor*) {
+  if (!options.enabled)
+    return;
+  std::map<cache::worker_id, std::vector<cache::kv_handle>> by_worker;
+  for (const auto& r : trie->take_released())
+    by_worker[r.worker].push_back(r.handle);
+  for (auto& [w, handles] : by_worker)
+    caf::anon_send(options.workers[w], free_kv_atom::value, std::move(handles));
+  const auto& s = trie->stats();
+  auto set = [](std::atomic<std::uint64_t>& gauge, std::uint64_t v) {
+    gauge.store(v, std::memory_order_relaxed);
+  };
+  set(metrics->logprob_evictions, s.logprob_evictions);
+  set(metrics->kv_evictions, s.kv_evictions);
+  set(metrics->nodes_removed, s.nodes_removed);
+  set(metrics->refused_attaches, s.refused_attaches);
+  set(metrics->logprob_entries, s.logprob_entries);
+  set(metrics->logprob_bytes, s.logprob_bytes);
+  for (std::size_t w = 0; w < s.kv_bytes.size() && w < metrics->workers; ++w)
+    set(metrics->kv_bytes[w], s.kv_bytes[w]);
+}
+
+cache_actor::behavior_type cache(cache_actor::stateful_pointer<cache_state> self,
+                                 cache_options options,
+                                 std::shared_ptr<engine_metrics> metrics) {
+  auto& st = self->state;
+  st.options = std::move(options);
+  st.trie = std::make_unique<cache::token_trie>(st.options.trie);
+  st.metrics = std::move(metrics);
+  return {
+    [=](lookup_atom, const query& q) -> caf::result<shared_logprobs> {
+      auto& st = self->state;
+      if (st.options.enabled) {
+        const auto length = static_cast<std::uint32_t>(q.tokens.size());
+        auto cap = q.require_kv ? length : 0u;
+        auto m = st.trie->match(q.tokens.data(), q.tokens.size(), q.priority, cap);
+        bool kv_ok = !q.require_kv ||
+                     std::any_of(m.kv.begin(), m.kv.end(), [&](const cache::kv_prefix& p) {
+                       return p.length == length;
+                     });
+        if (m.logprobs && kv_ok) {
+          bump(st.metrics->cache_hits);
+          return shared_logprobs{std::move(m.logprobs)};
+        }
+      }
+      if (!st.batcher)
+        return make_error(errc::no_workers, "the engine is not started");
+      return self->delegate(st.batcher, enqueue_atom::value, q);
+    },
+    [=](prepare_atom, const prepare_request& request) {
+      auto& st = self->state;
+      prepared_batch out;
+      out.entries.reserve(request.sequences.size());
+      for (std::size_t i = 0; i < request.sequences.size(); ++i)
+        out.entries.push_back(st.prepare(request.sequences[i], request.priorities[i],
+                                         request.require_kv[i]));
+      st.after_change(self);
+      return out;
+    },
+    [=](store_atom, const store_request& request) {
+      auto rows = self->state.store(request);
+      self->state.after_change(self);
+      return rows;
+    },
+    [=](release_atom, const std::vector<cache::node_id>& leaves) {
+      auto& st = self->state;
+      if (st.options.enabled)
+        for (auto leaf : leaves)
+          st.trie->unlock(leaf);
+      st.after_change(self);
+    },
+    [=](forget_atom, cache::worker_id worker) {
+      self->state.trie->forget_worker(worker);
+      self->state.after_change(self);
+    },
+    [=](connect_atom, const batcher_actor& batcher) { self->state.batcher = batcher; },
+    [=](clear_atom) {
+      self->state.trie->clear();
+      self->state.after_change(self);
+      return true;
+    },
+    [=](clear_kv_atom) {
+      self->state.trie->clear_kv();
+      self->state.after_change(self);
+      return true;
+    },
+  };
+}
+
+} // namespace canopy::actors

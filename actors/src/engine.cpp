@@ -1,0 +1,324 @@
+#include <canopy/engine.hpp>
+
+#include <canopy/actors/batcher_actor.hpp>
+#include <canopy/actors/cache_actor.hpp>
+#include <canopy/actors/engine_metrics.hpp>
+#include <canopy/actors/request_actor.hpp>
+#include <canopy/actors/sampling.hpp>
+#include <canopy/actors/worker_actor.hpp>
+#include <canopy/backends/backend_factory.hpp>
+#include <canopy/messages/errors.hpp>
+#include <canopy/messages/registration.hpp>
+
+#include <ATen/ATen.h>
+#include <caf/actor_system.hpp>
+#include <caf/actor_system_config.hpp>
+#include <caf/scoped_actor.hpp>
+#include <caf/send.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+namespace canopy {
+
+using namespace messages;
+
+namespace {
+
+caf::timespan from_ms(double ms) {
+  return std::chrono::duration_cast<caf::timespan>(std::chrono::duration<double, std::milli>(ms));
+}
+
+canopy::error to_exception(caf::actor_system& system, const caf::error& e) {
+  auto code = code_of(e);
+  if (code != errc::none)
+    return canopy::error(code, message_of(e));
+  if (e == caf::sec::request_receiver_down)
+    return canopy::error(errc::shutting_down, "the engine stopped before answering");
+  return canopy::error(errc::backend_failure, system.render(e));
+}
+
+std::vector<std::unique_ptr<backends::backend_i>> make_backends(const engine_config& config) {
+  std::vector<std::unique_ptr<backends::backend_i>> out;
+  auto devices = config.device_list();
+  for (std::uint32_t i = 0; i < devices.size(); ++i) {
+    try {
+      if (config.backend_factory) {
+        out.push_back(config.backend_factory(i, devices[i]));
+        continue;
+      }
+      backends::backend_spec spec;
+      spec.kind = config.backend;
+      spec.device = devices[i];
+      spec.mock.vocab_size = config.vocab_size;
+      spec.mock.context_length = config.context_length;
+      spec.mock.kv_bytes_per_token = config.mock_kv_bytes_per_token;
+      spec.mock.seed = config.mock_seed;
+      spec.mock.cost_per_pass = std::chrono::duration_cast<std::chrono::nanoseconds>(
+        std::chrono::duration<double, std::micro>(config.mock_cost_per_pass_us));
+      spec.mock.cost_per_token = std::chrono::duration_cast<std::chrono::nanoseconds>(
+        std::chrono::duration<double, std::micro>(config.mock_cost_per_token_us));
+      out.push_back(backends::make_backend(spec));
+    } catch (const canopy::error&) {
+      throw;
+    } catch (const std::exception& e) {
+      throw canopy::error(errc::invalid_config, "device " + devices[i] + ": " + e.what());
+    }
+    if (!out.back())
+      throw canopy::error(errc::invalid_config, "backend_factory returned no backend");
+  }
+  return out;
+}
+
+} // namespace
+
+struct engine::impl {
+  engine_config config;
+  std::unique_ptr<caf::actor_system_config> own_config;
+  std::unique_ptr<caf::actor_system> own_system;
+  caf::actor_system* system = nullptr;
+  std::shared_ptr<actors::engine_metrics> metrics;
+  backends::model_info model;
+  std::vector<worker_actor> workers;
+  cache_actor cache;
+  batcher_actor batcher;
+  std::vector<engine_actor> fronts;
+  std::atomic<std::size_t> next_front{0};
+
+  const engine_actor& front() {
+    return fronts[next_front.fetch_add(1, std::memory_order_relaxed) % fronts.size()];
+  }
+
+  void start(caf::actor_system& sys);
+  void stop();
+
+  /// Sends a query whose answer arrives through `callback` (on an actor thread).
+  template <class Atom, class... Ts>
+  void send_query(logprobs_callback callback, Atom atom, Ts&&... xs) {
+    auto* sys = system;
+    reply_callback reply{[sys, callback = std::move(callback)](
+                           caf::expected<shared_logprobs> result) {
+      if (result)
+        callback(to_tensor(*result));
+      else
+        callback(to_exception(*sys, result.error()));
+    }};
+    caf::anon_send(front(), atom, std::forward<Ts>(xs)..., std::move(reply));
+  }
+
+  /// The same, answered through a future.
+  template <class Atom, class... Ts>
+  std::future<at::Tensor> future_query(Atom atom, Ts&&... xs) {
+    auto promise = std::make_shared<std::promise<at::Tensor>>();
+    auto future = promise->get_future();
+    send_query(
+      [promise](logprobs_result result) {
+        if (auto* t = std::get_if<at::Tensor>(&result))
+          promise->set_value(std::move(*t));
+        else
+          promise->set_exception(std::make_exception_ptr(std::get<canopy::error>(result)));
+      },
+      atom, std::forward<Ts>(xs)...);
+    return future;
+  }
+
+  /// Asks a front actor something with a bool answer and waits for it.
+  template <class Atom>
+  void control(Atom atom) {
+    caf::scoped_actor self{*system};
+    self->request(front(), caf::infinite, atom)
+      .receive([](bool) {},
+               [&](const caf::error& e) { throw to_exception(*system, e); });
+  }
+};
+
+void engine::impl::start(caf::actor_system& sys) {
+  system = &sys;
+  auto backends = make_backends(config);
+  model = backends.front()->info();
+  const auto worker_count = static_cast<std::uint32_t>(backends.size());
+  std::vector<std::uint64_t> kv_bytes_per_token;
+  for (auto& b : backends) {
+    if (b->info().vocab_size != model.vocab_size)
+      throw canopy::error(errc::invalid_config, "workers disagree on the vocabulary size");
+    kv_bytes_per_token.push_back(b->info().kv_bytes_per_token);
+  }
+  metrics = std::make_shared<actors::engine_metrics>(worker_count);
+  for (auto& b : backends)
+    workers.push_back(actors::spawn_worker(sys, std::move(b)));
+
+  actors::cache_options cache_opts;
+  cache_opts.enabled = config.cache_enabled;
+  cache_opts.trie.logprob_budget_bytes = config.logprob_budget_bytes;
+  cache_opts.trie.logprob_max_entries = config.logprob_max_entries;
+  cache_opts.trie.kv_budget_bytes = config.kv_budget_bytes;
+  cache_opts.trie.workers = worker_count;
+  cache_opts.trie.policy = *cache::parse_eviction_policy(config.eviction_policy);
+  cache_opts.dtype = *cache::parse_row_dtype(config.logprob_dtype);
+  cache_opts.kv_bytes_per_token = kv_bytes_per_token;
+  cache_opts.workers = workers;
+  cache = sys.spawn(actors::cache, cache_opts, metrics);
+
+  actors::batcher_options batch_opts;
+  batch_opts.batch_size = config.batch_size;
+  batch_opts.batch_timeout = from_ms(config.batch_timeout_ms);
+  batch_opts.flush_when_idle = config.flush_when_idle;
+  batch_opts.merge_duplicates = config.merge_duplicates;
+  batch_opts.rows_at_every_position = config.rows_at_every_position;
+  batch_opts.pass_timeout = from_ms(config.pass_timeout_ms);
+  batcher = sys.spawn(actors::batcher, batch_opts, cache, workers, metrics);
+  caf::anon_send(cache, connect_atom::value, batcher);
+
+  actors::request_options request_opts;
+  request_opts.query_timeout = from_ms(config.query_timeout_ms);
+  request_opts.pass_timeout = batch_opts.pass_timeout;
+  for (std::uint32_t i = 0; i < config.request_actors; ++i)
+    fronts.push_back(
+      sys.spawn(actors::request_actor, request_opts, model, cache, batcher, workers, metrics));
+}
+
+void engine::impl::stop() {
+  // Fronts first: they answer every query they still hold with errc::shutting_down.
+  for (auto& f : fronts)
+    caf::anon_send_exit(f, caf::exit_reason::user_shutdown);
+  caf::anon_send_exit(batcher, caf::exit_reason::user_shutdown);
+  caf::anon_send_exit(cache, caf::exit_reason::user_shutdown);
+  for (auto& w : workers)
+    caf::anon_send_exit(w, caf::exit_reason::user_shutdown);
+}
+
+engine::engine(engine_config config) : impl_(std::make_unique<impl>()) {
+  config.validate();
+  impl_->config = std::move(config);
+  impl_->own_config = std::make_unique<caf::actor_system_config>();
+  messages::add_message_types(*impl_->own_config);
+  auto threads = impl_->config.scheduler_threads;
+  if (threads == 0)
+    threads = std::max(2u, std::thread::hardware_concurrency());
+  impl_->own_config->set("scheduler.max-threads", static_cast<std::size_t>(threads));
+  impl_->own_system = std::make_unique<caf::actor_system>(*impl_->own_config);
+  impl_->start(*impl_->own_system);
+}
+
+engine::engine(caf::actor_system& host, engine_config config) : impl_(std::make_unique<impl>()) {
+  config.validate();
+  impl_->config = std::move(config);
+  impl_->start(host);
+}
+
+engine::~engine() {
+  impl_->stop();
+  impl_->own_system.reset(); // waits for every actor of an owned system
+}
+
+std::future<at::Tensor> engine::next_token_logprobs(token_seq tokens, query_options options) {
+  return impl_->future_query(logprobs_atom::value,
+                             query{std::move(tokens), options.priority, false,
+                                   from_ms(options.timeout_ms)});
+}
+
+void engine::next_token_logprobs(token_seq tokens, logprobs_callback callback,
+                                 query_options options) {
+  impl_->send_query(std::move(callback), logprobs_atom::value,
+                    query{std::move(tokens), options.priority, false,
+                          from_ms(options.timeout_ms)});
+}
+
+at::Tensor engine::next_token_logprobs_sync(token_seq tokens, query_options options) {
+  return next_token_logprobs(std::move(tokens), options).get();
+}
+
+at::Tensor engine::batch_next_token_logprobs(const std::vector<token_seq>& batch) {
+  std::vector<std::future<at::Tensor>> futures;
+  futures.reserve(batch.size());
+  for (const auto& tokens : batch)
+    futures.push_back(next_token_logprobs(tokens));
+  std::vector<at::Tensor> rows;
+  rows.reserve(batch.size());
+  for (auto& f : futures)
+    rows.push_back(f.get());
+  if (rows.empty())
+    return at::empty({0, vocab_size()}, at::kFloat);
+  return at::stack(rows);
+}
+
+at::Tensor engine::next_token_logprobs_uncached(token_seq tokens) {
+  return impl_->future_query(uncached_atom::value, std::move(tokens)).get();
+}
+
+token_seq engine::sample(const token_seq& prompt, std::size_t max_tokens,
+                         const std::vector<std::int32_t>& eos_token_ids, double temperature,
+                         std::uint64_t seed) {
+  return batch_sample({prompt}, max_tokens, eos_token_ids, temperature, seed).front();
+}
+
+std::vector<token_seq> engine::batch_sample(const std::vector<token_seq>& prompts,
+                                            std::size_t max_tokens,
+                                            const std::vector<std::int32_t>& eos_token_ids,
+                                            double temperature, std::uint64_t seed) {
+  std::vector<token_seq> generated(prompts.size());
+  std::vector<std::mt19937_64> streams;
+  for (std::size_t i = 0; i < prompts.size(); ++i)
+    streams.push_back(actors::sampling_stream(seed, i));
+  std::vector<bool> done(prompts.size(), max_tokens == 0);
+  for (std::size_t step = 0; step < max_tokens; ++step) {
+    std::vector<std::pair<std::size_t, std::future<at::Tensor>>> asked;
+    for (std::size_t i = 0; i < prompts.size(); ++i) {
+      if (done[i])
+        continue;
+      token_seq context = prompts[i];
+      context.insert(context.end(), generated[i].begin(), generated[i].end());
+      asked.emplace_back(i, next_token_logprobs(std::move(context)));
+    }
+    if (asked.empty())
+      break;
+    for (auto& [i, future] : asked) {
+      auto row = future.get();
+      auto token = actors::sample_token(row.data_ptr<float>(), row.numel(), temperature,
+                                        streams[i]);
+      generated[i].push_back(token);
+      done[i] = std::find(eos_token_ids.begin(), eos_token_ids.end(), token) !=
+                eos_token_ids.end();
+    }
+  }
+  return generated;
+}
+
+void engine::cache_kv(const token_seq& prompt) {
+  impl_->future_query(logprobs_atom::value, query{prompt, 0, true, caf::timespan{0}}).get();
+}
+
+void engine::clear_cache() { impl_->control(clear_atom::value); }
+void engine::clear_kv_cache() { impl_->control(clear_kv_atom::value); }
+void engine::reset_async_queries() { impl_->control(cancel_atom::value); }
+
+std::int64_t engine::vocab_size() const { return impl_->model.vocab_size; }
+const backends::model_info& engine::model() const { return impl_->model; }
+const engine_config& engine::config() const { return impl_->config; }
+
+engine_stats engine::stats() const {
+  auto s = impl_->metrics->snapshot();
+  s.logprob_budget_bytes = impl_->config.logprob_budget_bytes;
+  s.kv_budget_bytes = impl_->config.kv_budget_bytes;
+  return s;
+}
+
+engine_actor engine::handle() const { return impl_->fronts.front(); }
+
+at::Tensor to_tensor(const shared_logprobs& reply) {
+  const auto& row = reply.row;
+  const auto vocab = static_cast<std::int64_t>(row->vocab());
+  if (const float* data = row->float32_data()) {
+    // Share the cache's memory: the deleter keeps the row alive as long as the tensor.
+    auto keep = new cache::row_ptr(row);
+    return at::from_blob(const_cast<float*>(data), {vocab},
+                         [keep](void*) { delete keep; }, at::TensorOptions(at::kFloat));
+  }
+  auto out = at::empty({vocab}, at::kFloat);
+  row->decode(out.data_ptr<float>());
+  return out;
+}
+
+} // namespace canopy

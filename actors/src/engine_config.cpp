@@ -1,0 +1,206 @@
+#include <canopy/engine_config.hpp>
+
+#include <canopy/cache/eviction_policy.hpp>
+#include <canopy/cache/logprob_row.hpp>
+#include <canopy/error.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include <functional>
+#include <string>
+#include <type_traits>
+
+namespace canopy {
+
+namespace {
+
+using json = nlohmann::json;
+
+[[noreturn]] void invalid(std::string_view key, const std::string& why) {
+  throw error(errc::invalid_config, "setting '" + std::string(key) + "': " + why);
+}
+
+/// One configuration key: how to read it from JSON and write it back.
+struct setting {
+  std::string key;
+  std::string description;
+  std::function<void(engine_config&, const json&)> assign;
+  std::function<json(const engine_config&)> read;
+};
+
+template <class T>
+const char* type_name() {
+  if constexpr (std::is_same_v<T, bool>)
+    return "a boolean";
+  else if constexpr (std::is_integral_v<T>)
+    return std::is_unsigned_v<T> ? "a non-negative integer" : "an integer";
+  else if constexpr (std::is_floating_point_v<T>)
+    return "a number";
+  else if constexpr (std::is_same_v<T, std::string>)
+    return "a string";
+  else
+    return "a list of strings";
+}
+
+template <class T>
+bool holds(const json& value) {
+  if constexpr (std::is_same_v<T, bool>)
+    return value.is_boolean();
+  else if constexpr (std::is_integral_v<T>)
+    return value.is_number_integer() && (!std::is_unsigned_v<T> || value >= 0);
+  else if constexpr (std::is_floating_point_v<T>)
+    return value.is_number();
+  else if constexpr (std::is_same_v<T, std::string>)
+    return value.is_string();
+  else
+    return value.is_array() && std::all_of(value.begin(), value.end(),
+                                           [](const json& x) { return x.is_string(); });
+}
+
+template <class T>
+setting make_setting(std::string key, std::string description, T engine_config::*member) {
+  auto assign = [key, member](engine_config& config, const json& value) {
+    if (!holds<T>(value))
+      invalid(key, std::string("expected ") + type_name<T>() + ", got " + value.dump());
+    config.*member = value.get<T>();
+  };
+  auto read = [member](const engine_config& config) { return json(config.*member); };
+  return {std::move(key), std::move(description), assign, read};
+}
+
+const std::vector<setting>& settings() {
+  using c = engine_config;
+  static const std::vector<setting> table = {
+    make_setting("backend", "model backend: mock", &c::backend),
+    make_setting("vocab_size", "mock: entries per log-prob row", &c::vocab_size),
+    make_setting("context_length", "mock: longest accepted sequence", &c::context_length),
+    make_setting("mock_cost_per_pass_us", "mock: simulated microseconds per pass",
+                 &c::mock_cost_per_pass_us),
+    make_setting("mock_cost_per_token_us", "mock: simulated microseconds per new token",
+                 &c::mock_cost_per_token_us),
+    make_setting("mock_kv_bytes_per_token", "mock: KV budget bytes per token",
+                 &c::mock_kv_bytes_per_token),
+    make_setting("mock_seed", "mock: seed of the log-prob hash", &c::mock_seed),
+    make_setting("workers", "worker actors (one per device) when devices is empty",
+                 &c::workers),
+    make_setting("devices", "devices, e.g. [\"cpu\", \"cpu\"] or [\"cuda:0\"]", &c::devices),
+    make_setting("batch_size", "flush when this many distinct queries wait", &c::batch_size),
+    make_setting("batch_timeout_ms", "flush this long after the first waiting query",
+                 &c::batch_timeout_ms),
+    make_setting("flush_when_idle", "flush at once when a worker is idle",
+                 &c::flush_when_idle),
+    make_setting("merge_duplicates", "equal sequences share one computation",
+                 &c::merge_duplicates),
+    make_setting("rows_at_every_position", "store the row after every computed token",
+                 &c::rows_at_every_position),
+    make_setting("cache_enabled", "false: no cached rows and no KV reuse", &c::cache_enabled),
+    make_setting("logprob_budget_bytes", "hard limit on cached row bytes",
+                 &c::logprob_budget_bytes),
+    make_setting("logprob_max_entries", "limit on cached rows, 0: none (OutputCache maxsize)",
+                 &c::logprob_max_entries),
+    make_setting("kv_budget_bytes", "hard limit on KV bytes per worker", &c::kv_budget_bytes),
+    make_setting("eviction_policy", "lru | lfu | fifo | priority", &c::eviction_policy),
+    make_setting("logprob_dtype", "stored rows: float32 | float16 | bfloat16",
+                 &c::logprob_dtype),
+    make_setting("request_actors", "front actors callers are spread over",
+                 &c::request_actors),
+    make_setting("scheduler_threads", "CAF worker threads of an owned system, 0: cores",
+                 &c::scheduler_threads),
+    make_setting("query_timeout_ms", "0: none; else a query fails after this long",
+                 &c::query_timeout_ms),
+    make_setting("pass_timeout_ms", "a pass running longer fails its batch",
+                 &c::pass_timeout_ms),
+  };
+  return table;
+}
+
+const setting& find_setting(std::string_view key) {
+  for (const auto& s : settings())
+    if (s.key == key)
+      return s;
+  std::string known;
+  for (const auto& s : settings())
+    known += (known.empty() ? "" : ", ") + s.key;
+  invalid(key, "unknown key (known: " + known + ")");
+}
+
+} // namespace
+
+engine_config engine_config::from_json(std::string_view text) {
+  json parsed = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (parsed.is_discarded())
+    throw error(errc::invalid_config, "configuration is not valid JSON");
+  if (!parsed.is_object())
+    throw error(errc::invalid_config, "configuration must be a JSON object");
+  engine_config config;
+  for (const auto& [key, value] : parsed.items())
+    find_setting(key).assign(config, value);
+  config.validate();
+  return config;
+}
+
+void engine_config::set(std::string_view key, std::string_view value) {
+  const auto& s = find_setting(key);
+  // Text that parses as JSON (numbers, booleans, lists) is taken as such; anything
+  // else is a string, so `--eviction_policy lfu` needs no quotes.
+  json parsed = json::parse(value, nullptr, /*allow_exceptions=*/false);
+  if (parsed.is_discarded() || parsed.is_object())
+    parsed = std::string(value);
+  if (s.read(*this).is_string() && !parsed.is_string())
+    parsed = std::string(value);
+  s.assign(*this, parsed);
+}
+
+void engine_config::validate() const {
+  if (backend != "mock" && !backend_factory)
+    invalid("backend", "unknown backend '" + backend + "' (known: mock)");
+  if (vocab_size < 2)
+    invalid("vocab_size", "must be at least 2");
+  if (context_length < 1)
+    invalid("context_length", "must be at least 1");
+  if (mock_cost_per_pass_us < 0 || mock_cost_per_token_us < 0)
+    invalid("mock_cost_per_pass_us", "simulated costs must be non-negative");
+  if (devices.empty() && workers == 0)
+    invalid("workers", "must be at least 1");
+  for (const auto& d : devices)
+    if (d != "cpu" && d.rfind("cuda:", 0) != 0)
+      invalid("devices", "unknown device '" + d + "' (cpu or cuda:N)");
+  if (batch_size == 0)
+    invalid("batch_size", "must be at least 1");
+  if (batch_timeout_ms < 0)
+    invalid("batch_timeout_ms", "must be non-negative");
+  if (!cache::parse_eviction_policy(eviction_policy))
+    invalid("eviction_policy", "unknown policy '" + eviction_policy +
+                                 "' (lru, lfu, fifo, priority)");
+  if (!cache::parse_row_dtype(logprob_dtype))
+    invalid("logprob_dtype", "unknown dtype '" + logprob_dtype +
+                               "' (float32, float16, bfloat16)");
+  if (request_actors == 0)
+    invalid("request_actors", "must be at least 1");
+  if (query_timeout_ms < 0)
+    invalid("query_timeout_ms", "must be non-negative");
+  if (pass_timeout_ms <= 0)
+    invalid("pass_timeout_ms", "must be positive");
+}
+
+std::string engine_config::to_json() const {
+  json out = json::object();
+  for (const auto& s : settings())
+    out[s.key] = s.read(*this);
+  return out.dump();
+}
+
+std::vector<std::pair<std::string, std::string>> engine_config::describe() {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const auto& s : settings())
+    out.emplace_back(s.key, s.description);
+  return out;
+}
+
+std::vector<std::string> engine_config::device_list() const {
+  if (!devices.empty())
+    return devices;
+  return std::vector<std::string>(workers, "cpu");
+}
+
+} // namespace canopy

@@ -1,0 +1,164 @@
+#include <canopy/actors/request_actor.hpp>
+
+#include <canopy/messages/errors.hpp>
+
+#include <caf/sec.hpp>
+
+namespace canopy::actors {
+
+using namespace messages;
+
+caf::error validate_tokens(const cache::token_seq& tokens, const backends::model_info& model) {
+  if (tokens.empty())
+    return make_error(errc::empty_sequence, "the token list is empty");
+  if (static_cast<std::int64_t>(tokens.size()) > model.context_length)
+    return make_error(errc::sequence_too_long,
+                      "sequence of " + std::to_string(tokens.size()) +
+                        " tokens exceeds the model's context of " +
+                        std::to_string(model.context_length));
+  for (std::size_t i = 0; i < tokens.size(); ++i)
+    if (tokens[i] < 0 || tokens[i] >= model.vocab_size)
+      return make_error(errc::token_out_of_range,
+                        "token id " + std::to_string(tokens[i]) + " at position " +
+                          std::to_string(i) + " is outside [0, " +
+                          std::to_string(model.vocab_size) + ")");
+  return caf::none;
+}
+
+namespace {
+
+using answer_fn = std::function<void(caf::expected<shared_logprobs>)>;
+
+/// A timed-out request means the caller's deadline passed.
+caf::error caller_error(const caf::error& e) {
+  if (e == caf::sec::request_timeout)
+    return make_error(errc::deadline_exceeded, "no answer within the query's deadline");
+  return e;
+}
+
+/// Registers the answer function of an accepted query; returns the function that
+/// delivers exactly once and updates the counters.
+auto track(request_pointer self, answer_fn answer) {
+  auto& st = self->state;
+  auto id = st.next_id++;
+  auto started = self->clock().now();
+  st.outstanding.emplace(id, std::move(answer));
+  return [self, id, started](caf::expected<shared_logprobs> result) {
+    auto& st = self->state;
+    auto it = st.outstanding.find(id);
+    if (it == st.outstanding.end())
+      return;
+    auto fn = std::move(it->second);
+    st.outstanding.erase(it);
+    bump(result ? st.metrics->answered : st.metrics->failed);
+    st.metrics->latency.record(self->clock().now() - started);
+    fn(std::move(result));
+  };
+}
+
+/// Rejects a query before it enters the pipeline.
+void reject(request_pointer self, const caf::error& e, const answer_fn& answer) {
+  bump(self->state.metrics->queries);
+  bump(self->state.metrics->failed);
+  answer(e);
+}
+
+void ask(request_pointer self, query q, answer_fn answer) {
+  auto& st = self->state;
+  if (auto e = validate_tokens(q.tokens, st.model))
+    return reject(self, e, answer);
+  bump(st.metrics->queries);
+  bump(st.metrics->tokens_requested, q.tokens.size());
+  if (q.timeout.count() == 0)
+    q.timeout = st.options.query_timeout;
+  auto deliver = track(self, std::move(answer));
+  auto timeout = q.timeout.count() > 0 ? caf::duration{q.timeout} : caf::infinite;
+  self->request(st.cache, timeout, lookup_atom::value, std::move(q))
+    .then([deliver](shared_logprobs& row) { deliver(std::move(row)); },
+          [deliver](caf::error& e) { deliver(caller_error(e)); });
+}
+
+void ask_uncached(request_pointer self, const cache::token_seq& tokens, answer_fn answer) {
+  auto& st = self->state;
+  if (auto e = validate_tokens(tokens, st.model))
+    return reject(self, e, answer);
+  bump(st.metrics->queries);
+  bump(st.metrics->tokens_requested, tokens.size());
+  auto deliver = track(self, std::move(answer));
+  backends::pass_item item;
+  item.tokens = tokens;
+  item.rows = {static_cast<std::uint32_t>(tokens.size() - 1)};
+  item.keep_kv = false;
+  auto worker = st.workers[st.next_worker++ % st.workers.size()];
+  self->request(worker, st.options.pass_timeout, run_atom::value,
+                backends::pass_request{{std::move(item)}})
+    .then(
+      [self, deliver](const backends::pass_result& result) {
+        bump(self->state.metrics->tokens_computed, result.tokens_computed);
+        const auto& values = result.items.at(0).logprobs;
+        deliver(shared_logprobs{cache::logprob_row::encode(values.data(), values.size(),
+                                                           cache::row_dtype::float32)});
+      },
+      [deliver](caf::error& e) { deliver(caller_error(e)); });
+}
+
+/// Adapts a response promise to an answer function.
+answer_fn to_promise(caf::typed_response_promise<shared_logprobs> promise) {
+  return [promise](caf::expected<shared_logprobs> result) mutable {
+    if (result)
+      promise.deliver(std::move(*result));
+    else
+      promise.deliver(std::move(result.error()));
+  };
+}
+
+} // namespace
+
+engine_actor::behavior_type
+request_actor(request_pointer self, request_options options, backends::model_info model,
+              cache_actor cache, batcher_actor batcher, std::vector<worker_actor> workers,
+              std::shared_ptr<engine_metrics> metrics) {
+  auto& st = self->state;
+  st.options = options;
+  st.model = std::move(model);
+  st.cache = std::move(cache);
+  st.batcher = std::move(batcher);
+  st.workers = std::move(workers);
+  st.metrics = std::move(metrics);
+  self->set_exit_handler([=](caf::exit_msg& msg) {
+    auto pending = std::move(self->state.outstanding);
+    self->state.outstanding.clear();
+    for (auto& [id, fn] : pending)
+      fn(make_error(errc::shutting_down, "the engine stopped before answering"));
+    self->quit(msg.reason);
+  });
+  return {
+    [=](logprobs_atom, const cache::token_seq& tokens) {
+      auto promise = self->make_response_promise<shared_logprobs>();
+      ask(self, query{tokens}, to_promise(promise));
+      return promise;
+    },
+    [=](logprobs_atom, const query& q) {
+      auto promise = self->make_response_promise<shared_logprobs>();
+      ask(self, q, to_promise(promise));
+      return promise;
+    },
+    [=](logprobs_atom, const query& q, const reply_callback& callback) {
+      ask(self, q, callback.fn);
+    },
+    [=](uncached_atom, const cache::token_seq& tokens) {
+      auto promise = self->make_response_promise<shared_logprobs>();
+      ask_uncached(self, tokens, to_promise(promise));
+      return promise;
+    },
+    [=](uncached_atom, const cache::token_seq& tokens, const reply_callback& callback) {
+      ask_uncached(self, tokens, callback.fn);
+    },
+    [=](clear_atom) { return self->delegate(self->state.cache, clear_atom::value); },
+    [=](clear_kv_atom) { return self->delegate(self->state.cache, clear_kv_atom::value); },
+    [=](cancel_atom) { return self->delegate(self->state.batcher, cancel_atom::value); },
+    [=](info_atom) { return self->state.model; },
+  };
+}
+
+} // namespace canopy::actors

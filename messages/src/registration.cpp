@@ -1,0 +1,53 @@
+#include <canopy/messages/registration.hpp>
+
+#include <canopy/messages/batch_messages.hpp>
+#include <canopy/messages/errors.hpp>
+#include <canopy/messages/pass_messages.hpp>
+#include <canopy/messages/query.hpp>
+#include <canopy/messages/shared_logprobs.hpp>
+
+#include <caf/actor_system_config.hpp>
+#include <caf/message.hpp>
+
+#include <string>
+#include <vector>
+
+namespace canopy::messages {
+
+namespace {
+
+std::string render_error(std::uint8_t code, caf::atom_value, const caf::message& context) {
+  std::string out = "canopy: ";
+  out += to_string(static_cast<errc>(code));
+  if (context.size() == 1 && context.match_element<std::string>(0)) {
+    out += " (";
+    out += context.get_as<std::string>(0);
+    out += ")";
+  }
+  return out;
+}
+
+} // namespace
+
+void add_message_types(caf::actor_system_config& config) {
+  config.add_message_type<query>("canopy::query");
+  config.add_message_type<shared_logprobs>("canopy::shared_logprobs");
+  config.add_message_type<std::vector<shared_logprobs>>("canopy::shared_logprobs_list");
+  config.add_message_type<backends::pass_item>("canopy::pass_item");
+  config.add_message_type<backends::pass_request>("canopy::pass_request");
+  config.add_message_type<backends::item_output>("canopy::item_output");
+  config.add_message_type<backends::pass_result>("canopy::pass_result");
+  config.add_message_type<backends::model_info>("canopy::model_info");
+  config.add_message_type<cache::kv_prefix>("canopy::kv_prefix");
+  config.add_message_type<prepare_request>("canopy::prepare_request");
+  config.add_message_type<prepared_entry>("canopy::prepared_entry");
+  config.add_message_type<prepared_batch>("canopy::prepared_batch");
+  config.add_message_type<store_item>("canopy::store_item");
+  config.add_message_type<store_request>("canopy::store_request");
+  config.add_message_type<std::vector<cache::kv_handle>>("canopy::kv_handles");
+  config.add_message_type<std::vector<cache::node_id>>("canopy::node_ids");
+  config.add_message_type<cache::token_seq>("canopy::token_seq");
+  config.add_error_category(error_category, render_error);
+}
+
+} // namespace canopy::messages

@@ -1,0 +1,96 @@
+#pragma once
+// The batcher actor. Misses arrive from the cache actor; a query whose FULL sequence
+// equals one already waiting or in flight joins it (never a suffix key: equal
+// suffixes under different prefixes are different queries). A batch leaves when it
+// reaches batch_size, when batch_timeout has passed since its FIRST waiting query,
+// or at once when a worker is idle and flush_when_idle is set; each worker runs one
+// batch at a time, so every batch is prepared against a cache that holds the results
+// of the batch before it. Per batch: the cache matches and locks the sequences
+// (prepare), the planner folds prefixes and picks the worker, the worker runs the
+// pass, the cache stores the results (store), and every waiter gets its row. A failed
+// pass, a dead worker, a cancellation, an expired deadline or shutdown reaches every
+// waiter as an error.
+// Thread contract: the state is touched only by the actor.
+
+#include <canopy/actors/batch_planner.hpp>
+#include <canopy/actors/engine_metrics.hpp>
+#include <canopy/actors/token_seq_hash.hpp>
+#include <canopy/messages/actor_interfaces.hpp>
+
+#include <caf/actor_clock.hpp>
+#include <caf/typed_response_promise.hpp>
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <unordered_map>
+#include <vector>
+
+namespace canopy::actors {
+
+struct batcher_options {
+  std::uint32_t batch_size = 64;
+  caf::timespan batch_timeout{std::chrono::milliseconds(2)};
+  bool flush_when_idle = true;
+  bool merge_duplicates = true;
+  bool rows_at_every_position = true;
+  caf::timespan pass_timeout{std::chrono::minutes(10)};
+};
+
+using entry_id = std::uint64_t;
+using reply_promise = caf::typed_response_promise<messages::shared_logprobs>;
+
+/// One distinct sequence and everyone waiting for it.
+struct batch_entry {
+  messages::query q;
+  std::vector<reply_promise> waiters;
+  caf::actor_clock::time_point arrival;
+  std::optional<caf::actor_clock::time_point> deadline; // latest of the waiters'; none: no limit
+  enum class phase { pending, preparing, running } stage = phase::pending;
+};
+
+/// A batch between prepare and its answers.
+struct running_batch {
+  cache::worker_id worker = 0;
+  std::vector<entry_id> entries;        // answered by this pass
+  std::vector<answer_ref> answers;      // [entries]
+  std::vector<messages::store_item> items;
+  std::vector<cache::node_id> locked;   // every leaf prepare locked for this batch
+  backends::pass_request pass;
+};
+
+struct worker_slot {
+  messages::worker_actor handle;
+  bool alive = true;
+  std::optional<std::uint64_t> batch;   // the running batch, if any
+  std::uint64_t load = 0;               // tokens computed so far (least-loaded routing)
+};
+
+struct batcher_state {
+  batcher_options options;
+  messages::cache_actor cache;
+  std::shared_ptr<engine_metrics> metrics;
+  std::vector<worker_slot> workers;
+
+  std::unordered_map<entry_id, batch_entry> entries;
+  std::unordered_map<cache::token_seq, entry_id, token_seq_hash> by_key; // when merging
+  std::deque<entry_id> pending;          // arrival order
+  std::unordered_map<std::uint64_t, running_batch> running;
+  entry_id next_entry = 0;
+  std::uint64_t next_batch = 0;
+  bool preparing = false;                // one prepare at a time
+  std::uint64_t timer_generation = 0;
+  bool timer_armed = false;
+  bool timer_expired = false;
+
+  static inline const char* name = "canopy.batcher";
+};
+
+using batcher_pointer = messages::batcher_actor::stateful_pointer<batcher_state>;
+
+messages::batcher_actor::behavior_type
+batcher(batcher_pointer self, batcher_options options, messages::cache_actor cache,
+        std::vector<messages::worker_actor> workers, std::shared_ptr<engine_metrics> metrics);
+
+} // namespace canopy::actors

@@ -1,0 +1,48 @@
+#pragma once
+// The cache actor: owns the token trie (rows and KV handles per node), its eviction
+// policy and byte budgets. It answers hits itself, so hits never reach the batcher;
+// it delegates misses to the batcher, matches and locks batches before a pass, stores
+// what a pass computed, and tells workers to free the KV it evicts.
+// Thread contract: the state is touched only by the actor.
+
+#include <canopy/actors/engine_metrics.hpp>
+#include <canopy/cache/token_trie.hpp>
+#include <canopy/messages/actor_interfaces.hpp>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <vector>
+
+namespace canopy::actors {
+
+struct cache_options {
+  bool enabled = true;                          // false: every query is a miss
+  cache::trie_config trie;
+  cache::row_dtype dtype = cache::row_dtype::float32;
+  std::vector<std::uint64_t> kv_bytes_per_token; // [workers]
+  std::vector<messages::worker_actor> workers;   // [workers], to free evicted KV
+};
+
+struct cache_state {
+  cache_options options;
+  std::unique_ptr<cache::token_trie> trie; // made when the actor starts
+  messages::batcher_actor batcher;
+  std::shared_ptr<engine_metrics> metrics;
+
+  /// Matches and locks one sequence of a batch (see prepared_entry).
+  messages::prepared_entry prepare(const cache::token_seq& tokens, std::int32_t priority,
+                                   bool require_kv);
+  /// Attaches a pass's KV and rows; returns the rows of every item, in order.
+  std::vector<messages::shared_logprobs> store(const messages::store_request& request);
+  /// Sends the KV the trie dropped to its workers, and publishes the accounting.
+  void after_change(caf::local_actor* self);
+
+  static inline const char* name = "canopy.cache";
+};
+
+messages::cache_actor::behavior_type
+cache(messages::cache_actor::stateful_pointer<cache_state> self, cache_options options,
+      std::shared_ptr<engine_metrics> metrics);
+
+} // namespace canopy::actors

@@ -1,0 +1,55 @@
+#pragma once
+// A request actor: the engine's front door (the engine_actor interface). It validates
+// each query (empty, out-of-range ids, too long), sends it to the cache actor, which
+// answers hits and forwards misses to the batcher, and delivers the answer to the
+// caller's response promise or callback. It remembers every query it has not
+// answered yet, so that shutting down answers them all (no caller ever hangs).
+// Thread contract: the state is touched only by the actor.
+
+#include <canopy/actors/engine_metrics.hpp>
+#include <canopy/backends/backend.hpp>
+#include <canopy/messages/actor_interfaces.hpp>
+
+#include <caf/actor_clock.hpp>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <unordered_map>
+#include <vector>
+
+namespace canopy::actors {
+
+struct request_options {
+  caf::timespan query_timeout{0}; // 0: none
+  caf::timespan pass_timeout{std::chrono::minutes(10)};
+};
+
+struct request_state {
+  request_options options;
+  backends::model_info model;
+  messages::cache_actor cache;
+  messages::batcher_actor batcher;
+  std::vector<messages::worker_actor> workers; // for the uncached reference path
+  std::shared_ptr<engine_metrics> metrics;
+  std::size_t next_worker = 0;
+  // Every query not answered yet, by id: what to call with its answer.
+  std::unordered_map<std::uint64_t, std::function<void(caf::expected<messages::shared_logprobs>)>>
+    outstanding;
+  std::uint64_t next_id = 0;
+
+  static inline const char* name = "canopy.request";
+};
+
+using request_pointer = messages::engine_actor::stateful_pointer<request_state>;
+
+messages::engine_actor::behavior_type
+request_actor(request_pointer self, request_options options, backends::model_info model,
+              messages::cache_actor cache, messages::batcher_actor batcher,
+              std::vector<messages::worker_actor> workers,
+              std::shared_ptr<engine_metrics> metrics);
+
+/// The first problem with a sequence for this model, or none.
+caf::error validate_tokens(const cache::token_seq& tokens, const backends::model_info& model);
+
+} // namespace canopy::actors

@@ -1,0 +1,113 @@
+#pragma once
+// The embedding API. An engine answers "what are the next-token log-probs after this
+// token sequence?" for many concurrent callers, with a token-trie cache (rows and
+// per-token KV reuse), duplicate merging, batching and one worker per device.
+//
+//   canopy::engine lm{canopy::engine_config::from_json(R"({"vocab_size": 512})")};
+//   at::Tensor logprobs = lm.next_token_logprobs_sync({1, 403, 407}); // [vocab] float32
+//
+// Method names and semantics follow genlm-backend's AsyncLM. Results are float32
+// [vocab] CPU tensors; when rows are stored as float32 they share the cache's memory
+// (no copy per hit), so treat them as read-only. Errors are canopy::error (a code and
+// a message naming what is wrong), thrown by the sync methods and carried by futures.
+//
+// Two forms: an engine that owns its actor system, and one that spawns its actors in
+// a host's existing caf::actor_system (which must have called
+// canopy::messages::add_message_types on its config); handle() is the typed actor
+// a host actor talks to.
+//
+// Thread contract: every method may be called from any thread concurrently; the
+// callback overloads run the callback on an actor thread (keep it short, never block
+// on another engine call inside it). Destroying the engine answers every query still
+// waiting with errc::shutting_down.
+
+#include <canopy/engine_config.hpp>
+#include <canopy/engine_stats.hpp>
+#include <canopy/error.hpp>
+#include <canopy/messages/actor_interfaces.hpp>
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <functional>
+#include <future>
+#include <memory>
+#include <optional>
+#include <variant>
+#include <vector>
+
+namespace caf {
+class actor_system;
+}
+
+namespace canopy {
+
+using token_seq = std::vector<std::int32_t>;
+
+/// Per-query options.
+struct query_options {
+  std::int32_t priority = 0;     // priority eviction policy: higher stays cached longer
+  double timeout_ms = 0;         // 0: the engine's query_timeout_ms
+};
+
+/// A query's outcome for the callback overloads: the row, or the error.
+using logprobs_result = std::variant<at::Tensor, canopy::error>;
+using logprobs_callback = std::function<void(logprobs_result)>;
+
+class engine {
+public:
+  /// Starts an engine with its own actor system. Throws canopy::error on a bad config.
+  explicit engine(engine_config config = {});
+  /// Spawns the engine's actors inside a host's actor system.
+  engine(caf::actor_system& host, engine_config config);
+  ~engine();
+  engine(const engine&) = delete;
+  engine& operator=(const engine&) = delete;
+
+  std::future<at::Tensor> next_token_logprobs(token_seq tokens, query_options options = {});
+  void next_token_logprobs(token_seq tokens, logprobs_callback callback,
+                           query_options options = {});
+  at::Tensor next_token_logprobs_sync(token_seq tokens, query_options options = {});
+  /// [B, vocab]: row b is the distribution after batch[b].
+  at::Tensor batch_next_token_logprobs(const std::vector<token_seq>& batch);
+  /// The reference path: no cache, no batching, no KV kept.
+  at::Tensor next_token_logprobs_uncached(token_seq tokens);
+
+  /// Extends `prompt` by up to max_tokens tokens, stopping after an EOS id. Temperature
+  /// 0 takes the argmax; otherwise draws from softmax(logprobs / temperature) with a
+  /// random stream derived from seed.
+  token_seq sample(const token_seq& prompt, std::size_t max_tokens,
+                   const std::vector<std::int32_t>& eos_token_ids = {},
+                   double temperature = 1.0, std::uint64_t seed = 0);
+  /// sample() for every prompt, stepping them together; prompt i draws from its own
+  /// stream derived from (seed, i). Returns only the generated tokens of each.
+  std::vector<token_seq> batch_sample(const std::vector<token_seq>& prompts,
+                                      std::size_t max_tokens,
+                                      const std::vector<std::int32_t>& eos_token_ids = {},
+                                      double temperature = 1.0, std::uint64_t seed = 0);
+
+  /// Computes and keeps the KV (and the row) of prompt, as genlm-backend's cache_kv.
+  void cache_kv(const token_seq& prompt);
+  /// Drops every cached row and KV entry not in use.
+  void clear_cache();
+  /// Drops every KV entry not in use; rows stay.
+  void clear_kv_cache();
+  /// Answers every waiting query with errc::cancelled.
+  void reset_async_queries();
+
+  std::int64_t vocab_size() const;
+  const backends::model_info& model() const;
+  const engine_config& config() const;
+  engine_stats stats() const;
+  /// The typed actor a host actor sends queries to.
+  messages::engine_actor handle() const;
+
+private:
+  struct impl;
+  std::unique_ptr<impl> impl_;
+};
+
+/// Converts a row of a reply into the API's tensor (zero-copy for float32 storage).
+at::Tensor to_tensor(const messages::shared_logprobs& row);
+
+} // namespace canopy

@@ -1,0 +1,74 @@
+#pragma once
+// Every setting of an engine, with its default. from_json() and the command line use
+// the same keys (README: "Configuration").
+// Thread contract: plain value.
+
+#include <canopy/backends/backend.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace canopy {
+
+struct engine_config {
+  // -- model ------------------------------------------------------------------------
+  std::string backend = "mock";        // "mock"
+  std::int64_t vocab_size = 512;       // mock: entries per row
+  std::int64_t context_length = 4096;  // mock: longest accepted sequence
+  double mock_cost_per_pass_us = 0;    // mock: simulated time per pass
+  double mock_cost_per_token_us = 0;   // mock: simulated time per new token
+  std::uint64_t mock_kv_bytes_per_token = 4096; // mock: KV budget cost of a token
+  std::uint64_t mock_seed = 0x243F6A8885A308D3ULL;
+
+  // -- devices ----------------------------------------------------------------------
+  std::uint32_t workers = 1;           // one worker actor per device
+  std::vector<std::string> devices;    // empty: `workers` times "cpu"
+
+  // -- batching -----------------------------------------------------------------------
+  std::uint32_t batch_size = 64;       // flush when this many distinct queries wait
+  double batch_timeout_ms = 2.0;       // flush this long after the FIRST waiting query
+  bool flush_when_idle = true;         // flush at once when a worker is idle
+  bool merge_duplicates = true;        // equal sequences share one computation
+  bool rows_at_every_position = true;  // store the row after every computed token
+
+  // -- cache --------------------------------------------------------------------------
+  bool cache_enabled = true;           // false: no lookups, no stored rows, no KV reuse
+  std::uint64_t logprob_budget_bytes = std::uint64_t{1} << 30;
+  std::uint64_t logprob_max_entries = 0; // 0: none (genlm-backend OutputCache maxsize)
+  std::uint64_t kv_budget_bytes = std::uint64_t{1} << 30; // per worker
+  std::string eviction_policy = "lru"; // lru | lfu | fifo | priority
+  std::string logprob_dtype = "float32"; // float32 | float16 | bfloat16
+
+  // -- runtime ------------------------------------------------------------------------
+  std::uint32_t request_actors = 2;    // front actors callers are spread over
+  std::uint32_t scheduler_threads = 0; // CAF workers of an owned system; 0: cores
+  double query_timeout_ms = 0;         // 0: none; else deadline_exceeded after it
+  double pass_timeout_ms = 600000;     // a pass running longer fails its batch
+
+  /// Not a key: a host-supplied backend per worker (index, device) instead of
+  /// `backend`. The engine then asks backend 0 for vocab and context.
+  std::function<std::unique_ptr<backends::backend_i>(std::uint32_t, const std::string&)>
+    backend_factory;
+
+  /// Parses a JSON object of settings; unknown keys, wrong types and invalid values
+  /// throw canopy::error(errc::invalid_config) naming the key.
+  static engine_config from_json(std::string_view json);
+  /// Applies one setting given as text (the command line's --key value).
+  void set(std::string_view key, std::string_view value);
+  /// Throws canopy::error(errc::invalid_config) naming the first invalid setting.
+  void validate() const;
+  /// Every key with its current value, as a JSON object.
+  std::string to_json() const;
+  /// Every key with a one-line description (for --help).
+  static std::vector<std::pair<std::string, std::string>> describe();
+
+  /// `devices`, or `workers` times "cpu" when it is empty.
+  std::vector<std::string> device_list() const;
+};
+
+} // namespace canopy

@@ -1,0 +1,40 @@
+#pragma once
+// A snapshot of an engine's counters (engine::stats()).
+// Thread contract: plain value.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace canopy {
+
+struct engine_stats {
+  std::uint64_t queries = 0;            // accepted or rejected calls
+  std::uint64_t answered = 0;           // answered with log-probs
+  std::uint64_t failed = 0;             // answered with an error
+  std::uint64_t cache_hits = 0;         // answered from stored rows
+  std::uint64_t merged_duplicates = 0;  // joined an equal waiting or in-flight query
+  std::uint64_t batches = 0;            // passes run
+  std::uint64_t batched_queries = 0;    // distinct queries those passes answered
+  double mean_batch_size = 0;           // batched_queries / batches
+  std::uint64_t deferred = 0;           // queries moved to a later pass to reuse its KV
+  std::uint64_t failed_passes = 0;
+  std::uint64_t tokens_requested = 0;   // sum of accepted query lengths
+  std::uint64_t tokens_computed = 0;    // tokens the backends were asked to compute
+  std::uint64_t logprob_evictions = 0;
+  std::uint64_t kv_evictions = 0;
+  std::uint64_t nodes_removed = 0;
+  std::uint64_t refused_attaches = 0;   // rows or KV not stored for lack of room
+  std::uint64_t logprob_entries = 0;
+  std::uint64_t logprob_bytes = 0;
+  std::uint64_t logprob_budget_bytes = 0;
+  std::vector<std::uint64_t> kv_bytes;  // [workers]
+  std::uint64_t kv_budget_bytes = 0;    // per worker
+  double latency_p50_us = 0;            // accepted query to answer
+  double latency_p90_us = 0;
+  double latency_p99_us = 0;
+
+  std::string to_json() const;
+};
+
+} // namespace canopy

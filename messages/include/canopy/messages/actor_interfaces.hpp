@@ -1,0 +1,91 @@
+#pragma once
+// The catalogue: every typed actor interface of Canopy, one comment per handler.
+// A query flows  caller -> engine_actor (a request actor) -> cache_actor
+//   hit:  cache_actor answers the caller's request directly;
+//   miss: cache_actor delegates to batcher_actor, which merges duplicates, asks the
+//         cache to prepare (match + lock) a batch, runs it on a worker_actor, hands
+//         the results to the cache to store, and answers every waiter.
+// INTERNAL marks messages an actor sends to itself.
+// Thread contract: handles are values; send from any thread.
+
+#include <canopy/backends/backend.hpp>
+#include <canopy/cache/types.hpp>
+#include <canopy/messages/atoms.hpp>
+#include <canopy/messages/batch_messages.hpp>
+#include <canopy/messages/pass_messages.hpp>
+#include <canopy/messages/query.hpp>
+#include <canopy/messages/reply_callback.hpp>
+#include <canopy/messages/shared_logprobs.hpp>
+
+#include <caf/replies_to.hpp>
+#include <caf/stateful_actor.hpp>
+#include <caf/typed_actor.hpp>
+#include <caf/typed_event_based_actor.hpp>
+
+#include <cstdint>
+#include <vector>
+
+namespace canopy::messages {
+
+/// One per device; spawned detached, because a pass blocks its thread.
+using worker_actor = caf::typed_actor<
+  // Runs one forward pass; a backend exception becomes errc::backend_failure.
+  caf::replies_to<run_atom, backends::pass_request>::with<backends::pass_result>,
+  // Frees KV entries the cache dropped.
+  caf::reacts_to<free_kv_atom, std::vector<cache::kv_handle>>,
+  // Describes the model this worker runs.
+  caf::replies_to<info_atom>::with<backends::model_info>>;
+
+/// Merges duplicate queries and dispatches batches to workers.
+using batcher_actor = caf::typed_actor<
+  // A cache miss: answered once computed; equal sequences share one computation.
+  caf::replies_to<enqueue_atom, query>::with<shared_logprobs>,
+  // INTERNAL: the batch timer of generation N expired.
+  caf::reacts_to<flush_atom, std::uint64_t>,
+  // reset_async_queries(): every waiting query gets errc::cancelled.
+  caf::replies_to<cancel_atom>::with<bool>,
+  // True when no query waits and no batch is in flight (for tests and shutdown).
+  caf::replies_to<idle_atom>::with<bool>>;
+
+/// Owns the token trie, its eviction policy and byte budgets.
+using cache_actor = caf::typed_actor<
+  // A hit answers with the cached row; a miss is delegated to the batcher.
+  caf::replies_to<lookup_atom, query>::with<shared_logprobs>,
+  // Matches and locks a batch's sequences; reports hits and each worker's KV prefix.
+  caf::replies_to<prepare_atom, prepare_request>::with<prepared_batch>,
+  // Stores a pass's rows and KV, unlocks the batch; answers the rows of every item.
+  caf::replies_to<store_atom, store_request>::with<std::vector<shared_logprobs>>,
+  // Unlocks the leaves of a batch that failed or was deferred.
+  caf::reacts_to<release_atom, std::vector<cache::node_id>>,
+  // A worker died: its KV handles are void.
+  caf::reacts_to<forget_atom, cache::worker_id>,
+  // Wiring, sent once before any query: the batcher that misses are delegated to.
+  caf::reacts_to<connect_atom, batcher_actor>,
+  // Drops every unlocked row and KV entry.
+  caf::replies_to<clear_atom>::with<bool>,
+  // Drops every unlocked KV entry.
+  caf::replies_to<clear_kv_atom>::with<bool>>;
+
+/// The front door: a request actor. Hosts that run their own actor system talk to
+/// the engine through this handle.
+using engine_actor = caf::typed_actor<
+  // Next-token log-probs after the sequence (validated, cached, batched).
+  caf::replies_to<logprobs_atom, cache::token_seq>::with<shared_logprobs>,
+  // The same with a priority, a deadline, or the cache_kv() requirement.
+  caf::replies_to<logprobs_atom, query>::with<shared_logprobs>,
+  // The same, answered through a callback (in-process callers only).
+  caf::reacts_to<logprobs_atom, query, reply_callback>,
+  // The reference path: no cache, no batching, no KV kept.
+  caf::replies_to<uncached_atom, cache::token_seq>::with<shared_logprobs>,
+  // The reference path, answered through a callback.
+  caf::reacts_to<uncached_atom, cache::token_seq, reply_callback>,
+  // Drops every unlocked cached row and KV entry.
+  caf::replies_to<clear_atom>::with<bool>,
+  // Drops every unlocked KV entry.
+  caf::replies_to<clear_kv_atom>::with<bool>,
+  // Cancels every waiting query (reset_async_queries).
+  caf::replies_to<cancel_atom>::with<bool>,
+  // The model the engine serves.
+  caf::replies_to<info_atom>::with<backends::model_info>>;
+
+} // namespace canopy::messages

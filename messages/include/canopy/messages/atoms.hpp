@@ -1,0 +1,27 @@
+#pragma once
+// Atoms naming every handler of the actor catalogue (at most 10 characters each).
+// Thread contract: compile-time constants.
+
+#include <caf/atom.hpp>
+
+namespace canopy::messages {
+
+using logprobs_atom = caf::atom_constant<caf::atom("logprobs")>;  // a caller's query
+using uncached_atom = caf::atom_constant<caf::atom("uncached")>;  // the reference path
+using lookup_atom = caf::atom_constant<caf::atom("lookup")>;      // request -> cache
+using enqueue_atom = caf::atom_constant<caf::atom("enqueue")>;    // cache -> batcher (miss)
+using prepare_atom = caf::atom_constant<caf::atom("prepare")>;    // batcher -> cache
+using store_atom = caf::atom_constant<caf::atom("store")>;        // batcher -> cache
+using release_atom = caf::atom_constant<caf::atom("release")>;    // batcher -> cache
+using forget_atom = caf::atom_constant<caf::atom("forget")>;      // batcher -> cache
+using run_atom = caf::atom_constant<caf::atom("run")>;            // -> worker
+using free_kv_atom = caf::atom_constant<caf::atom("free_kv")>;    // cache -> worker
+using info_atom = caf::atom_constant<caf::atom("info")>;          // -> worker, front
+using clear_atom = caf::atom_constant<caf::atom("clear")>;        // -> cache
+using clear_kv_atom = caf::atom_constant<caf::atom("clear_kv")>;  // -> cache
+using cancel_atom = caf::atom_constant<caf::atom("cancel")>;      // -> batcher
+using flush_atom = caf::atom_constant<caf::atom("flush")>;        // batcher -> itself
+using connect_atom = caf::atom_constant<caf::atom("connect")>;  // wiring at start
+using idle_atom = caf::atom_constant<caf::atom("idle")>;          // -> batcher (tests)
+
+} // namespace canopy::messages

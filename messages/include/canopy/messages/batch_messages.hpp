@@ -1,0 +1,77 @@
+#pragma once
+// What the batcher and the cache actor exchange around one batch: the batcher asks
+// the cache to match and lock the batch's sequences (prepare), runs the pass, then
+// hands the results back for storing (store) or gives the locks back (release).
+// Thread contract: plain values.
+
+#include <canopy/backends/backend.hpp>
+#include <canopy/cache/token_trie.hpp>
+#include <canopy/messages/pass_messages.hpp>
+#include <canopy/messages/shared_logprobs.hpp>
+
+#include <caf/meta/type_name.hpp>
+
+#include <cstdint>
+#include <vector>
+
+namespace canopy::messages {
+
+struct prepare_request {
+  std::vector<cache::token_seq> sequences; // one per batch entry
+  std::vector<std::int32_t> priorities;    // [sequences]
+  std::vector<bool> require_kv;            // [sequences]
+};
+
+/// How one sequence stands in the cache, now that its path is locked.
+struct prepared_entry {
+  shared_logprobs hit;                 // set when already answerable: nothing to compute
+  cache::node_id leaf = 0;             // node of the whole sequence, locked (unless hit)
+  std::vector<cache::kv_prefix> kv;    // [workers] KV prefix, capped at length - 1
+};
+
+struct prepared_batch {
+  std::vector<prepared_entry> entries; // [sequences]
+};
+
+/// One pass item's results, to attach along the locked path ending at `leaf`.
+struct store_item {
+  cache::node_id leaf = 0;     // node of the item's last token (locked)
+  std::uint32_t start = 0;     // depth of the first new token minus one (prefix length)
+};
+
+struct store_request {
+  cache::worker_id worker = 0;
+  std::vector<store_item> items;       // [pass items]
+  backends::pass_request pass;         // what was asked (tokens, rows)
+  backends::pass_result result;        // what came back (KV handles, rows)
+  std::vector<cache::node_id> unlock;  // every leaf prepare locked for this batch
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, prepare_request& x) {
+  return f(caf::meta::type_name("prepare_request"), x.sequences, x.priorities,
+           x.require_kv);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, prepared_entry& x) {
+  return f(caf::meta::type_name("prepared_entry"), x.hit, x.leaf, x.kv);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, prepared_batch& x) {
+  return f(caf::meta::type_name("prepared_batch"), x.entries);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, store_item& x) {
+  return f(caf::meta::type_name("store_item"), x.leaf, x.start);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, store_request& x) {
+  return f(caf::meta::type_name("store_request"), x.worker, x.items, x.pass, x.result,
+           x.unlock);
+}
+
+} // namespace canopy::messages

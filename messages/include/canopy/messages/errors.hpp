@@ -1,0 +1,43 @@
+#pragma once
+// Canopy's error codes and their caf::error form. Every failure a caller can see is
+// one of these codes with a message naming what is wrong.
+// Thread contract: plain values and pure functions.
+
+#include <caf/atom.hpp>
+#include <caf/error.hpp>
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace canopy::messages {
+
+enum class errc : std::uint8_t {
+  none = 0,
+  empty_sequence,     // a query with no tokens
+  token_out_of_range, // a token id outside [0, vocab)
+  sequence_too_long,  // longer than the model's context
+  invalid_config,     // a malformed configuration
+  backend_failure,    // a forward pass failed (the backend's message follows)
+  cancelled,          // reset_async_queries() cancelled the query
+  deadline_exceeded,  // the query's deadline passed before its answer
+  worker_lost,        // the worker running the query died
+  no_workers,         // no live worker can run the query
+  shutting_down,      // the engine stopped before answering
+  invalid_request,    // a malformed request of another kind
+};
+
+/// The category under which Canopy errors travel in caf::error.
+inline constexpr caf::atom_value error_category = caf::atom("canopy");
+
+std::string_view to_string(errc code);
+
+caf::error make_error(errc code);
+caf::error make_error(errc code, std::string message);
+
+/// The errc of a caf::error of Canopy's category; errc::none for other categories.
+errc code_of(const caf::error& error);
+/// The message part of a caf::error ("" when it has none).
+std::string message_of(const caf::error& error);
+
+} // namespace canopy::messages
