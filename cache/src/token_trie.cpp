@@ -1,0 +1,690 @@
+#include <canopy/cache/token_trie.hpp>
+
+#include <algorithm>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <unordered_map>
+#include <utility>
+
+namespace canopy::cache {
+
+namespace {
+
+using candidate_set = std::set<std::pair<eviction_key, node_id>>;
+
+struct kv_entry {
+  worker_id worker = 0;
+  kv_handle handle = no_kv;
+  std::size_t bytes = 0;
+  // KV is prefix-closed, so only a node holding KV on a worker can have children
+  // holding KV there: the count lives in the entry (the root keeps none).
+  std::uint32_t kv_children = 0;
+  bool candidate = false;
+};
+
+struct node {
+  token_id token = 0;
+  node_id parent = root_node;
+  std::uint32_t depth = 0;
+  std::uint32_t children = 0;
+  std::uint32_t locks = 0;
+  std::uint32_t row_children = 0; // children holding a row
+  bool live = false;
+  bool row_candidate = false;
+  node_stats stats;
+  eviction_key key{}; // always make_eviction_key(stats): the key in every set
+  row_ptr row;
+  std::vector<kv_entry> kv; // at most one entry per worker
+};
+
+// The node's entry for `worker`, or nullptr; const-ness follows the node's.
+template <class Node> auto find_kv(Node& x, worker_id worker) -> decltype(x.kv.data()) {
+  for (auto& e : x.kv)
+    if (e.worker == worker)
+      return &e;
+  return nullptr;
+}
+
+std::uint64_t child_key(node_id parent, token_id token) {
+  return (std::uint64_t{parent} << 32) | static_cast<std::uint32_t>(token);
+}
+
+// `extra` more bytes fit under `budget` with `used` taken, without overflowing.
+bool fits_in(std::size_t used, std::size_t extra, std::size_t budget) {
+  return extra <= budget && used <= budget - extra;
+}
+
+[[noreturn]] void violation(const std::string& what) {
+  throw std::logic_error("token_trie invariant violated: " + what);
+}
+
+std::string node_name(node_id id) {
+  return "node " + std::to_string(id);
+}
+
+} // namespace
+
+struct token_trie::impl {
+  trie_config config;
+  std::vector<node> nodes; // indexed by node_id; dead slots are on free_ids
+  std::vector<node_id> free_ids;
+  std::unordered_map<std::uint64_t, node_id> children; // child_key -> child
+  candidate_set row_candidates;
+  std::vector<candidate_set> kv_candidates; // [workers]
+  std::vector<kv_release> released;
+  trie_stats stats;
+  std::uint64_t clock = 0;
+  std::uint64_t creations = 0;
+  // What locked nodes hold: no eviction can free it, which makes refusals exact.
+  std::size_t locked_row_bytes = 0;
+  std::size_t locked_rows = 0;
+  std::vector<std::size_t> locked_kv_bytes; // [workers]
+
+  explicit impl(trie_config c)
+      : config(c), kv_candidates(c.workers), locked_kv_bytes(c.workers) {
+    stats.kv_entries.assign(c.workers, 0);
+    stats.kv_bytes.assign(c.workers, 0);
+    stats.nodes = 1;
+    nodes.emplace_back();
+    nodes[root_node].live = true;
+    nodes[root_node].key = make_eviction_key(config.policy, nodes[root_node].stats);
+  }
+
+  bool exists(node_id id) const { return id < nodes.size() && nodes[id].live; }
+
+  const node& checked(node_id id) const {
+    if (!exists(id))
+      throw std::out_of_range("token_trie: no " + node_name(id));
+    return nodes[id];
+  }
+
+  void check_worker(worker_id worker) const {
+    if (worker >= config.workers)
+      throw std::out_of_range("token_trie: no worker " + std::to_string(worker));
+  }
+
+  // --- candidate sets (Note [eviction candidates]) ---
+
+  static void set_candidate(candidate_set& set, bool& flag, const node& x, node_id id,
+                            bool wanted) {
+    if (flag == wanted)
+      return;
+    if (wanted)
+      set.emplace(x.key, id);
+    else
+      set.erase({x.key, id});
+    flag = wanted;
+  }
+
+  void refresh_row(node_id id) {
+    node& x = nodes[id];
+    const bool wanted = x.row && x.locks == 0 && x.row_children == 0;
+    set_candidate(row_candidates, x.row_candidate, x, id, wanted);
+  }
+
+  void refresh_kv(node_id id, kv_entry& e) {
+    const node& x = nodes[id];
+    const bool wanted = x.locks == 0 && e.kv_children == 0;
+    set_candidate(kv_candidates[e.worker], e.candidate, x, id, wanted);
+  }
+
+  void refresh_all(node_id id) {
+    refresh_row(id);
+    for (kv_entry& e : nodes[id].kv)
+      refresh_kv(id, e);
+  }
+
+  // Only candidates sit in sets, so only they pay for a statistics refresh.
+  void touch(node_id id, std::int32_t priority, bool hit) {
+    node& x = nodes[id];
+    if (x.row_candidate)
+      row_candidates.erase({x.key, id});
+    for (const kv_entry& e : x.kv)
+      if (e.candidate)
+        kv_candidates[e.worker].erase({x.key, id});
+    x.stats.last_access = clock;
+    x.stats.priority = std::max(x.stats.priority, priority);
+    x.stats.hits += hit ? 1 : 0;
+    x.key = make_eviction_key(config.policy, x.stats);
+    if (x.row_candidate)
+      row_candidates.emplace(x.key, id);
+    for (const kv_entry& e : x.kv)
+      if (e.candidate)
+        kv_candidates[e.worker].emplace(x.key, id);
+  }
+
+  // --- nodes ---
+
+  node_id new_node(node_id parent, token_id token, std::int32_t priority) {
+    node_id id;
+    if (free_ids.empty()) {
+      id = static_cast<node_id>(nodes.size());
+      nodes.emplace_back();
+    } else {
+      id = free_ids.back();
+      free_ids.pop_back();
+    }
+    node& x = nodes[id];
+    x.token = token;
+    x.parent = parent;
+    x.depth = nodes[parent].depth + 1;
+    x.live = true;
+    x.stats = node_stats{clock, 0, ++creations, priority};
+    x.key = make_eviction_key(config.policy, x.stats);
+    ++nodes[parent].children;
+    children.emplace(child_key(parent, token), id);
+    ++stats.nodes;
+    return id;
+  }
+
+  bool removable(node_id id) const {
+    const node& x = nodes[id];
+    return id != root_node && !x.row && x.kv.empty() && x.children == 0 && x.locks == 0;
+  }
+
+  // Removes `id` if it is empty, then each ancestor it leaves empty.
+  void prune(node_id id) {
+    while (removable(id)) {
+      const node_id parent = nodes[id].parent;
+      children.erase(child_key(parent, nodes[id].token));
+      --nodes[parent].children;
+      nodes[id] = node{};
+      free_ids.push_back(id);
+      --stats.nodes;
+      ++stats.nodes_removed;
+      id = parent;
+    }
+  }
+
+  // --- locks ---
+
+  void account_lock(const node& x, bool locking) {
+    const auto add = [locking](std::size_t& total, std::size_t amount) {
+      total = locking ? total + amount : total - amount;
+    };
+    if (x.row) {
+      add(locked_row_bytes, x.row->bytes());
+      add(locked_rows, 1);
+    }
+    for (const kv_entry& e : x.kv)
+      add(locked_kv_bytes[e.worker], e.bytes);
+  }
+
+  void lock_path(node_id id) {
+    for (node_id cur = id;; cur = nodes[cur].parent) {
+      if (nodes[cur].locks++ == 0) {
+        refresh_all(cur);
+        account_lock(nodes[cur], true);
+      }
+      if (cur == root_node)
+        return;
+    }
+  }
+
+  void unlock_path(node_id id) {
+    for (node_id cur = id;; cur = nodes[cur].parent) {
+      if (--nodes[cur].locks == 0) {
+        refresh_all(cur);
+        account_lock(nodes[cur], false);
+      }
+      if (cur == root_node)
+        break;
+    }
+    prune(id);
+  }
+
+  // --- resources ---
+
+  void add_row(node_id id, row_ptr row) {
+    node& x = nodes[id];
+    stats.logprob_bytes += row->bytes();
+    ++stats.logprob_entries;
+    x.row = std::move(row);
+    if (x.locks != 0) {
+      locked_row_bytes += x.row->bytes();
+      ++locked_rows;
+    }
+    ++nodes[x.parent].row_children;
+    refresh_row(x.parent);
+    refresh_row(id);
+  }
+
+  void drop_row(node_id id) {
+    node& x = nodes[id];
+    set_candidate(row_candidates, x.row_candidate, x, id, false);
+    stats.logprob_bytes -= x.row->bytes();
+    --stats.logprob_entries;
+    if (x.locks != 0) {
+      locked_row_bytes -= x.row->bytes();
+      --locked_rows;
+    }
+    x.row.reset();
+    --nodes[x.parent].row_children;
+    refresh_row(x.parent);
+  }
+
+  void add_kv(node_id id, worker_id worker, kv_handle handle, std::size_t bytes) {
+    node& x = nodes[id];
+    x.kv.push_back(kv_entry{worker, handle, bytes, 0, false});
+    stats.kv_bytes[worker] += bytes;
+    ++stats.kv_entries[worker];
+    if (x.locks != 0)
+      locked_kv_bytes[worker] += bytes;
+    if (kv_entry* above = find_kv(nodes[x.parent], worker)) {
+      ++above->kv_children;
+      refresh_kv(x.parent, *above);
+    }
+    refresh_kv(id, x.kv.back());
+  }
+
+  void drop_kv(node_id id, worker_id worker, bool queue_release) {
+    node& x = nodes[id];
+    kv_entry* e = find_kv(x, worker);
+    set_candidate(kv_candidates[worker], e->candidate, x, id, false);
+    const kv_entry gone = *e;
+    *e = x.kv.back();
+    x.kv.pop_back();
+    stats.kv_bytes[worker] -= gone.bytes;
+    --stats.kv_entries[worker];
+    if (x.locks != 0)
+      locked_kv_bytes[worker] -= gone.bytes;
+    if (queue_release)
+      released.push_back(kv_release{worker, gone.handle});
+    // A bulk drop may have taken the parent's entry first; then there is no count.
+    if (kv_entry* above = find_kv(nodes[x.parent], worker)) {
+      --above->kv_children;
+      refresh_kv(x.parent, *above);
+    }
+  }
+
+  void evict_row() {
+    if (row_candidates.empty())
+      violation("no log-prob candidate left to evict");
+    const node_id id = row_candidates.begin()->second;
+    drop_row(id);
+    ++stats.logprob_evictions;
+    prune(id);
+  }
+
+  void evict_kv(worker_id worker) {
+    if (kv_candidates[worker].empty())
+      violation("no KV candidate left to evict on worker " + std::to_string(worker));
+    const node_id id = kv_candidates[worker].begin()->second;
+    drop_kv(id, worker, true);
+    ++stats.kv_evictions;
+    prune(id);
+  }
+
+  // Attaches at once when `fits()`. Otherwise locks the node's path (so no eviction
+  // reaches the node or the prefix it builds on), checks with `feasible()` whether
+  // evicting every unlocked holder would be enough, and only then evicts until
+  // `fits()`. Checking first means a hopeless attach evicts nothing.
+  template <class Fits, class Feasible, class Evict, class Attach>
+  bool attach_with_room(node_id id, Fits fits, Feasible feasible, Evict evict,
+                        Attach attach) {
+    if (fits()) {
+      attach();
+      return true;
+    }
+    const bool temporary = nodes[id].locks == 0;
+    if (temporary)
+      lock_path(id);
+    const bool ok = feasible();
+    if (ok) {
+      while (!fits())
+        evict();
+      attach();
+    } else {
+      ++stats.refused_attaches;
+    }
+    if (temporary)
+      unlock_path(id);
+    return ok;
+  }
+
+  bool attach_logprobs(node_id id, row_ptr row) {
+    const std::size_t need = row->bytes();
+    const std::size_t max_rows = config.logprob_max_entries;
+    const auto room = [&](std::size_t bytes_used, std::size_t rows_used) {
+      return fits_in(bytes_used, need, config.logprob_budget_bytes) &&
+             (max_rows == 0 || rows_used < max_rows);
+    };
+    return attach_with_room(
+        id, [&] { return room(stats.logprob_bytes, stats.logprob_entries); },
+        [&] { return room(locked_row_bytes, locked_rows); }, [&] { evict_row(); },
+        [&] { add_row(id, std::move(row)); });
+  }
+
+  bool attach_kv(node_id id, worker_id worker, kv_handle handle, std::size_t bytes) {
+    const std::size_t budget = config.kv_budget_bytes;
+    return attach_with_room(
+        id, [&] { return fits_in(stats.kv_bytes[worker], bytes, budget); },
+        [&] { return fits_in(locked_kv_bytes[worker], bytes, budget); },
+        [&] { evict_kv(worker); }, [&] { add_kv(id, worker, handle, bytes); });
+  }
+
+  // --- queries ---
+
+  match_result match(const token_id* tokens, std::size_t n, std::int32_t priority,
+                     std::uint32_t kv_cap) {
+    ++clock;
+    match_result result;
+    result.kv.resize(config.workers);
+    node_id cur = root_node;
+    std::uint32_t depth = 0;
+    for (; depth < n; ++depth) {
+      const auto it = children.find(child_key(cur, tokens[depth]));
+      if (it == children.end())
+        break;
+      cur = it->second;
+      touch(cur, priority, true);
+      // Prefix-closedness makes "holds KV here" imply "holds KV on the whole prefix".
+      if (depth + 1 <= kv_cap)
+        for (const kv_entry& e : nodes[cur].kv)
+          result.kv[e.worker] = kv_prefix{depth + 1, e.handle};
+    }
+    result.node = cur;
+    result.length = depth;
+    if (depth == n)
+      result.logprobs = nodes[cur].row;
+    return result;
+  }
+
+  node_id insert(const token_id* tokens, std::size_t n, std::int32_t priority) {
+    ++clock;
+    node_id cur = root_node;
+    for (std::size_t i = 0; i < n; ++i) {
+      const auto it = children.find(child_key(cur, tokens[i]));
+      if (it == children.end()) {
+        cur = new_node(cur, tokens[i], priority);
+      } else {
+        cur = it->second;
+        touch(cur, priority, false);
+      }
+    }
+    return cur;
+  }
+
+  // --- bulk drops ---
+
+  // Bulk drops visit nodes in id order, so a parent may lose its KV before its children
+  // (drop_kv allows for that) and may be visited while it still has children (pruning
+  // its last child prunes it then). Pruning allocates nothing, so ids not yet visited
+  // keep their meaning.
+  void clear(bool rows_too) {
+    for (node_id id = 1; id < nodes.size(); ++id) {
+      node& x = nodes[id];
+      if (!x.live || x.locks != 0)
+        continue;
+      if (rows_too && x.row)
+        drop_row(id);
+      while (!x.kv.empty())
+        drop_kv(id, x.kv.back().worker, true);
+      prune(id);
+    }
+  }
+
+  void forget_worker(worker_id worker) {
+    for (node_id id = 1; id < nodes.size(); ++id) {
+      if (nodes[id].live && find_kv(nodes[id], worker)) {
+        drop_kv(id, worker, false);
+        prune(id);
+      }
+    }
+    // Nobody is left to free what was queued for the worker either.
+    released.erase(
+        std::remove_if(released.begin(), released.end(),
+                       [&](const kv_release& r) { return r.worker == worker; }),
+        released.end());
+  }
+
+  void check_invariants() const;
+};
+
+// Recomputes every derived quantity from the nodes alone and compares.
+void token_trie::impl::check_invariants() const {
+  const std::size_t workers = config.workers;
+  const node& root = nodes[root_node];
+  if (!root.live || root.depth != 0 || root.row || !root.kv.empty())
+    violation("the root must be live, at depth 0 and hold nothing");
+
+  std::vector<std::uint32_t> child_count(nodes.size()), row_child_count(nodes.size());
+  std::vector<std::uint32_t> kv_child_count(nodes.size() * workers);
+  std::uint64_t live = 0, rows = 0, row_bytes = 0, locked_bytes = 0, locked_row_count = 0;
+  std::vector<std::uint64_t> kv_entries(workers), kv_bytes(workers), locked_kv(workers);
+  std::size_t row_members = 0;
+  std::vector<std::size_t> kv_members(workers);
+  std::vector<std::uint64_t> created;
+
+  for (node_id id = 0; id < nodes.size(); ++id) {
+    const node& x = nodes[id];
+    if (!x.live)
+      continue;
+    ++live;
+    if (x.key != make_eviction_key(config.policy, x.stats))
+      violation(node_name(id) + ": eviction key does not match its statistics");
+    created.push_back(x.stats.created);
+    if (id != root_node) {
+      if (!exists(x.parent))
+        violation(node_name(id) + ": parent is not live");
+      const node& p = nodes[x.parent];
+      if (x.depth != p.depth + 1)
+        violation(node_name(id) + ": depth is not its parent's plus one");
+      const auto it = children.find(child_key(x.parent, x.token));
+      if (it == children.end() || it->second != id)
+        violation(node_name(id) + ": child map does not lead to it");
+      if (p.locks < x.locks)
+        violation(node_name(id) + ": more locks than its parent");
+      ++child_count[x.parent];
+      row_child_count[x.parent] += x.row ? 1 : 0;
+    }
+    if (x.row) {
+      ++rows;
+      row_bytes += x.row->bytes();
+      if (x.locks != 0) {
+        locked_bytes += x.row->bytes();
+        ++locked_row_count;
+      }
+    }
+    const bool row_rule = x.row && x.locks == 0 && x.row_children == 0;
+    if (x.row_candidate != row_rule)
+      violation(node_name(id) + ": log-prob candidate flag disagrees with the rule");
+    if (x.row_candidate && row_candidates.count({x.key, id}) == 0)
+      violation(node_name(id) + ": flagged log-prob candidate missing from its set");
+    row_members += x.row_candidate ? 1 : 0;
+
+    for (const kv_entry& e : x.kv) {
+      const auto same_worker = [&](const kv_entry& f) { return f.worker == e.worker; };
+      if (e.worker >= workers ||
+          std::count_if(x.kv.begin(), x.kv.end(), same_worker) != 1)
+        violation(node_name(id) + ": KV entry of an unknown or repeated worker");
+      if (e.handle == no_kv)
+        violation(node_name(id) + ": KV entry without a handle");
+      if (x.parent != root_node && !find_kv(nodes[x.parent], e.worker))
+        violation(node_name(id) + ": KV without its prefix's KV (not prefix-closed)");
+      if (id != root_node)
+        ++kv_child_count[x.parent * workers + e.worker];
+      ++kv_entries[e.worker];
+      kv_bytes[e.worker] += e.bytes;
+      if (x.locks != 0)
+        locked_kv[e.worker] += e.bytes;
+      if (e.candidate != (x.locks == 0 && e.kv_children == 0))
+        violation(node_name(id) + ": KV candidate flag disagrees with the rule");
+      if (e.candidate && kv_candidates[e.worker].count({x.key, id}) == 0)
+        violation(node_name(id) + ": flagged KV candidate missing from its set");
+      kv_members[e.worker] += e.candidate ? 1 : 0;
+    }
+  }
+
+  for (node_id id = 0; id < nodes.size(); ++id) {
+    const node& x = nodes[id];
+    if (!x.live)
+      continue;
+    if (x.children != child_count[id])
+      violation(node_name(id) + ": child count is wrong");
+    if (x.row_children != row_child_count[id])
+      violation(node_name(id) + ": count of children holding log-probs is wrong");
+    if (id == root_node)
+      continue;
+    for (worker_id w = 0; w < workers; ++w) {
+      const kv_entry* e = find_kv(x, w);
+      if ((e ? e->kv_children : 0) != kv_child_count[id * workers + w])
+        violation(node_name(id) + ": count of children holding KV is wrong");
+    }
+  }
+
+  std::sort(created.begin(), created.end());
+  if (std::adjacent_find(created.begin(), created.end()) != created.end())
+    violation("two nodes share a creation time");
+  if (children.size() != live - 1)
+    violation("child map has entries for dead nodes");
+  std::vector<bool> freed(nodes.size());
+  for (node_id id : free_ids) {
+    if (id >= nodes.size() || nodes[id].live || freed[id])
+      violation("free list holds a live or repeated " + node_name(id));
+    freed[id] = true;
+  }
+  if (free_ids.size() != nodes.size() - live)
+    violation("a dead node is missing from the free list");
+  if (row_candidates.size() != row_members)
+    violation("log-prob candidate set holds non-candidates");
+  for (worker_id w = 0; w < workers; ++w)
+    if (kv_candidates[w].size() != kv_members[w])
+      violation("KV candidate set of worker " + std::to_string(w) +
+                " holds non-candidates");
+
+  if (stats.nodes != live || stats.logprob_entries != rows ||
+      stats.logprob_bytes != row_bytes || stats.kv_entries != kv_entries ||
+      stats.kv_bytes != kv_bytes)
+    violation("statistics disagree with the nodes");
+  if (locked_row_bytes != locked_bytes || locked_rows != locked_row_count ||
+      !std::equal(locked_kv.begin(), locked_kv.end(), locked_kv_bytes.begin()))
+    violation("locked byte totals disagree with the nodes");
+
+  if (row_bytes > config.logprob_budget_bytes)
+    violation("log-prob bytes over budget");
+  if (config.logprob_max_entries != 0 && rows > config.logprob_max_entries)
+    violation("log-prob entries over the entry limit");
+  for (worker_id w = 0; w < workers; ++w)
+    if (kv_bytes[w] > config.kv_budget_bytes)
+      violation("KV bytes of worker " + std::to_string(w) + " over budget");
+}
+
+token_trie::token_trie(trie_config config) : impl_(std::make_unique<impl>(config)) {}
+
+token_trie::~token_trie() = default;
+
+const trie_config& token_trie::config() const {
+  return impl_->config;
+}
+
+match_result token_trie::match(const token_id* tokens, std::size_t n,
+                               std::int32_t priority, std::uint32_t kv_cap) {
+  return impl_->match(tokens, n, priority, kv_cap);
+}
+
+node_id token_trie::insert(const token_id* tokens, std::size_t n, std::int32_t priority) {
+  if (n == 0)
+    throw std::invalid_argument("token_trie::insert: empty sequence");
+  return impl_->insert(tokens, n, priority);
+}
+
+std::vector<node_id> token_trie::path(node_id node) const {
+  std::vector<node_id> result(impl_->checked(node).depth);
+  for (node_id cur = node; cur != root_node; cur = impl_->nodes[cur].parent)
+    result[impl_->nodes[cur].depth - 1] = cur;
+  return result;
+}
+
+void token_trie::lock(node_id node) {
+  impl_->checked(node);
+  impl_->lock_path(node);
+}
+
+void token_trie::unlock(node_id node) {
+  if (impl_->checked(node).locks == 0)
+    throw std::logic_error("token_trie::unlock: " + node_name(node) + " is not locked");
+  impl_->unlock_path(node);
+}
+
+bool token_trie::attach_logprobs(node_id node, row_ptr row) {
+  const auto& x = impl_->checked(node);
+  if (node == root_node || !row)
+    throw std::invalid_argument("token_trie::attach_logprobs: root or null row");
+  if (x.row)
+    return true;
+  return impl_->attach_logprobs(node, std::move(row));
+}
+
+bool token_trie::attach_kv(node_id node, worker_id worker, kv_handle handle,
+                           std::size_t bytes) {
+  const auto& x = impl_->checked(node);
+  impl_->check_worker(worker);
+  if (node == root_node || handle == no_kv)
+    throw std::invalid_argument("token_trie::attach_kv: root or no_kv handle");
+  if (find_kv(x, worker) ||
+      (x.parent != root_node && !find_kv(impl_->nodes[x.parent], worker)))
+    return false;
+  return impl_->attach_kv(node, worker, handle, bytes);
+}
+
+row_ptr token_trie::logprobs(node_id node) const {
+  return impl_->checked(node).row;
+}
+
+kv_handle token_trie::kv(node_id node, worker_id worker) const {
+  const auto& x = impl_->checked(node);
+  impl_->check_worker(worker);
+  const kv_entry* e = find_kv(x, worker);
+  return e ? e->handle : no_kv;
+}
+
+void token_trie::clear() {
+  impl_->clear(true);
+}
+
+void token_trie::clear_kv() {
+  impl_->clear(false);
+}
+
+void token_trie::forget_worker(worker_id worker) {
+  impl_->check_worker(worker);
+  impl_->forget_worker(worker);
+}
+
+std::vector<kv_release> token_trie::take_released() {
+  std::vector<kv_release> taken;
+  taken.swap(impl_->released);
+  return taken;
+}
+
+const trie_stats& token_trie::stats() const {
+  return impl_->stats;
+}
+
+std::uint32_t token_trie::lock_count(node_id node) const {
+  return impl_->checked(node).locks;
+}
+
+node_id token_trie::parent(node_id node) const {
+  return impl_->checked(node).parent;
+}
+
+std::uint32_t token_trie::depth(node_id node) const {
+  return impl_->checked(node).depth;
+}
+
+token_id token_trie::token(node_id node) const {
+  return impl_->checked(node).token;
+}
+
+bool token_trie::exists(node_id node) const {
+  return impl_->exists(node);
+}
+
+void token_trie::check_invariants() const {
+  impl_->check_invariants();
+}
+
+} // namespace canopy::cache

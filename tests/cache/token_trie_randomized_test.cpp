@@ -1,0 +1,391 @@
+// Long random interleavings of every trie operation over a three-token alphabet with
+// small budgets, checked after every step against a reference of what was attached:
+// invariants hold, budgets hold, locked nodes keep what they hold, answers never
+// change (a row found is the row attached for that sequence), refusals happen exactly
+// when evicting every unlocked holder would not make room, and every KV handle is
+// either still held or released exactly once.
+
+#include <canopy/cache/token_trie.hpp>
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <iostream>
+#include <limits>
+#include <map>
+#include <random>
+#include <set>
+#include <vector>
+
+namespace canopy::cache {
+namespace {
+
+constexpr token_id alphabet = 3;
+constexpr std::size_t max_length = 5;
+constexpr std::size_t max_locks = 6;
+
+struct lock_record {
+  node_id node = root_node;
+  token_seq seq;
+  row_ptr row;               // what the node holds; must not change while locked
+  std::vector<kv_handle> kv; // [workers]
+};
+
+struct handle_record {
+  token_seq seq;
+  worker_id worker = 0;
+  std::size_t bytes = 0;
+  bool gone = false; // released, or dropped by forget_worker
+};
+
+// The values a row for `s` holds: a pure function of the sequence, so a row found for
+// `s` can be checked whichever attach stored it.
+row_ptr row_for(const token_seq& s) {
+  std::uint32_t h = 17;
+  for (token_id t : s)
+    h = h * 31 + static_cast<std::uint32_t>(t) + 1;
+  const std::size_t vocab = 1 + h % 4;
+  const auto dtype = static_cast<row_dtype>(h % 3);
+  std::vector<float> values(vocab);
+  for (std::size_t i = 0; i < vocab; ++i)
+    values[i] = -0.25f * static_cast<float>(i + 1) - static_cast<float>(h % 7);
+  return logprob_row::encode(values.data(), vocab, dtype);
+}
+
+std::vector<float> decoded(const logprob_row& row) {
+  std::vector<float> out(row.vocab());
+  row.decode(out.data());
+  return out;
+}
+
+bool fits_in(std::size_t used, std::size_t extra, std::size_t budget) {
+  return extra <= budget && used <= budget - extra;
+}
+
+class fuzzer {
+public:
+  fuzzer(trie_config config, std::uint32_t seed)
+      : config_(config), trie_(config), rng_(seed) {}
+
+  void run(int steps) {
+    for (int i = 0; i < steps && !::testing::Test::HasFatalFailure(); ++i) {
+      step();
+      check_step();
+    }
+    for (const lock_record& r : locks_)
+      trie_.unlock(r.node);
+    locks_.clear();
+    take_released();
+    check_held_handles();
+    trie_.check_invariants();
+  }
+
+  const trie_stats& stats() const { return trie_.stats(); }
+
+private:
+  std::size_t pick(std::size_t n) {
+    return std::uniform_int_distribution<std::size_t>(0, n - 1)(rng_);
+  }
+
+  token_seq random_seq() {
+    token_seq s(1 + pick(max_length));
+    for (token_id& t : s)
+      t = static_cast<token_id>(pick(alphabet));
+    return s;
+  }
+
+  node_id insert(const token_seq& s) {
+    const node_id n =
+        trie_.insert(s.data(), s.size(), static_cast<std::int32_t>(pick(5)) - 2);
+    EXPECT_EQ(tokens_of(n), s);
+    return n;
+  }
+
+  token_seq tokens_of(node_id n) const {
+    token_seq s;
+    for (node_id p : trie_.path(n))
+      s.push_back(trie_.token(p));
+    return s;
+  }
+
+  // A node to attach to: a locked one, or a sequence inserted just now.
+  std::pair<node_id, token_seq> target() {
+    if (!locks_.empty() && pick(2) == 0) {
+      const lock_record& r = locks_[pick(locks_.size())];
+      return {r.node, r.seq};
+    }
+    token_seq s = random_seq();
+    return {insert(s), s};
+  }
+
+  // Nodes no eviction may touch while attaching to `n`: every locked path and n's path.
+  std::set<node_id> protected_nodes(node_id n) const {
+    std::set<node_id> nodes;
+    for (const lock_record& r : locks_)
+      for (node_id p : trie_.path(r.node))
+        nodes.insert(p);
+    for (node_id p : trie_.path(n))
+      nodes.insert(p);
+    return nodes;
+  }
+
+  void step() {
+    const std::size_t op = pick(100);
+    if (op < 15)
+      insert(random_seq());
+    else if (op < 40)
+      match();
+    else if (op < 48)
+      lock();
+    else if (op < 56)
+      unlock();
+    else if (op < 72)
+      attach_logprobs();
+    else if (op < 92)
+      attach_kv();
+    else if (op < 98)
+      take_released();
+    else if (op < 99)
+      trie_.clear_kv();
+    else if (pick(2) == 0)
+      trie_.clear();
+    else if (pick(4) == 0)
+      forget_worker();
+  }
+
+  void match() {
+    const token_seq s = random_seq();
+    const std::uint32_t n = static_cast<std::uint32_t>(s.size());
+    const std::uint32_t caps[] = {std::numeric_limits<std::uint32_t>::max(), n - 1,
+                                  static_cast<std::uint32_t>(pick(n + 1))};
+    const std::uint32_t cap = caps[pick(3)];
+    const match_result m =
+        trie_.match(s.data(), s.size(), static_cast<std::int32_t>(pick(5)) - 2, cap);
+
+    const std::vector<node_id> path = trie_.path(m.node);
+    ASSERT_EQ(path.size(), m.length);
+    ASSERT_EQ(tokens_of(m.node), token_seq(s.begin(), s.begin() + m.length));
+    if (m.length < n) {
+      EXPECT_EQ(m.logprobs, nullptr);
+    }
+    if (m.logprobs) {
+      EXPECT_EQ(m.logprobs, expected_row_[s]) << "a row changed without an attach";
+      EXPECT_EQ(decoded(*m.logprobs), decoded(*row_for(s)));
+    }
+    const std::uint32_t reach = std::min(cap, m.length);
+    for (worker_id w = 0; w < config_.workers; ++w) {
+      const kv_prefix& kv = m.kv[w];
+      ASSERT_LE(kv.length, reach);
+      for (std::uint32_t d = 0; d < kv.length; ++d)
+        EXPECT_NE(trie_.kv(path[d], w), no_kv);
+      if (kv.length < reach) {
+        EXPECT_EQ(trie_.kv(path[kv.length], w), no_kv) << "a longer KV prefix exists";
+      }
+      if (kv.length == 0) {
+        EXPECT_EQ(kv.handle, no_kv);
+        continue;
+      }
+      EXPECT_EQ(kv.handle, trie_.kv(path[kv.length - 1], w));
+      const auto it = handles_.find(kv.handle);
+      ASSERT_NE(it, handles_.end());
+      EXPECT_FALSE(it->second.gone);
+      EXPECT_EQ(it->second.worker, w);
+      EXPECT_EQ(it->second.seq, token_seq(s.begin(), s.begin() + kv.length));
+    }
+  }
+
+  void lock() {
+    if (locks_.size() >= max_locks)
+      return;
+    lock_record r;
+    r.seq = random_seq();
+    r.node = insert(r.seq);
+    trie_.lock(r.node);
+    r.row = trie_.logprobs(r.node);
+    for (worker_id w = 0; w < config_.workers; ++w)
+      r.kv.push_back(trie_.kv(r.node, w));
+    locks_.push_back(r);
+  }
+
+  void unlock() {
+    if (locks_.empty())
+      return;
+    const std::size_t i = pick(locks_.size());
+    trie_.unlock(locks_[i].node);
+    locks_.erase(locks_.begin() + static_cast<std::ptrdiff_t>(i));
+  }
+
+  void attach_logprobs() {
+    const auto [n, s] = target();
+    const row_ptr before = trie_.logprobs(n);
+    row_ptr row = row_for(s);
+    std::size_t protected_bytes = 0, protected_rows = 0;
+    for (node_id p : protected_nodes(n))
+      if (const row_ptr held = trie_.logprobs(p)) {
+        protected_bytes += held->bytes();
+        ++protected_rows;
+      }
+    const std::size_t max_rows = config_.logprob_max_entries;
+    const bool room =
+        fits_in(protected_bytes, row->bytes(), config_.logprob_budget_bytes) &&
+        (max_rows == 0 || protected_rows < max_rows);
+    const std::uint64_t refused = trie_.stats().refused_attaches;
+
+    const bool ok = trie_.attach_logprobs(n, row);
+    ASSERT_EQ(ok, before != nullptr || room);
+    EXPECT_EQ(trie_.stats().refused_attaches, refused + (ok ? 0 : 1));
+    if (!ok)
+      return;
+    const row_ptr after = trie_.logprobs(n);
+    EXPECT_EQ(after, before ? before : row);
+    if (before) {
+      EXPECT_EQ(before, expected_row_[s]);
+    }
+    expected_row_[s] = after;
+    for (lock_record& r : locks_)
+      if (r.node == n)
+        r.row = after;
+  }
+
+  // Mostly one token past a KV prefix that exists, where an attach can succeed.
+  std::pair<node_id, token_seq> kv_target(worker_id w) {
+    if (pick(5) == 0)
+      return target();
+    token_seq s = random_seq();
+    const match_result m = trie_.match(s.data(), s.size());
+    s.resize(std::min<std::size_t>(s.size(), m.kv[w].length + 1));
+    return {insert(s), s};
+  }
+
+  void attach_kv() {
+    const auto w = static_cast<worker_id>(pick(config_.workers));
+    const auto [n, s] = kv_target(w);
+    const std::size_t bytes = pick(20) == 0 ? config_.kv_budget_bytes + 1
+                                            : 1 + pick(config_.kv_budget_bytes / 3);
+    const kv_handle handle = next_handle_++;
+    const node_id up = trie_.parent(n);
+    const bool prefix_ok = up == root_node || trie_.kv(up, w) != no_kv;
+    const bool vacant = trie_.kv(n, w) == no_kv;
+    std::size_t protected_bytes = 0;
+    for (node_id p : protected_nodes(n))
+      if (const kv_handle h = trie_.kv(p, w))
+        protected_bytes += handles_.at(h).bytes;
+    const bool room = fits_in(protected_bytes, bytes, config_.kv_budget_bytes);
+
+    const bool ok = trie_.attach_kv(n, w, handle, bytes);
+    ASSERT_EQ(ok, vacant && prefix_ok && room);
+    if (!ok)
+      return; // the handle stays ours: it must never come back as a release
+    handles_[handle] = handle_record{s, w, bytes, false};
+    EXPECT_EQ(trie_.kv(n, w), handle);
+    for (lock_record& r : locks_)
+      if (r.node == n)
+        r.kv[w] = handle;
+  }
+
+  void release(const kv_release& r) {
+    const auto it = handles_.find(r.handle);
+    ASSERT_NE(it, handles_.end()) << "released a handle the trie never accepted";
+    EXPECT_FALSE(it->second.gone) << "handle " << r.handle << " released twice";
+    EXPECT_EQ(it->second.worker, r.worker);
+    it->second.gone = true;
+  }
+
+  // With nothing left in the queue, the handles not yet released are exactly what the
+  // trie accounts per worker.
+  void take_released() {
+    for (const kv_release& r : trie_.take_released())
+      release(r);
+    std::vector<std::uint64_t> held(config_.workers);
+    for (const auto& [handle, h] : handles_)
+      if (!h.gone)
+        held[h.worker] += h.bytes;
+    EXPECT_EQ(held, trie_.stats().kv_bytes);
+  }
+
+  void forget_worker() {
+    const auto w = static_cast<worker_id>(pick(config_.workers));
+    trie_.forget_worker(w);
+    for (auto& [handle, h] : handles_)
+      if (h.worker == w)
+        h.gone = true;
+    for (lock_record& r : locks_)
+      r.kv[w] = no_kv;
+  }
+
+  void check_step() {
+    trie_.check_invariants();
+    const trie_stats& st = trie_.stats();
+    ASSERT_LE(st.logprob_bytes, config_.logprob_budget_bytes);
+    if (config_.logprob_max_entries != 0) {
+      ASSERT_LE(st.logprob_entries, config_.logprob_max_entries);
+    }
+    for (worker_id w = 0; w < config_.workers; ++w)
+      ASSERT_LE(st.kv_bytes[w], config_.kv_budget_bytes);
+    for (const lock_record& r : locks_) {
+      ASSERT_TRUE(trie_.exists(r.node));
+      ASSERT_EQ(tokens_of(r.node), r.seq);
+      EXPECT_EQ(trie_.logprobs(r.node), r.row);
+      for (worker_id w = 0; w < config_.workers; ++w)
+        EXPECT_EQ(trie_.kv(r.node, w), r.kv[w]);
+    }
+  }
+
+  void check_held_handles() {
+    for (const auto& [handle, h] : handles_) {
+      if (h.gone)
+        continue;
+      const match_result m = trie_.match(h.seq.data(), h.seq.size());
+      ASSERT_EQ(m.length, h.seq.size()) << "handle " << handle << " lost, never released";
+      EXPECT_EQ(trie_.kv(m.node, h.worker), handle);
+    }
+  }
+
+  trie_config config_;
+  token_trie trie_;
+  std::mt19937 rng_;
+  std::map<token_seq, row_ptr> expected_row_;
+  std::map<kv_handle, handle_record> handles_;
+  std::vector<lock_record> locks_;
+  kv_handle next_handle_ = 1;
+};
+
+struct scenario {
+  eviction_policy policy;
+  std::size_t max_entries;
+  std::uint32_t workers;
+  std::uint32_t seed;
+};
+
+class TokenTrieRandomized : public ::testing::TestWithParam<scenario> {};
+
+TEST_P(TokenTrieRandomized, InterleavedOperationsKeepEveryInvariant) {
+  const scenario& sc = GetParam();
+  trie_config c;
+  c.logprob_budget_bytes = 48; // rows are 2..16 bytes
+  c.logprob_max_entries = sc.max_entries;
+  c.kv_budget_bytes = 30;
+  c.workers = sc.workers;
+  c.policy = sc.policy;
+  fuzzer f(c, sc.seed);
+  f.run(25000);
+  const trie_stats& st = f.stats();
+  std::cout << "[randomized " << to_string(sc.policy) << "] row evictions "
+            << st.logprob_evictions << ", KV evictions " << st.kv_evictions
+            << ", refused " << st.refused_attaches << ", nodes removed "
+            << st.nodes_removed << "\n";
+  // The budgets were tight enough to exercise every path.
+  EXPECT_GT(f.stats().logprob_evictions, 100u);
+  EXPECT_GT(f.stats().kv_evictions, 100u);
+  EXPECT_GT(f.stats().refused_attaches, 10u);
+  EXPECT_GT(f.stats().nodes_removed, 100u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Seeds, TokenTrieRandomized,
+                         ::testing::Values(scenario{eviction_policy::lru, 0, 2, 1},
+                                           scenario{eviction_policy::lfu, 4, 3, 2},
+                                           scenario{eviction_policy::fifo, 0, 2, 3},
+                                           scenario{eviction_policy::priority, 5, 3, 4}));
+
+} // namespace
+} // namespace canopy::cache
