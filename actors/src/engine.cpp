@@ -1,12 +1,7 @@
 #include <canopy/engine.hpp>
 
-#include <canopy/actors/batcher_actor.hpp>
-#include <canopy/actors/cache_actor.hpp>
-#include <canopy/actors/engine_metrics.hpp>
-#include <canopy/actors/request_actor.hpp>
+#include <canopy/actors/engine_actors.hpp>
 #include <canopy/actors/sampling.hpp>
-#include <canopy/actors/worker_actor.hpp>
-#include <canopy/backends/backend_factory.hpp>
 #include <canopy/messages/errors.hpp>
 #include <canopy/messages/registration.hpp>
 
@@ -25,11 +20,9 @@ namespace canopy {
 
 using namespace messages;
 
-namespace {
+using actors::from_ms;
 
-caf::timespan from_ms(double ms) {
-  return std::chrono::duration_cast<caf::timespan>(std::chrono::duration<double, std::milli>(ms));
-}
+namespace {
 
 canopy::error to_exception(caf::actor_system& system, const caf::error& e) {
   auto code = code_of(e);
@@ -40,38 +33,6 @@ canopy::error to_exception(caf::actor_system& system, const caf::error& e) {
   return canopy::error(errc::backend_failure, system.render(e));
 }
 
-std::vector<std::unique_ptr<backends::backend_i>> make_backends(const engine_config& config) {
-  std::vector<std::unique_ptr<backends::backend_i>> out;
-  auto devices = config.device_list();
-  for (std::uint32_t i = 0; i < devices.size(); ++i) {
-    try {
-      if (config.backend_factory) {
-        out.push_back(config.backend_factory(i, devices[i]));
-        continue;
-      }
-      backends::backend_spec spec;
-      spec.kind = config.backend;
-      spec.device = devices[i];
-      spec.mock.vocab_size = config.vocab_size;
-      spec.mock.context_length = config.context_length;
-      spec.mock.kv_bytes_per_token = config.mock_kv_bytes_per_token;
-      spec.mock.seed = config.mock_seed;
-      spec.mock.cost_per_pass = std::chrono::duration_cast<std::chrono::nanoseconds>(
-        std::chrono::duration<double, std::micro>(config.mock_cost_per_pass_us));
-      spec.mock.cost_per_token = std::chrono::duration_cast<std::chrono::nanoseconds>(
-        std::chrono::duration<double, std::micro>(config.mock_cost_per_token_us));
-      out.push_back(backends::make_backend(spec));
-    } catch (const canopy::error&) {
-      throw;
-    } catch (const std::exception& e) {
-      throw canopy::error(errc::invalid_config, "device " + devices[i] + ": " + e.what());
-    }
-    if (!out.back())
-      throw canopy::error(errc::invalid_config, "backend_factory returned no backend");
-  }
-  return out;
-}
-
 } // namespace
 
 struct engine::impl {
@@ -79,20 +40,18 @@ struct engine::impl {
   std::unique_ptr<caf::actor_system_config> own_config;
   std::unique_ptr<caf::actor_system> own_system;
   caf::actor_system* system = nullptr;
-  std::shared_ptr<actors::engine_metrics> metrics;
-  backends::model_info model;
-  std::vector<worker_actor> workers;
-  cache_actor cache;
-  batcher_actor batcher;
-  std::vector<engine_actor> fronts;
+  actors::engine_actors actors;
   std::atomic<std::size_t> next_front{0};
 
   const engine_actor& front() {
+    const auto& fronts = actors.fronts;
     return fronts[next_front.fetch_add(1, std::memory_order_relaxed) % fronts.size()];
   }
 
-  void start(caf::actor_system& sys);
-  void stop();
+  void start(caf::actor_system& sys) {
+    system = &sys;
+    actors = actors::spawn_engine_actors(sys, config, actors::make_backends(config));
+  }
 
   /// Sends a query whose answer arrives through `callback` (on an actor thread).
   template <class Atom, class... Ts>
@@ -134,61 +93,6 @@ struct engine::impl {
   }
 };
 
-void engine::impl::start(caf::actor_system& sys) {
-  system = &sys;
-  auto backends = make_backends(config);
-  model = backends.front()->info();
-  const auto worker_count = static_cast<std::uint32_t>(backends.size());
-  std::vector<std::uint64_t> kv_bytes_per_token;
-  for (auto& b : backends) {
-    if (b->info().vocab_size != model.vocab_size)
-      throw canopy::error(errc::invalid_config, "workers disagree on the vocabulary size");
-    kv_bytes_per_token.push_back(b->info().kv_bytes_per_token);
-  }
-  metrics = std::make_shared<actors::engine_metrics>(worker_count);
-  for (auto& b : backends)
-    workers.push_back(actors::spawn_worker(sys, std::move(b)));
-
-  actors::cache_options cache_opts;
-  cache_opts.enabled = config.cache_enabled;
-  cache_opts.trie.logprob_budget_bytes = config.logprob_budget_bytes;
-  cache_opts.trie.logprob_max_entries = config.logprob_max_entries;
-  cache_opts.trie.kv_budget_bytes = config.kv_budget_bytes;
-  cache_opts.trie.workers = worker_count;
-  cache_opts.trie.policy = *cache::parse_eviction_policy(config.eviction_policy);
-  cache_opts.dtype = *cache::parse_row_dtype(config.logprob_dtype);
-  cache_opts.kv_bytes_per_token = kv_bytes_per_token;
-  cache_opts.workers = workers;
-  cache = sys.spawn(actors::cache, cache_opts, metrics);
-
-  actors::batcher_options batch_opts;
-  batch_opts.batch_size = config.batch_size;
-  batch_opts.batch_timeout = from_ms(config.batch_timeout_ms);
-  batch_opts.flush_when_idle = config.flush_when_idle;
-  batch_opts.merge_duplicates = config.merge_duplicates;
-  batch_opts.rows_at_every_position = config.rows_at_every_position;
-  batch_opts.pass_timeout = from_ms(config.pass_timeout_ms);
-  batcher = sys.spawn(actors::batcher, batch_opts, cache, workers, metrics);
-  caf::anon_send(cache, connect_atom::value, batcher);
-
-  actors::request_options request_opts;
-  request_opts.query_timeout = from_ms(config.query_timeout_ms);
-  request_opts.pass_timeout = batch_opts.pass_timeout;
-  for (std::uint32_t i = 0; i < config.request_actors; ++i)
-    fronts.push_back(
-      sys.spawn(actors::request_actor, request_opts, model, cache, batcher, workers, metrics));
-}
-
-void engine::impl::stop() {
-  // Fronts first: they answer every query they still hold with errc::shutting_down.
-  for (auto& f : fronts)
-    caf::anon_send_exit(f, caf::exit_reason::user_shutdown);
-  caf::anon_send_exit(batcher, caf::exit_reason::user_shutdown);
-  caf::anon_send_exit(cache, caf::exit_reason::user_shutdown);
-  for (auto& w : workers)
-    caf::anon_send_exit(w, caf::exit_reason::user_shutdown);
-}
-
 engine::engine(engine_config config) : impl_(std::make_unique<impl>()) {
   config.validate();
   impl_->config = std::move(config);
@@ -209,7 +113,7 @@ engine::engine(caf::actor_system& host, engine_config config) : impl_(std::make_
 }
 
 engine::~engine() {
-  impl_->stop();
+  impl_->actors.stop();
   impl_->own_system.reset(); // waits for every actor of an owned system
 }
 
@@ -294,18 +198,18 @@ void engine::clear_cache() { impl_->control(clear_atom::value); }
 void engine::clear_kv_cache() { impl_->control(clear_kv_atom::value); }
 void engine::reset_async_queries() { impl_->control(cancel_atom::value); }
 
-std::int64_t engine::vocab_size() const { return impl_->model.vocab_size; }
-const backends::model_info& engine::model() const { return impl_->model; }
+std::int64_t engine::vocab_size() const { return impl_->actors.model.vocab_size; }
+const backends::model_info& engine::model() const { return impl_->actors.model; }
 const engine_config& engine::config() const { return impl_->config; }
 
 engine_stats engine::stats() const {
-  auto s = impl_->metrics->snapshot();
+  auto s = impl_->actors.metrics->snapshot();
   s.logprob_budget_bytes = impl_->config.logprob_budget_bytes;
   s.kv_budget_bytes = impl_->config.kv_budget_bytes;
   return s;
 }
 
-engine_actor engine::handle() const { return impl_->fronts.front(); }
+engine_actor engine::handle() const { return impl_->actors.fronts.front(); }
 
 at::Tensor to_tensor(const shared_logprobs& reply) {
   const auto& row = reply.row;

@@ -36,10 +36,4 @@ worker(worker_actor::stateful_pointer<worker_state> self,
   };
 }
 
-worker_actor spawn_worker(caf::actor_system& system,
-                          std::unique_ptr<backends::backend_i> backend) {
-  auto holder = std::make_shared<std::unique_ptr<backends::backend_i>>(std::move(backend));
-  return system.spawn<caf::detached>(worker, holder);
-}
-
 } // namespace canopy::actors

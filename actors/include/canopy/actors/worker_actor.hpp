@@ -1,6 +1,6 @@
 #pragma once
 // The worker actor: owns one backend (one device) and runs its passes. Spawn it
-// detached (spawn_worker does), because a pass blocks its thread for as long as the
+// detached (spawn_engine_actors does), because a pass blocks its thread for as long as the
 // device computes. Every exception of the backend becomes errc::backend_failure for
 // the pass's requester, and the worker keeps serving.
 // Thread contract: the backend is only touched by the worker's own thread.
@@ -22,9 +22,5 @@ struct worker_state {
 messages::worker_actor::behavior_type
 worker(messages::worker_actor::stateful_pointer<worker_state> self,
        std::shared_ptr<std::unique_ptr<backends::backend_i>> backend);
-
-/// Spawns a detached worker owning `backend`.
-messages::worker_actor spawn_worker(caf::actor_system& system,
-                                    std::unique_ptr<backends::backend_i> backend);
 
 } // namespace canopy::actors
