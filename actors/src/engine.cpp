@@ -114,7 +114,10 @@ engine::engine(caf::actor_system& host, engine_config config) : impl_(std::make_
 
 engine::~engine() {
   impl_->actors.stop();
-  impl_->own_system.reset(); // waits for every actor of an owned system
+  // Drop our handles first: a detached worker's thread ends only once its actor
+  // object is gone, and the system's destructor waits for that thread.
+  impl_->actors = {};
+  impl_->own_system.reset();
 }
 
 std::future<at::Tensor> engine::next_token_logprobs(token_seq tokens, query_options options) {

@@ -19,27 +19,31 @@ caf::timespan from_ms(double ms) {
   return std::chrono::duration_cast<caf::timespan>(std::chrono::duration<double, std::milli>(ms));
 }
 
+backends::backend_spec backend_spec_for(const engine_config& config, const std::string& device) {
+  auto micros = [](double us) {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(
+      std::chrono::duration<double, std::micro>(us));
+  };
+  backends::backend_spec spec;
+  spec.kind = config.backend;
+  spec.device = device;
+  spec.mock.vocab_size = config.vocab_size;
+  spec.mock.context_length = config.context_length;
+  spec.mock.kv_bytes_per_token = config.mock_kv_bytes_per_token;
+  spec.mock.seed = config.mock_seed;
+  spec.mock.cost_per_pass = micros(config.mock_cost_per_pass_us);
+  spec.mock.cost_per_token = micros(config.mock_cost_per_token_us);
+  return spec;
+}
+
 std::vector<std::unique_ptr<backends::backend_i>> make_backends(const engine_config& config) {
   std::vector<std::unique_ptr<backends::backend_i>> out;
   auto devices = config.device_list();
   for (std::uint32_t i = 0; i < devices.size(); ++i) {
     try {
-      if (config.backend_factory) {
-        out.push_back(config.backend_factory(i, devices[i]));
-        continue;
-      }
-      backends::backend_spec spec;
-      spec.kind = config.backend;
-      spec.device = devices[i];
-      spec.mock.vocab_size = config.vocab_size;
-      spec.mock.context_length = config.context_length;
-      spec.mock.kv_bytes_per_token = config.mock_kv_bytes_per_token;
-      spec.mock.seed = config.mock_seed;
-      spec.mock.cost_per_pass = std::chrono::duration_cast<std::chrono::nanoseconds>(
-        std::chrono::duration<double, std::micro>(config.mock_cost_per_pass_us));
-      spec.mock.cost_per_token = std::chrono::duration_cast<std::chrono::nanoseconds>(
-        std::chrono::duration<double, std::micro>(config.mock_cost_per_token_us));
-      out.push_back(backends::make_backend(spec));
+      out.push_back(config.backend_factory
+                      ? config.backend_factory(i, devices[i])
+                      : backends::make_backend(backend_spec_for(config, devices[i])));
     } catch (const canopy::error&) {
       throw;
     } catch (const std::exception& e) {

@@ -6,12 +6,14 @@
 
 #include <canopy/actors/engine_metrics.hpp>
 #include <canopy/backends/backend.hpp>
+#include <canopy/backends/backend_factory.hpp>
 #include <canopy/engine_config.hpp>
 #include <canopy/messages/actor_interfaces.hpp>
 
 #include <caf/actor_system.hpp>
 
 #include <memory>
+#include <string>
 #include <vector>
 
 namespace canopy::actors {
@@ -35,6 +37,10 @@ enum class worker_threads { detached, scheduled };
 engine_actors spawn_engine_actors(caf::actor_system& system, const engine_config& config,
                                   std::vector<std::unique_ptr<backends::backend_i>> backends,
                                   worker_threads threads = worker_threads::detached);
+
+/// The description of the backend `config` asks for on `device` (its `backend` key
+/// and the mock settings).
+backends::backend_spec backend_spec_for(const engine_config& config, const std::string& device);
 
 /// The backends `config` describes (its backend_factory, or its backend key), one per
 /// device. Throws canopy::error(errc::invalid_config) naming the device on failure.

@@ -1,0 +1,89 @@
+// engine_config: JSON and command-line settings share keys; every malformed setting
+// is refused with errc::invalid_config naming the key.
+
+#include <canopy/engine.hpp>
+#include <canopy/engine_config.hpp>
+
+#include <gtest/gtest.h>
+
+using canopy::engine_config;
+using canopy::errc;
+
+namespace {
+
+std::string config_error(const std::function<void()>& call) {
+  try {
+    call();
+  } catch (const canopy::error& e) {
+    EXPECT_EQ(e.code(), errc::invalid_config);
+    return e.what();
+  }
+  ADD_FAILURE() << "no error";
+  return {};
+}
+
+bool mentions(const std::string& text, const std::string& word) {
+  return text.find(word) != std::string::npos;
+}
+
+TEST(engine_config, from_json_reads_every_key_and_round_trips) {
+  auto config = engine_config::from_json(
+    R"({"vocab_size": 1000, "batch_size": 8, "batch_timeout_ms": 0.5,
+        "flush_when_idle": false, "eviction_policy": "lfu", "logprob_dtype": "bfloat16",
+        "devices": ["cpu", "cpu"], "kv_budget_bytes": 4096})");
+  EXPECT_EQ(config.vocab_size, 1000);
+  EXPECT_EQ(config.batch_size, 8u);
+  EXPECT_DOUBLE_EQ(config.batch_timeout_ms, 0.5);
+  EXPECT_FALSE(config.flush_when_idle);
+  EXPECT_EQ(config.eviction_policy, "lfu");
+  EXPECT_EQ(config.device_list().size(), 2u);
+  auto again = engine_config::from_json(config.to_json());
+  EXPECT_EQ(again.to_json(), config.to_json());
+}
+
+TEST(engine_config, command_line_values_use_the_same_keys) {
+  engine_config config;
+  config.set("batch_size", "16");
+  config.set("eviction_policy", "fifo");
+  config.set("flush_when_idle", "false");
+  config.set("devices", R"(["cpu"])");
+  EXPECT_EQ(config.batch_size, 16u);
+  EXPECT_EQ(config.eviction_policy, "fifo");
+  EXPECT_FALSE(config.flush_when_idle);
+  EXPECT_TRUE(mentions(config_error([&] { config.set("batch_size", "many"); }), "batch_size"));
+}
+
+TEST(engine_config, malformed_settings_name_what_is_wrong) {
+  EXPECT_TRUE(mentions(config_error([] { engine_config::from_json("{not json"); }), "JSON"));
+  EXPECT_TRUE(mentions(config_error([] { engine_config::from_json("[1]"); }), "object"));
+  auto unknown = config_error([] { engine_config::from_json(R"({"batchsize": 3})"); });
+  EXPECT_TRUE(mentions(unknown, "batchsize") && mentions(unknown, "batch_size"));
+  EXPECT_TRUE(mentions(config_error([] { engine_config::from_json(R"({"batch_size": "8"})"); }),
+                       "batch_size"));
+  EXPECT_TRUE(mentions(config_error([] { engine_config::from_json(R"({"batch_size": -1})"); }),
+                       "batch_size"));
+  EXPECT_TRUE(mentions(config_error([] { engine_config::from_json(R"({"batch_size": 0})"); }),
+                       "batch_size"));
+  EXPECT_TRUE(mentions(
+    config_error([] { engine_config::from_json(R"({"eviction_policy": "random"})"); }),
+    "random"));
+  EXPECT_TRUE(mentions(
+    config_error([] { engine_config::from_json(R"({"logprob_dtype": "int8"})"); }), "int8"));
+  EXPECT_TRUE(mentions(config_error([] { engine_config::from_json(R"({"backend": "gguf"})"); }),
+                       "gguf"));
+  EXPECT_TRUE(mentions(
+    config_error([] { engine_config::from_json(R"({"devices": ["tpu:0"]})"); }), "tpu:0"));
+  EXPECT_TRUE(mentions(config_error([] { engine_config::from_json(R"({"vocab_size": 1})"); }),
+                       "vocab_size"));
+}
+
+TEST(engine_config, an_engine_refuses_an_invalid_config) {
+  engine_config config;
+  config.workers = 0;
+  EXPECT_TRUE(mentions(config_error([&] { canopy::engine lm{config}; }), "workers"));
+  config = engine_config{};
+  config.devices = {"cuda:0"};
+  EXPECT_TRUE(mentions(config_error([&] { canopy::engine lm{config}; }), "cuda:0"));
+}
+
+} // namespace
