@@ -1,0 +1,245 @@
+// canopy bench: runs each chosen workload under each chosen variant, side by side in
+// one process, and prints a table (or one JSON document) of what each costs.
+
+#include "bench_report.hpp"
+#include "bench_runner.hpp"
+#include "cli_args.hpp"
+#include "commands.hpp"
+#include "process_memory.hpp"
+
+#include <iostream>
+#include <sstream>
+#include <thread>
+
+namespace canopy::app {
+
+namespace {
+
+// A prime, so the checked answers do not fall in step with the workloads' periods
+// (particle counts, sequence lengths).
+constexpr std::size_t check_every = 97;
+
+const char* const usage =
+    "Usage: canopy bench [options] [engine settings]\n\n"
+    "Measures the engine, with the mock backend, on three workloads, each under several\n"
+    "variants side by side (a fresh engine per run):\n"
+    "  smc      particles extend a shared prompt one sampled token per step, all asking "
+    "at\n"
+    "           once; resampling duplicates them, so their contexts form a tree\n"
+    "  scoring  every prefix of random sequences, all asked at once\n"
+    "  hits     the cache is warmed with random sequences, then asked for them again "
+    "and\n"
+    "           again with thousands in flight: cache-hit queries/s through the actors\n"
+    "Variants: full (the config as given), no-cache (cache_enabled=false), no-batching\n"
+    "(batch_size=1, merge_duplicates=false, flush_when_idle=true), direct (the backend\n"
+    "called directly, one pass per query: the overhead baseline).\n"
+    "Every 97th answer is checked bit for bit against the mock's reference row; a "
+    "mismatch\n"
+    "makes the exit code 1.\n";
+
+std::vector<flag_spec> bench_flags() {
+  const workload_options d;
+  const auto dflt = [](auto value) { return " (default " + std::to_string(value) + ")"; };
+  return {
+      {"workload", "LIST", "smc, scoring, hits or all, comma-separated (default all)"},
+      {"variants", "LIST",
+       "full, no-cache, no-batching, direct or all, comma-separated (default all)"},
+      {"particles", "N", "smc: particles" + dflt(d.particles)},
+      {"steps", "T", "smc: sampled tokens per particle" + dflt(d.steps)},
+      {"prompt-length", "L",
+       "smc: tokens of the shared random prompt" + dflt(d.prompt_length)},
+      {"sequences", "S",
+       "scoring: random sequences; hits: warmed sequences" + dflt(d.sequences)},
+      {"sequence-length", "L",
+       "scoring and hits: tokens per sequence" + dflt(d.sequence_length)},
+      {"queries", "N", "hits: measured queries" + dflt(d.queries)},
+      {"seed", "S", "seed of prompts, sequences and sampling" + dflt(d.seed)},
+      {"json", "", "print one JSON document instead of the table"},
+  };
+}
+
+/// A comma-separated list of names known to `parse`, "all" standing for `all`.
+template <class T, class Parse>
+std::vector<T> parse_list(const parsed_args& args, std::string_view flag,
+                          const std::vector<T>& all, Parse parse) {
+  std::vector<T> out;
+  for (const auto& name : args.names(flag, "all")) {
+    if (name == "all") {
+      out.insert(out.end(), all.begin(), all.end());
+      continue;
+    }
+    const auto value = parse(name);
+    if (!value) {
+      std::string known;
+      for (const auto& a : all)
+        known += std::string(to_string(a)) + ", ";
+      throw usage_error("--" + std::string(flag) + ": unknown '" + name +
+                        "' (known: " + known + "all)");
+    }
+    out.push_back(*value);
+  }
+  return out;
+}
+
+workload_options workload_options_of(const parsed_args& args,
+                                     const std::vector<workload_kind>& workloads) {
+  const workload_options d;
+  workload_options o;
+  o.particles = args.count("particles", d.particles, 1);
+  o.steps = args.count("steps", d.steps, 1);
+  o.prompt_length = args.count("prompt-length", d.prompt_length, 1);
+  o.sequences = args.count("sequences", d.sequences, 1);
+  o.sequence_length = args.count("sequence-length", d.sequence_length, 1);
+  o.queries = args.count("queries", d.queries, 1);
+  o.seed = args.count("seed", d.seed);
+  // Checked here, so that a workload too long for the model is a usage error rather
+  // than a run failing midway.
+  const auto context = static_cast<std::size_t>(args.config.context_length);
+  for (auto w : workloads) {
+    if (w == workload_kind::smc && o.prompt_length + o.steps - 1 > context)
+      throw usage_error("--steps: SMC contexts reach prompt-length + steps - 1 = " +
+                        std::to_string(o.prompt_length + o.steps - 1) +
+                        " tokens, more than context_length " + std::to_string(context));
+    if (w != workload_kind::smc && o.sequence_length > context)
+      throw usage_error("--sequence-length: " + std::to_string(o.sequence_length) +
+                        " tokens is more than context_length " + std::to_string(context));
+  }
+  return o;
+}
+
+std::string describe_backend(const engine_config& c) {
+  std::ostringstream out;
+  out << "backend " << c.backend << ", ";
+  if (c.mock_cost_per_pass_us == 0 && c.mock_cost_per_token_us == 0)
+    out << "zero simulated cost (--mock_cost_per_token_us and --mock_cost_per_pass_us "
+           "simulate a device)";
+  else
+    out << "simulated cost " << c.mock_cost_per_pass_us << " us per pass + "
+        << c.mock_cost_per_token_us << " us per new token";
+  return out.str();
+}
+
+std::string describe_workload(workload_kind w, const workload_options& o) {
+  std::ostringstream out;
+  out << to_string(w) << ": ";
+  switch (w) {
+  case workload_kind::smc:
+    out << o.particles << " particles x " << o.steps << " steps from a "
+        << o.prompt_length << "-token prompt, resampled when ESS < " << o.particles / 2.0;
+    break;
+  case workload_kind::scoring:
+    out << "every prefix of " << o.sequences << " random " << o.sequence_length
+        << "-token sequences";
+    break;
+  case workload_kind::hits:
+    out << o.queries << " queries over " << o.sequences << " warmed " << o.sequence_length
+        << "-token sequences, up to " << hits_max_in_flight << " in flight";
+    break;
+  }
+  return out.str();
+}
+
+template <class T> std::string joined(const std::vector<T>& items) {
+  std::string out;
+  for (const auto& item : items)
+    out += (out.empty() ? "" : ", ") + std::string(to_string(item));
+  return out;
+}
+
+nlohmann::json options_json(const workload_options& o) {
+  return {{"particles", o.particles},
+          {"steps", o.steps},
+          {"prompt_length", o.prompt_length},
+          {"sequences", o.sequences},
+          {"sequence_length", o.sequence_length},
+          {"queries", o.queries},
+          {"seed", o.seed},
+          {"hits_max_in_flight", hits_max_in_flight}};
+}
+
+} // namespace
+
+int bench_command(const std::vector<std::string>& argv) {
+  const auto flags = bench_flags();
+  const auto args = parse_args(argv, flags);
+  if (args.help) {
+    print_usage(std::cout, usage, flags);
+    return 0;
+  }
+  const auto workloads = parse_list(
+      args, "workload",
+      std::vector{workload_kind::smc, workload_kind::scoring, workload_kind::hits},
+      parse_workload);
+  const auto variants =
+      parse_list(args, "variants",
+                 std::vector{bench_variant::full, bench_variant::no_cache,
+                             bench_variant::no_batching, bench_variant::direct},
+                 parse_variant);
+  const auto options = workload_options_of(args, workloads);
+  const bool json = args.has("json");
+  const auto cores = std::thread::hardware_concurrency();
+  const bool rss_per_run = reset_peak_rss();
+
+  if (!json) {
+    std::cout << "canopy bench: " << describe_backend(args.config) << "; " << cores
+              << " cores; variants " << joined(variants) << ", each on a fresh engine\n"
+              << "config: " << args.config.to_json() << '\n';
+    for (auto w : workloads)
+      std::cout << describe_workload(w, options) << '\n';
+    std::cout << "seed " << options.seed << "; every " << check_every
+              << "th answer checked bit for bit against the mock's reference row; rss "
+              << (rss_per_run ? "peak per run"
+                              : "process peak so far (cannot reset it here)")
+              << "\n\n";
+    print_table_header(std::cout);
+    std::cout.flush(); // rows appear as runs finish
+  }
+  std::vector<bench_result> results;
+  for (auto w : workloads)
+    for (auto v : variants) {
+      results.push_back(run_variant(w, options, args.config, v, check_every));
+      if (!json) {
+        print_table_row(std::cout, results.back());
+        std::cout.flush();
+      }
+    }
+
+  std::uint64_t checked = 0, mismatches = 0;
+  for (const auto& r : results) {
+    checked += r.rows_checked;
+    mismatches += r.mismatches;
+    if (r.mismatches)
+      std::cerr << "canopy bench: " << to_string(r.workload) << "/"
+                << to_string(r.variant) << ": " << r.mismatches << " of "
+                << r.rows_checked
+                << " checked rows differ from the reference; first: " << r.first_mismatch
+                << '\n';
+  }
+  if (json) {
+    nlohmann::json doc = {
+        {"backend", args.config.backend},
+        {"simulated_cost_us",
+         {{"per_pass", args.config.mock_cost_per_pass_us},
+          {"per_token", args.config.mock_cost_per_token_us}}},
+        {"cores", cores},
+        {"config", nlohmann::json::parse(args.config.to_json())},
+        {"workload_options", options_json(options)},
+        {"check_every", check_every},
+        {"peak_rss_per_run", rss_per_run},
+        {"results", nlohmann::json::array()},
+        {"rows_checked", checked},
+        {"mismatches", mismatches},
+    };
+    for (const auto& r : results)
+      doc["results"].push_back(to_json(r));
+    std::cout << doc.dump(2) << '\n';
+  } else {
+    std::cout << '\n';
+    print_table_legend(std::cout);
+    std::cout << "correctness: " << checked << " rows checked, " << mismatches
+              << " mismatches\n";
+  }
+  return mismatches ? 1 : 0;
+}
+
+} // namespace canopy::app

@@ -1,0 +1,145 @@
+#include "bench_runner.hpp"
+
+#include "checking_client.hpp"
+#include "direct_client.hpp"
+#include "engine_backend_spec.hpp"
+#include "process_memory.hpp"
+
+#include <canopy/engine.hpp>
+
+#include <chrono>
+#include <numeric>
+
+namespace canopy::app {
+
+namespace {
+
+/// The engine behind the interface the workloads drive.
+class engine_client final : public query_client {
+public:
+  explicit engine_client(engine& lm) : lm_(lm) {}
+  void ask(token_seq tokens, logprobs_callback done) override {
+    lm_.next_token_logprobs(std::move(tokens), std::move(done));
+  }
+
+private:
+  engine& lm_;
+};
+
+engine_config variant_config(engine_config config, bench_variant variant) {
+  switch (variant) {
+  case bench_variant::no_cache:
+    config.cache_enabled = false;
+    break;
+  case bench_variant::no_batching:
+    config.batch_size = 1;
+    config.merge_duplicates = false;
+    config.flush_when_idle = true;
+    break;
+  case bench_variant::full:
+  case bench_variant::direct:
+    break;
+  }
+  return config;
+}
+
+/// How a variant's answers are rounded: the engine rounds a row to logprob_dtype when it
+/// stores it, so only with the cache on; other rows, and the bare backend's, are exact.
+std::string answer_dtype(const engine_config& config, bench_variant variant) {
+  const bool stored =
+      variant != bench_variant::direct && variant_config(config, variant).cache_enabled;
+  return stored ? config.logprob_dtype : "float32";
+}
+
+/// Runs the workload through a checking_client, filling what every variant measures
+/// alike; `measure_start` resets the variant's own counters.
+bench_result measure(workload_kind workload, const workload_options& options,
+                     std::int64_t vocab, query_client& client,
+                     const engine_config& config, bench_variant variant,
+                     std::size_t check_every,
+                     const std::function<void()>& measure_start) {
+  checking_client checked(client, engine_backend_spec(config).mock,
+                          answer_dtype(config, variant), check_every);
+  std::chrono::steady_clock::time_point started;
+  const auto census = run_workload(workload, options, vocab, checked, [&] {
+    measure_start();
+    reset_peak_rss();
+    started = std::chrono::steady_clock::now();
+  });
+  bench_result r;
+  r.workload = workload;
+  r.variant = variant;
+  r.seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  r.peak_rss_bytes = peak_rss_bytes();
+  r.queries = census.queries();
+  r.tokens_requested = census.tokens_requested();
+  r.unique_tokens = census.unique_prefixes();
+  r.repeated_queries = census.repeated_queries();
+  const auto check = checked.check();
+  r.rows_checked = check.checked;
+  r.mismatches = check.mismatched;
+  r.first_mismatch = check.first_mismatch;
+  return r;
+}
+
+} // namespace
+
+std::optional<bench_variant> parse_variant(std::string_view name) {
+  for (auto v : {bench_variant::full, bench_variant::no_cache, bench_variant::no_batching,
+                 bench_variant::direct})
+    if (to_string(v) == name)
+      return v;
+  return std::nullopt;
+}
+
+std::string_view to_string(bench_variant variant) {
+  switch (variant) {
+  case bench_variant::full:
+    return "full";
+  case bench_variant::no_cache:
+    return "no-cache";
+  case bench_variant::no_batching:
+    return "no-batching";
+  case bench_variant::direct:
+    return "direct";
+  }
+  return "unknown";
+}
+
+bench_result run_variant(workload_kind workload, const workload_options& options,
+                         const engine_config& config, bench_variant variant,
+                         std::size_t check_every) {
+  if (variant == bench_variant::direct) {
+    direct_client client(backends::make_backend(engine_backend_spec(config)));
+    auto r = measure(workload, options, client.vocab_size(), client, config, variant,
+                     check_every, [&] { client.reset_measurements(); });
+    r.tokens_computed = client.tokens_computed();
+    r.mean_batch_size = r.queries ? 1.0 : 0.0; // one item per pass
+    r.latency_p50_us = client.latency_us(0.50);
+    r.latency_p99_us = client.latency_us(0.99);
+    return r;
+  }
+  engine lm{variant_config(config, variant)};
+  engine_client client(lm);
+  // Counters are taken as differences over the measured phase; the latency histogram
+  // cannot be, so the hits rows' percentiles include their few warm-up queries.
+  engine_stats before;
+  auto r = measure(workload, options, lm.vocab_size(), client, config, variant,
+                   check_every, [&] { before = lm.stats(); });
+  const auto after = lm.stats();
+  r.tokens_computed = after.tokens_computed - before.tokens_computed;
+  const auto batches = after.batches - before.batches;
+  r.mean_batch_size =
+      batches ? double(after.batched_queries - before.batched_queries) / double(batches)
+              : 0.0;
+  r.latency_p50_us = after.latency_p50_us;
+  r.latency_p99_us = after.latency_p99_us;
+  r.logprob_bytes = after.logprob_bytes;
+  r.kv_bytes =
+      std::accumulate(after.kv_bytes.begin(), after.kv_bytes.end(), std::uint64_t{0});
+  r.engine_stats_json = after.to_json();
+  return r;
+}
+
+} // namespace canopy::app

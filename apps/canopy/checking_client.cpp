@@ -1,0 +1,85 @@
+#include "checking_client.hpp"
+
+#include <ATen/ATen.h>
+
+#include <cstring>
+#include <sstream>
+#include <variant>
+
+namespace canopy::app {
+
+namespace {
+
+/// The mock's row after `tokens`, rounded to `dtype`.
+std::vector<float> reference_row(const backends::mock_options& reference,
+                                 const std::string& dtype, const token_seq& tokens) {
+  auto row = backends::mock_logprobs(reference, tokens.data(), tokens.size());
+  if (dtype == "float32")
+    return row;
+  // ATen's own round-to-nearest-even, independent of the cache's converters.
+  const auto storage = dtype == "float16" ? at::kHalf : at::kBFloat16;
+  auto rounded =
+      at::from_blob(row.data(), {static_cast<std::int64_t>(row.size())}, at::kFloat)
+          .to(storage)
+          .to(at::kFloat);
+  std::memcpy(row.data(), rounded.data_ptr<float>(), row.size() * sizeof(float));
+  return row;
+}
+
+/// What differs between an engine's row and the reference, or "" when nothing does.
+std::string difference(const at::Tensor& row, const std::vector<float>& expected) {
+  std::ostringstream what;
+  what.precision(9);
+  if (row.scalar_type() != at::kFloat ||
+      row.numel() != static_cast<std::int64_t>(expected.size())) {
+    what << row.numel() << " entries of " << row.scalar_type() << ", expected "
+         << expected.size() << " float32";
+    return what.str();
+  }
+  const float* values = row.data_ptr<float>();
+  for (std::size_t v = 0; v < expected.size(); ++v)
+    if (std::memcmp(values + v, &expected[v], sizeof(float)) != 0) {
+      what << "entry " << v << " is " << values[v] << ", the reference " << expected[v];
+      return what.str();
+    }
+  return "";
+}
+
+} // namespace
+
+checking_client::checking_client(query_client& inner,
+                                 const backends::mock_options& reference,
+                                 std::string dtype, std::size_t every)
+    : inner_(inner), reference_(reference), dtype_(std::move(dtype)), every_(every) {}
+
+void checking_client::ask(token_seq tokens, logprobs_callback done) {
+  if (asked_++ % every_ != 0) {
+    inner_.ask(std::move(tokens), std::move(done));
+    return;
+  }
+  inner_.ask(tokens, [this, tokens, done = std::move(done)](logprobs_result result) {
+    if (const auto* row = std::get_if<at::Tensor>(&result)) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      kept_.emplace_back(tokens, *row);
+    }
+    // Kept before `done`: the workload may finish, and check() run, once done returns.
+    done(std::move(result));
+  });
+}
+
+row_check checking_client::check() const {
+  row_check out;
+  for (const auto& [tokens, row] : kept_) {
+    ++out.checked;
+    const auto diff =
+        difference(row.contiguous(), reference_row(reference_, dtype_, tokens));
+    if (diff.empty())
+      continue;
+    if (++out.mismatched == 1)
+      out.first_mismatch =
+          "row after a " + std::to_string(tokens.size()) + "-token query: " + diff;
+  }
+  return out;
+}
+
+} // namespace canopy::app

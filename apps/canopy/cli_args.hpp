@@ -1,0 +1,67 @@
+#pragma once
+// Command-line flags shared by every subcommand: the subcommand's own flags, and every
+// engine_config key as --key value or --key=value, after --config FILE (a JSON object
+// of the same keys). Dashes and underscores in flag names are interchangeable.
+// Thread contract: plain values and functions, used from main's thread.
+
+#include <canopy/engine_config.hpp>
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <ostream>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace canopy::app {
+
+/// A bad command line: main prints it with a pointer to --help and exits 2.
+struct usage_error : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+/// One flag of a subcommand.
+struct flag_spec {
+  std::string name;       // as shown, without dashes: "prompt-length"
+  std::string value_name; // "N", "LIST"...; empty for a switch such as --json
+  std::string help;
+};
+
+/// The command line of one subcommand. Every accessor throws usage_error naming the
+/// flag when its value is malformed.
+class parsed_args {
+public:
+  engine_config config; // --config FILE, then each --<key> in order; validated
+  bool help = false;    // --help or -h was given (nothing else was parsed)
+
+  bool has(std::string_view flag) const;
+  std::string text(std::string_view flag, std::string_view fallback) const;
+  /// A non-negative integer of at least `min`.
+  std::uint64_t count(std::string_view flag, std::uint64_t fallback,
+                      std::uint64_t min = 0) const;
+  double number(std::string_view flag, double fallback) const;
+  /// A required, non-empty, comma-separated list of token ids ("1,403,407").
+  std::vector<std::int32_t> ids(std::string_view flag) const;
+  /// A comma-separated list of names.
+  std::vector<std::string> names(std::string_view flag, std::string_view fallback) const;
+
+private:
+  friend parsed_args parse_args(const std::vector<std::string>&,
+                                const std::vector<flag_spec>&);
+  const std::string* find(std::string_view flag) const;
+  std::map<std::string, std::string, std::less<>> values_; // own flags by spec name
+};
+
+/// Parses the arguments after the subcommand's name.
+parsed_args parse_args(const std::vector<std::string>& args,
+                       const std::vector<flag_spec>& own);
+
+/// `usage` (synopsis and what the command does), the own flags, then the engine keys.
+void print_usage(std::ostream& out, std::string_view usage,
+                 const std::vector<flag_spec>& own);
+/// Every engine_config key with its description and default.
+void print_engine_keys(std::ostream& out);
+
+} // namespace canopy::app

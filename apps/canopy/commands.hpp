@@ -1,0 +1,15 @@
+#pragma once
+// The subcommands main dispatches to. Each takes the arguments after its name, returns
+// the exit code, and throws usage_error or canopy::error for main to report.
+// Thread contract: run on main's thread.
+
+#include <string>
+#include <vector>
+
+namespace canopy::app {
+
+int bench_command(const std::vector<std::string>& args);
+int logprobs_command(const std::vector<std::string>& args);
+int sample_command(const std::vector<std::string>& args);
+
+} // namespace canopy::app
