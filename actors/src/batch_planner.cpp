@@ -56,7 +56,7 @@ void emit_item(const chain& c, const std::vector<plan_entry>& entries,
 
 } // namespace
 
-batch_plan plan_batch(const std::vector<plan_entry>& entries, bool rows_at_every_position) {
+batch_plan plan_batch(const std::vector<plan_entry>& entries, const plan_options& options) {
   batch_plan plan;
   plan.answers.resize(entries.size());
   std::vector<std::uint32_t> order(entries.size());
@@ -74,17 +74,18 @@ batch_plan plan_batch(const std::vector<plan_entry>& entries, bool rows_at_every
       current.entries.push_back(e);
       if (entries[e].kv.length < entries[current.start_entry].kv.length)
         current.start_entry = e;
-    } else if (previous && common_prefix(*previous, seq) > entries[e].kv.length) {
+    } else if (options.kv_reuse && previous &&
+               common_prefix(*previous, seq) > entries[e].kv.length) {
       plan.deferred.push_back(e); // shares uncached tokens with an earlier entry
     } else {
       if (!current.entries.empty())
-        emit_item(current, entries, rows_at_every_position, plan);
+        emit_item(current, entries, options.rows_at_every_position, plan);
       current = chain{{e}, e};
     }
     previous = &seq;
   }
   if (!current.entries.empty())
-    emit_item(current, entries, rows_at_every_position, plan);
+    emit_item(current, entries, options.rows_at_every_position, plan);
   return plan;
 }
 

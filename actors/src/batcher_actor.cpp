@@ -71,21 +71,17 @@ bool any_alive(const batcher_state& st) {
                      [](const worker_slot& w) { return w.alive; });
 }
 
-/// Takes entries whose every waiter has given up out of the queue.
-void drop_expired(batcher_pointer self) {
-  auto& st = self->state;
-  auto t = now(self);
-  for (auto it = st.pending.begin(); it != st.pending.end();) {
-    auto& entry = st.entries.at(*it);
-    if (entry.waiters.empty() || (entry.deadline && *entry.deadline <= t)) {
-      auto id = *it;
-      it = st.pending.erase(it);
-      finish(self, id, make_error(errc::deadline_exceeded, "the query's deadline passed "
-                                                           "before it reached a worker"));
-    } else {
-      ++it;
-    }
+/// True (and the entry answered and forgotten) when nobody waits for it any more:
+/// its waiters were cancelled or their deadlines passed. Checked when an entry leaves
+/// the queue, so a flush costs O(batch), not O(queue).
+bool drop_if_abandoned(batcher_pointer self, entry_id id) {
+  auto& entry = self->state.entries.at(id);
+  if (entry.waiters.empty() || (entry.deadline && *entry.deadline <= now(self))) {
+    finish(self, id, make_error(errc::deadline_exceeded, "the query's deadline passed "
+                                                         "before it reached a worker"));
+    return true;
   }
+  return false;
 }
 
 void maybe_flush(batcher_pointer self);
@@ -215,7 +211,7 @@ void dispatch(batcher_pointer self, std::vector<entry_id> ids, const prepared_ba
   std::vector<plan_entry> plan_entries;
   for (std::size_t i = 0; i < todo.size(); ++i)
     plan_entries.push_back({&st.entries.at(todo[i]).q.tokens, todo_prepared[i]->kv[worker]});
-  auto plan = plan_batch(plan_entries, st.options.rows_at_every_position);
+  auto plan = plan_batch(plan_entries, st.options.plan);
 
   running_batch batch;
   batch.worker = worker;
@@ -264,7 +260,6 @@ void maybe_flush(batcher_pointer self) {
   auto& st = self->state;
   if (st.preparing)
     return;
-  drop_expired(self);
   if (st.pending.empty()) {
     ++st.timer_generation;
     st.timer_armed = false;
@@ -286,6 +281,8 @@ void maybe_flush(batcher_pointer self) {
   while (!st.pending.empty() && ids.size() < st.options.batch_size) {
     auto id = st.pending.front();
     st.pending.pop_front();
+    if (drop_if_abandoned(self, id))
+      continue;
     auto& entry = st.entries.at(id);
     entry.stage = batch_entry::phase::preparing;
     ids.push_back(id);
@@ -294,6 +291,8 @@ void maybe_flush(batcher_pointer self) {
     request.require_kv.push_back(entry.q.require_kv);
   }
   restart_timer(self);
+  if (ids.empty())
+    return;
   st.preparing = true;
   self->request(st.cache, caf::infinite, prepare_atom::value, std::move(request))
     .then(

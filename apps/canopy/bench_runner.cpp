@@ -2,7 +2,7 @@
 
 #include "checking_client.hpp"
 #include "direct_client.hpp"
-#include "engine_backend_spec.hpp"
+#include <canopy/actors/engine_actors.hpp>
 #include "process_memory.hpp"
 
 #include <canopy/engine.hpp>
@@ -58,7 +58,7 @@ bench_result measure(workload_kind workload, const workload_options& options,
                      const engine_config& config, bench_variant variant,
                      std::size_t check_every,
                      const std::function<void()>& measure_start) {
-  checking_client checked(client, engine_backend_spec(config).mock,
+  checking_client checked(client, actors::backend_spec_for(config, "cpu").mock,
                           answer_dtype(config, variant), check_every);
   std::chrono::steady_clock::time_point started;
   const auto census = run_workload(workload, options, vocab, checked, [&] {
@@ -111,7 +111,7 @@ bench_result run_variant(workload_kind workload, const workload_options& options
                          const engine_config& config, bench_variant variant,
                          std::size_t check_every) {
   if (variant == bench_variant::direct) {
-    direct_client client(backends::make_backend(engine_backend_spec(config)));
+    direct_client client(backends::make_backend(actors::backend_spec_for(config, "cpu")));
     auto r = measure(workload, options, client.vocab_size(), client, config, variant,
                      check_every, [&] { client.reset_measurements(); });
     r.tokens_computed = client.tokens_computed();

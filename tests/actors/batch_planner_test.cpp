@@ -9,14 +9,18 @@ using canopy::actors::answer_ref;
 using canopy::actors::choose_worker;
 using canopy::actors::plan_batch;
 using canopy::actors::plan_entry;
+using canopy::actors::plan_options;
 using canopy::cache::kv_prefix;
 using canopy::cache::token_seq;
 
 namespace {
 
+const plan_options every_row{true, true};
+const plan_options only_asked{false, true};
+
 TEST(batch_planner, a_lone_entry_computes_its_whole_sequence) {
   token_seq s{4, 5, 6};
-  auto plan = plan_batch({{&s, {}}}, true);
+  auto plan = plan_batch({{&s, {}}}, every_row);
   ASSERT_EQ(plan.pass.items.size(), 1u);
   EXPECT_EQ(plan.pass.items[0].tokens, s);
   EXPECT_EQ(plan.pass.items[0].prefix, canopy::cache::no_kv);
@@ -27,7 +31,7 @@ TEST(batch_planner, a_lone_entry_computes_its_whole_sequence) {
 
 TEST(batch_planner, an_item_starts_after_the_workers_kv_prefix) {
   token_seq s{4, 5, 6, 7};
-  auto plan = plan_batch({{&s, kv_prefix{2, 99}}}, false);
+  auto plan = plan_batch({{&s, kv_prefix{2, 99}}}, only_asked);
   ASSERT_EQ(plan.pass.items.size(), 1u);
   EXPECT_EQ(plan.pass.items[0].prefix, 99u);
   EXPECT_EQ(plan.pass.items[0].prefix_length, 2u);
@@ -38,7 +42,7 @@ TEST(batch_planner, an_item_starts_after_the_workers_kv_prefix) {
 
 TEST(batch_planner, prefixes_fold_into_the_longest_entry) {
   token_seq longest{1, 2, 3}, middle{1, 2}, shortest{1};
-  auto plan = plan_batch({{&longest, {}}, {&shortest, {}}, {&middle, {}}}, false);
+  auto plan = plan_batch({{&longest, {}}, {&shortest, {}}, {&middle, {}}}, only_asked);
   ASSERT_EQ(plan.pass.items.size(), 1u);
   EXPECT_EQ(plan.pass.items[0].tokens, longest);
   EXPECT_EQ(plan.pass.items[0].rows, (std::vector<std::uint32_t>{0, 1, 2}));
@@ -51,7 +55,7 @@ TEST(batch_planner, prefixes_fold_into_the_longest_entry) {
 TEST(batch_planner, a_folded_chain_starts_at_its_shortest_kv_prefix) {
   token_seq longest{1, 2, 3, 4}, shorter{1, 2};
   // The longer sequence has KV for three tokens, the shorter (capped) for one.
-  auto plan = plan_batch({{&longest, kv_prefix{3, 30}}, {&shorter, kv_prefix{1, 10}}}, false);
+  auto plan = plan_batch({{&longest, kv_prefix{3, 30}}, {&shorter, kv_prefix{1, 10}}}, only_asked);
   ASSERT_EQ(plan.pass.items.size(), 1u);
   EXPECT_EQ(plan.pass.items[0].prefix, 10u);
   EXPECT_EQ(plan.pass.items[0].tokens, (token_seq{2, 3, 4}));
@@ -60,7 +64,7 @@ TEST(batch_planner, a_folded_chain_starts_at_its_shortest_kv_prefix) {
 
 TEST(batch_planner, equal_sequences_share_one_row) {
   token_seq a{8, 9}, b{8, 9};
-  auto plan = plan_batch({{&a, {}}, {&b, {}}}, false);
+  auto plan = plan_batch({{&a, {}}, {&b, {}}}, only_asked);
   ASSERT_EQ(plan.pass.items.size(), 1u);
   EXPECT_EQ(plan.pass.items[0].rows.size(), 1u);
   EXPECT_EQ(plan.answers[0].row, plan.answers[1].row);
@@ -68,15 +72,22 @@ TEST(batch_planner, equal_sequences_share_one_row) {
 
 TEST(batch_planner, branches_sharing_uncached_tokens_are_deferred) {
   token_seq a{1, 2, 3}, b{1, 2, 4}, c{7};
-  auto plan = plan_batch({{&a, {}}, {&b, {}}, {&c, {}}}, false);
+  auto plan = plan_batch({{&a, {}}, {&b, {}}, {&c, {}}}, only_asked);
   ASSERT_EQ(plan.pass.items.size(), 2u);
   EXPECT_EQ(plan.deferred, (std::vector<std::uint32_t>{1}));
   EXPECT_EQ(plan.answers[1].item, answer_ref::deferred);
 }
 
+TEST(batch_planner, without_kv_reuse_nothing_is_deferred) {
+  token_seq a{1, 2, 3}, b{1, 2, 4};
+  auto plan = plan_batch({{&a, {}}, {&b, {}}}, plan_options{false, false});
+  EXPECT_EQ(plan.pass.items.size(), 2u);
+  EXPECT_TRUE(plan.deferred.empty());
+}
+
 TEST(batch_planner, branches_whose_shared_prefix_is_cached_run_together) {
   token_seq a{1, 2, 3}, b{1, 2, 4};
-  auto plan = plan_batch({{&a, kv_prefix{2, 5}}, {&b, kv_prefix{2, 5}}}, false);
+  auto plan = plan_batch({{&a, kv_prefix{2, 5}}, {&b, kv_prefix{2, 5}}}, only_asked);
   EXPECT_EQ(plan.pass.items.size(), 2u);
   EXPECT_TRUE(plan.deferred.empty());
   std::size_t computed = 0;

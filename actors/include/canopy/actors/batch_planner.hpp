@@ -40,9 +40,14 @@ struct batch_plan {
   std::vector<std::uint32_t> deferred;   // entries to run in a later pass
 };
 
-/// With rows_at_every_position, every new token's row is computed (so later prefix
-/// queries hit); otherwise only the rows entries asked for.
-batch_plan plan_batch(const std::vector<plan_entry>& entries, bool rows_at_every_position);
+struct plan_options {
+  bool rows_at_every_position = true; // compute every new token's row (later prefix
+                                      // queries hit), not only the rows asked for
+  bool kv_reuse = true;               // false (cache off): KV is never kept, so
+                                      // deferring an entry would save nothing
+};
+
+batch_plan plan_batch(const std::vector<plan_entry>& entries, const plan_options& options);
 
 /// Chooses among `candidates` (non-empty): the worker that holds the longest KV prefix
 /// for the most entries; when no candidate holds any, the one with the least `load`

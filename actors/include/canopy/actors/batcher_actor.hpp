@@ -34,7 +34,7 @@ struct batcher_options {
   caf::timespan batch_timeout{std::chrono::milliseconds(2)};
   bool flush_when_idle = true;
   bool merge_duplicates = true;
-  bool rows_at_every_position = true;
+  plan_options plan;
   caf::timespan pass_timeout{std::chrono::minutes(10)};
 };
 
