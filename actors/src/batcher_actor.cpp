@@ -23,8 +23,8 @@ void finish(batcher_pointer self, entry_id id, const Answer& answer) {
   auto it = st.entries.find(id);
   if (it == st.entries.end())
     return;
-  for (auto& waiter : it->second.waiters)
-    waiter.deliver(answer);
+  for (const auto& w : it->second.waiters)
+    self->send(w.sink, answer_atom::value, w.ticket, answer);
   if (st.options.merge_duplicates)
     st.by_key.erase(it->second.q.tokens);
   st.entries.erase(it);
@@ -309,9 +309,8 @@ void maybe_flush(batcher_pointer self) {
       });
 }
 
-reply_promise enqueue(batcher_pointer self, const query& q) {
+void enqueue(batcher_pointer self, const query& q, waiter w) {
   auto& st = self->state;
-  auto promise = self->make_response_promise<shared_logprobs>();
   auto t = now(self);
   std::optional<clock_point> deadline;
   if (q.timeout.count() > 0)
@@ -325,18 +324,17 @@ reply_promise enqueue(batcher_pointer self, const query& q) {
         entry.deadline = deadline;
       else if (entry.deadline)
         entry.deadline = deadline ? std::max(*entry.deadline, *deadline) : deadline;
-      entry.waiters.push_back(promise);
-      return promise;
+      entry.waiters.push_back(std::move(w));
+      return;
     }
   }
   auto id = st.next_entry++;
-  batch_entry entry{q, {promise}, t, deadline};
+  batch_entry entry{q, {std::move(w)}, t, deadline};
   st.entries.emplace(id, std::move(entry));
   if (st.options.merge_duplicates)
     st.by_key.emplace(q.tokens, id);
   st.pending.push_back(id);
   maybe_flush(self);
-  return promise;
 }
 
 void cancel_all(batcher_pointer self) {
@@ -346,8 +344,8 @@ void cancel_all(batcher_pointer self) {
   // Entries being prepared or computed keep going (their rows get cached); only
   // their waiters are answered now.
   for (auto& [id, entry] : st.entries) {
-    for (auto& waiter : entry.waiters)
-      waiter.deliver(cancelled);
+    for (const auto& w : entry.waiters)
+      self->send(w.sink, answer_atom::value, w.ticket, cancelled);
     entry.waiters.clear();
   }
   maybe_flush(self);
@@ -379,21 +377,23 @@ batcher_actor::behavior_type batcher(batcher_pointer self, batcher_options optio
   st.metrics = std::move(metrics);
   for (auto& w : workers) {
     self->monitor(w);
-    st.workers.push_back({std::move(w)});
+    worker_slot slot;
+    slot.handle = std::move(w);
+    st.workers.push_back(std::move(slot));
   }
   self->set_down_handler([=](caf::down_msg& msg) { on_worker_down(self, msg.source); });
   self->set_exit_handler([=](caf::exit_msg& msg) {
     auto& st = self->state;
     auto stopping = make_error(errc::shutting_down, "the engine stopped");
     for (auto& [id, entry] : st.entries)
-      for (auto& waiter : entry.waiters)
-        waiter.deliver(stopping);
+      for (const auto& w : entry.waiters)
+        self->send(w.sink, answer_atom::value, w.ticket, stopping);
     st.entries.clear();
     self->quit(msg.reason);
   });
   return {
-    [=](enqueue_atom, const query& q) -> caf::result<shared_logprobs> {
-      return enqueue(self, q);
+    [=](enqueue_atom, const query& q, std::uint64_t ticket, const answer_sink& sink) {
+      enqueue(self, q, waiter{sink, ticket});
     },
     [=](flush_atom, std::uint64_t generation) {
       auto& st = self->state;

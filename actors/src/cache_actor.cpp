@@ -115,7 +115,7 @@ cache_actor::behavior_type cache(cache_actor::stateful_pointer<cache_state> self
   st.trie = std::make_unique<cache::token_trie>(st.options.trie);
   st.metrics = std::move(metrics);
   return {
-    [=](lookup_atom, const query& q) -> caf::result<shared_logprobs> {
+    [=](lookup_atom, const query& q, std::uint64_t ticket, const answer_sink& sink) {
       auto& st = self->state;
       if (st.options.enabled) {
         const auto length = static_cast<std::uint32_t>(q.tokens.size());
@@ -127,12 +127,16 @@ cache_actor::behavior_type cache(cache_actor::stateful_pointer<cache_state> self
                      });
         if (m.logprobs && kv_ok) {
           bump(st.metrics->cache_hits);
-          return shared_logprobs{std::move(m.logprobs)};
+          self->send(sink, answer_atom::value, ticket, shared_logprobs{std::move(m.logprobs)});
+          return;
         }
       }
-      if (!st.batcher)
-        return make_error(errc::no_workers, "the engine is not started");
-      return self->delegate(st.batcher, enqueue_atom::value, q);
+      if (!st.batcher) {
+        self->send(sink, answer_atom::value, ticket,
+                   make_error(errc::no_workers, "the engine is not started"));
+        return;
+      }
+      self->send(st.batcher, enqueue_atom::value, q, ticket, sink);
     },
     [=](prepare_atom, const prepare_request& request) {
       auto& st = self->state;

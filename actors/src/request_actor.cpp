@@ -29,31 +29,35 @@ namespace {
 
 using answer_fn = std::function<void(caf::expected<shared_logprobs>)>;
 
-/// A timed-out request means the caller's deadline passed.
-caf::error caller_error(const caf::error& e) {
+/// A reference pass that outlives pass_timeout fails like a batch would.
+caf::error pass_error(const caf::error& e) {
   if (e == caf::sec::request_timeout)
-    return make_error(errc::deadline_exceeded, "no answer within the query's deadline");
+    return make_error(errc::backend_failure, "the pass exceeded pass_timeout_ms");
   return e;
 }
 
-/// Registers the answer function of an accepted query; returns the function that
-/// delivers exactly once and updates the counters.
-auto track(request_pointer self, answer_fn answer) {
+/// Registers an accepted query and returns its ticket.
+std::uint64_t accept(request_pointer self, std::size_t tokens, answer_fn answer) {
   auto& st = self->state;
-  auto id = st.next_id++;
-  auto started = self->clock().now();
-  st.outstanding.emplace(id, std::move(answer));
-  return [self, id, started](caf::expected<shared_logprobs> result) {
-    auto& st = self->state;
-    auto it = st.outstanding.find(id);
-    if (it == st.outstanding.end())
-      return;
-    auto fn = std::move(it->second);
-    st.outstanding.erase(it);
-    bump(result ? st.metrics->answered : st.metrics->failed);
-    st.metrics->latency.record(self->clock().now() - started);
-    fn(std::move(result));
-  };
+  bump(st.metrics->queries);
+  bump(st.metrics->tokens_requested, tokens);
+  auto ticket = st.next_ticket++;
+  st.outstanding.emplace(ticket, request_state::pending{std::move(answer), self->clock().now()});
+  return ticket;
+}
+
+/// Delivers ticket's answer exactly once (later answers for it are ignored).
+void complete(request_pointer self, std::uint64_t ticket,
+              caf::expected<shared_logprobs> result) {
+  auto& st = self->state;
+  auto it = st.outstanding.find(ticket);
+  if (it == st.outstanding.end())
+    return;
+  auto pending = std::move(it->second);
+  st.outstanding.erase(it);
+  bump(result ? st.metrics->answered : st.metrics->failed);
+  st.metrics->latency.record(self->clock().now() - pending.accepted);
+  pending.answer(std::move(result));
 }
 
 /// Rejects a query before it enters the pipeline.
@@ -67,24 +71,20 @@ void ask(request_pointer self, query q, answer_fn answer) {
   auto& st = self->state;
   if (auto e = validate_tokens(q.tokens, st.model))
     return reject(self, e, answer);
-  bump(st.metrics->queries);
-  bump(st.metrics->tokens_requested, q.tokens.size());
   if (q.timeout.count() == 0)
     q.timeout = st.options.query_timeout;
-  auto deliver = track(self, std::move(answer));
-  auto timeout = q.timeout.count() > 0 ? caf::duration{q.timeout} : caf::infinite;
-  self->request(st.cache, timeout, lookup_atom::value, std::move(q))
-    .then([deliver](shared_logprobs& row) { deliver(std::move(row)); },
-          [deliver](caf::error& e) { deliver(caller_error(e)); });
+  auto ticket = accept(self, q.tokens.size(), std::move(answer));
+  if (q.timeout.count() > 0)
+    self->delayed_send(self, q.timeout, timeout_atom::value, ticket);
+  self->send(st.cache, lookup_atom::value, std::move(q), ticket,
+             caf::actor_cast<answer_sink>(self));
 }
 
 void ask_uncached(request_pointer self, const cache::token_seq& tokens, answer_fn answer) {
   auto& st = self->state;
   if (auto e = validate_tokens(tokens, st.model))
     return reject(self, e, answer);
-  bump(st.metrics->queries);
-  bump(st.metrics->tokens_requested, tokens.size());
-  auto deliver = track(self, std::move(answer));
+  auto ticket = accept(self, tokens.size(), std::move(answer));
   backends::pass_item item;
   item.tokens = tokens;
   item.rows = {static_cast<std::uint32_t>(tokens.size() - 1)};
@@ -93,13 +93,14 @@ void ask_uncached(request_pointer self, const cache::token_seq& tokens, answer_f
   self->request(worker, st.options.pass_timeout, run_atom::value,
                 backends::pass_request{{std::move(item)}})
     .then(
-      [self, deliver](const backends::pass_result& result) {
+      [self, ticket](const backends::pass_result& result) {
         bump(self->state.metrics->tokens_computed, result.tokens_computed);
         const auto& values = result.items.at(0).logprobs;
-        deliver(shared_logprobs{cache::logprob_row::encode(values.data(), values.size(),
-                                                           cache::row_dtype::float32)});
+        complete(self, ticket,
+                 shared_logprobs{cache::logprob_row::encode(values.data(), values.size(),
+                                                            cache::row_dtype::float32)});
       },
-      [deliver](caf::error& e) { deliver(caller_error(e)); });
+      [self, ticket](caf::error& e) { complete(self, ticket, pass_error(e)); });
 }
 
 /// Adapts a response promise to an answer function.
@@ -128,11 +129,19 @@ request_actor(request_pointer self, request_options options, backends::model_inf
   self->set_exit_handler([=](caf::exit_msg& msg) {
     auto pending = std::move(self->state.outstanding);
     self->state.outstanding.clear();
-    for (auto& [id, fn] : pending)
-      fn(make_error(errc::shutting_down, "the engine stopped before answering"));
+    for (auto& [ticket, p] : pending)
+      p.answer(make_error(errc::shutting_down, "the engine stopped before answering"));
     self->quit(msg.reason);
   });
   return {
+    [=](answer_atom, std::uint64_t ticket, const shared_logprobs& row) {
+      complete(self, ticket, row);
+    },
+    [=](answer_atom, std::uint64_t ticket, const caf::error& e) { complete(self, ticket, e); },
+    [=](timeout_atom, std::uint64_t ticket) {
+      complete(self, ticket,
+               make_error(errc::deadline_exceeded, "no answer within the query's deadline"));
+    },
     [=](logprobs_atom, const cache::token_seq& tokens) {
       auto promise = self->make_response_promise<shared_logprobs>();
       ask(self, query{tokens}, to_promise(promise));

@@ -18,7 +18,6 @@
 #include <canopy/messages/actor_interfaces.hpp>
 
 #include <caf/actor_clock.hpp>
-#include <caf/typed_response_promise.hpp>
 
 #include <cstdint>
 #include <deque>
@@ -39,12 +38,17 @@ struct batcher_options {
 };
 
 using entry_id = std::uint64_t;
-using reply_promise = caf::typed_response_promise<messages::shared_logprobs>;
+
+/// A caller waiting for an entry: the request actor and its ticket.
+struct waiter {
+  messages::answer_sink sink;
+  std::uint64_t ticket = 0;
+};
 
 /// One distinct sequence and everyone waiting for it.
 struct batch_entry {
   messages::query q;
-  std::vector<reply_promise> waiters;
+  std::vector<waiter> waiters;
   caf::actor_clock::time_point arrival;
   std::optional<caf::actor_clock::time_point> deadline; // latest of the waiters'; none: no limit
   enum class phase { pending, preparing, running } stage = phase::pending;

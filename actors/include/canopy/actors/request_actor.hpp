@@ -1,9 +1,11 @@
 #pragma once
 // A request actor: the engine's front door (the engine_actor interface). It validates
-// each query (empty, out-of-range ids, too long), sends it to the cache actor, which
-// answers hits and forwards misses to the batcher, and delivers the answer to the
-// caller's response promise or callback. It remembers every query it has not
-// answered yet, so that shutting down answers them all (no caller ever hangs).
+// each query (empty, out-of-range ids, too long), gives it a ticket, sends it to the
+// cache actor, which answers hits and forwards misses to the batcher, and delivers the
+// (answer_atom, ticket, ...) that comes back to the caller's response promise or
+// callback, or deadline_exceeded when the query's timeout fires first. It remembers
+// every query it has not answered yet, so that shutting down answers them all (no
+// caller ever hangs).
 // Thread contract: the state is touched only by the actor.
 
 #include <canopy/actors/engine_metrics.hpp>
@@ -33,10 +35,13 @@ struct request_state {
   std::vector<messages::worker_actor> workers; // for the uncached reference path
   std::shared_ptr<engine_metrics> metrics;
   std::size_t next_worker = 0;
-  // Every query not answered yet, by id: what to call with its answer.
-  std::unordered_map<std::uint64_t, std::function<void(caf::expected<messages::shared_logprobs>)>>
-    outstanding;
-  std::uint64_t next_id = 0;
+  /// A query not answered yet.
+  struct pending {
+    std::function<void(caf::expected<messages::shared_logprobs>)> answer;
+    caf::actor_clock::time_point accepted;
+  };
+  std::unordered_map<std::uint64_t, pending> outstanding; // by ticket
+  std::uint64_t next_ticket = 0;
 
   static inline const char* name = "canopy.request";
 };

@@ -1,10 +1,14 @@
 #pragma once
 // The catalogue: every typed actor interface of Canopy, one comment per handler.
 // A query flows  caller -> engine_actor (a request actor) -> cache_actor
-//   hit:  cache_actor answers the caller's request directly;
-//   miss: cache_actor delegates to batcher_actor, which merges duplicates, asks the
+//   hit:  cache_actor sends the row back to the request actor;
+//   miss: cache_actor forwards it to batcher_actor, which merges duplicates, asks the
 //         cache to prepare (match + lock) a batch, runs it on a worker_actor, hands
 //         the results to the cache to store, and answers every waiter.
+// Answers travel back as (answer_atom, ticket, row | error) messages to an
+// answer_sink, not as CAF responses: a request actor may have thousands of queries
+// in flight, and CAF 0.17 keeps one response handler per outstanding request in a
+// flat vector, erased in O(n) per reply.
 // INTERNAL marks messages an actor sends to itself.
 // Thread contract: handles are values; send from any thread.
 
@@ -27,6 +31,13 @@
 
 namespace canopy::messages {
 
+/// Where answers go: a request actor, which knows each query by its ticket.
+using answer_sink = caf::typed_actor<
+  // The row for ticket N.
+  caf::reacts_to<answer_atom, std::uint64_t, shared_logprobs>,
+  // The error for ticket N.
+  caf::reacts_to<answer_atom, std::uint64_t, caf::error>>;
+
 /// One per device; spawned detached, because a pass blocks its thread.
 using worker_actor = caf::typed_actor<
   // Runs one forward pass; a backend exception becomes errc::backend_failure.
@@ -38,8 +49,9 @@ using worker_actor = caf::typed_actor<
 
 /// Merges duplicate queries and dispatches batches to workers.
 using batcher_actor = caf::typed_actor<
-  // A cache miss: answered once computed; equal sequences share one computation.
-  caf::replies_to<enqueue_atom, query>::with<shared_logprobs>,
+  // A cache miss: answered to the sink once computed; equal sequences share one
+  // computation.
+  caf::reacts_to<enqueue_atom, query, std::uint64_t, answer_sink>,
   // INTERNAL: the batch timer of generation N expired.
   caf::reacts_to<flush_atom, std::uint64_t>,
   // reset_async_queries(): every waiting query gets errc::cancelled.
@@ -49,8 +61,8 @@ using batcher_actor = caf::typed_actor<
 
 /// Owns the token trie, its eviction policy and byte budgets.
 using cache_actor = caf::typed_actor<
-  // A hit answers with the cached row; a miss is delegated to the batcher.
-  caf::replies_to<lookup_atom, query>::with<shared_logprobs>,
+  // A hit answers the sink with the cached row; a miss goes to the batcher.
+  caf::reacts_to<lookup_atom, query, std::uint64_t, answer_sink>,
   // Matches and locks a batch's sequences; reports hits and each worker's KV prefix.
   caf::replies_to<prepare_atom, prepare_request>::with<prepared_batch>,
   // Stores a pass's rows and KV, unlocks the batch; answers the rows of every item.
@@ -68,7 +80,9 @@ using cache_actor = caf::typed_actor<
 
 /// The front door: a request actor. Hosts that run their own actor system talk to
 /// the engine through this handle.
-using engine_actor = caf::typed_actor<
+using engine_actor = answer_sink::extend<
+  // INTERNAL: ticket N's deadline passed.
+  caf::reacts_to<timeout_atom, std::uint64_t>,
   // Next-token log-probs after the sequence (validated, cached, batched).
   caf::replies_to<logprobs_atom, cache::token_seq>::with<shared_logprobs>,
   // The same with a priority, a deadline, or the cache_kv() requirement.

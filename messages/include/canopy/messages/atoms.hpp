@@ -22,6 +22,8 @@ using clear_kv_atom = caf::atom_constant<caf::atom("clear_kv")>;  // -> cache
 using cancel_atom = caf::atom_constant<caf::atom("cancel")>;      // -> batcher
 using flush_atom = caf::atom_constant<caf::atom("flush")>;        // batcher -> itself
 using connect_atom = caf::atom_constant<caf::atom("connect")>;  // wiring at start
+using answer_atom = caf::atom_constant<caf::atom("answer")>;    // -> request actor
+using timeout_atom = caf::atom_constant<caf::atom("timeout")>;  // request actor -> itself
 using idle_atom = caf::atom_constant<caf::atom("idle")>;          // -> batcher (tests)
 
 } // namespace canopy::messages
