@@ -21,7 +21,7 @@ constexpr std::size_t check_every = 97;
 
 const char* const usage =
     "Usage: canopy bench [options] [engine settings]\n\n"
-    "Measures the engine, with the mock backend, on three workloads, each under several\n"
+    "Measures the engine, with the mock backend, on four workloads, each under several\n"
     "variants side by side (a fresh engine per run):\n"
     "  smc      particles extend a shared prompt one sampled token per step, all asking "
     "at\n"
@@ -30,18 +30,25 @@ const char* const usage =
     "  hits     the cache is warmed with random sequences, then asked for them again "
     "and\n"
     "           again with thousands in flight: cache-hit queries/s through the actors\n"
+    "  misses   prompts are warmed (asked once, so their KV is cached), then each\n"
+    "           query is a new sequence, a warmed prompt plus its own new tokens, with\n"
+    "           thousands in flight: cache-miss queries/s, each computing only its new\n"
+    "           tokens\n"
     "Variants: full (the config as given), no-cache (cache_enabled=false), no-batching\n"
     "(batch_size=1, merge_duplicates=false, flush_when_idle=true), direct (the backend\n"
     "called directly, one pass per query: the overhead baseline).\n"
     "Every 97th answer is checked bit for bit against the mock's reference row; a "
     "mismatch\n"
-    "makes the exit code 1.\n";
+    "makes the exit code 1. After the table, a targets section compares the full\n"
+    "variant with the engine's goals at zero simulated cost (informational: the exit\n"
+    "code does not depend on it).\n";
 
 std::vector<flag_spec> bench_flags() {
   const workload_options d;
   const auto dflt = [](auto value) { return " (default " + std::to_string(value) + ")"; };
   return {
-      {"workload", "LIST", "smc, scoring, hits or all, comma-separated (default all)"},
+      {"workload", "LIST",
+       "smc, scoring, hits, misses or all, comma-separated (default all)"},
       {"variants", "LIST",
        "full, no-cache, no-batching, direct or all, comma-separated (default all)"},
       {"particles", "N", "smc: particles" + dflt(d.particles)},
@@ -49,10 +56,17 @@ std::vector<flag_spec> bench_flags() {
       {"prompt-length", "L",
        "smc: tokens of the shared random prompt" + dflt(d.prompt_length)},
       {"sequences", "S",
-       "scoring: random sequences; hits: warmed sequences" + dflt(d.sequences)},
+       "scoring: random sequences; hits: warmed sequences; misses: warmed prompts, or "
+       "ceil(queries / vocab_size) if more" +
+           dflt(d.sequences)},
       {"sequence-length", "L",
-       "scoring and hits: tokens per sequence" + dflt(d.sequence_length)},
-      {"queries", "N", "hits: measured queries" + dflt(d.queries)},
+       "scoring, hits: tokens per sequence; misses: per prompt" +
+           dflt(d.sequence_length)},
+      {"queries", "N",
+       "hits and misses: measured queries (default " + std::to_string(d.queries) +
+           " for hits, " + std::to_string(d.miss_queries) + " for misses)"},
+      {"miss-tokens", "K",
+       "misses: new tokens per query after its prompt" + dflt(d.miss_tokens)},
       {"seed", "S", "seed of prompts, sequences and sampling" + dflt(d.seed)},
       {"json", "", "print one JSON document instead of the table"},
   };
@@ -91,6 +105,8 @@ workload_options workload_options_of(const parsed_args& args,
   o.sequences = args.count("sequences", d.sequences, 1);
   o.sequence_length = args.count("sequence-length", d.sequence_length, 1);
   o.queries = args.count("queries", d.queries, 1);
+  o.miss_queries = args.count("queries", d.miss_queries, 1);
+  o.miss_tokens = args.count("miss-tokens", d.miss_tokens, 1);
   o.seed = args.count("seed", d.seed);
   // Checked here, so that a workload too long for the model is a usage error rather
   // than a run failing midway.
@@ -99,6 +115,11 @@ workload_options workload_options_of(const parsed_args& args,
     if (w == workload_kind::smc && o.prompt_length + o.steps - 1 > context)
       throw usage_error("--steps: SMC contexts reach prompt-length + steps - 1 = " +
                         std::to_string(o.prompt_length + o.steps - 1) +
+                        " tokens, more than context_length " + std::to_string(context));
+    if (w == workload_kind::misses && o.sequence_length + o.miss_tokens > context)
+      throw usage_error("--sequence-length, --miss-tokens: misses queries have "
+                        "sequence-length + miss-tokens = " +
+                        std::to_string(o.sequence_length + o.miss_tokens) +
                         " tokens, more than context_length " + std::to_string(context));
     if (w != workload_kind::smc && o.sequence_length > context)
       throw usage_error("--sequence-length: " + std::to_string(o.sequence_length) +
@@ -119,7 +140,8 @@ std::string describe_backend(const engine_config& c) {
   return out.str();
 }
 
-std::string describe_workload(workload_kind w, const workload_options& o) {
+std::string describe_workload(workload_kind w, const workload_options& o,
+                              std::int64_t vocab) {
   std::ostringstream out;
   out << to_string(w) << ": ";
   switch (w) {
@@ -133,7 +155,13 @@ std::string describe_workload(workload_kind w, const workload_options& o) {
     break;
   case workload_kind::hits:
     out << o.queries << " queries over " << o.sequences << " warmed " << o.sequence_length
-        << "-token sequences, up to " << hits_max_in_flight << " in flight";
+        << "-token sequences, up to " << max_in_flight << " in flight";
+    break;
+  case workload_kind::misses:
+    out << o.miss_queries << " new sequences, each one of " << miss_prompt_count(o, vocab)
+        << " warmed " << o.sequence_length << "-token prompts plus " << o.miss_tokens
+        << " token" << (o.miss_tokens == 1 ? "" : "s") << " (no two sharing one), up to "
+        << max_in_flight << " in flight";
     break;
   }
   return out.str();
@@ -146,15 +174,18 @@ template <class T> std::string joined(const std::vector<T>& items) {
   return out;
 }
 
-nlohmann::json options_json(const workload_options& o) {
+nlohmann::json options_json(const workload_options& o, std::int64_t vocab) {
   return {{"particles", o.particles},
           {"steps", o.steps},
           {"prompt_length", o.prompt_length},
           {"sequences", o.sequences},
           {"sequence_length", o.sequence_length},
           {"queries", o.queries},
+          {"miss_queries", o.miss_queries},
+          {"miss_tokens", o.miss_tokens},
+          {"miss_prompts", miss_prompt_count(o, vocab)},
           {"seed", o.seed},
-          {"hits_max_in_flight", hits_max_in_flight}};
+          {"max_in_flight", max_in_flight}};
 }
 
 } // namespace
@@ -166,10 +197,11 @@ int bench_command(const std::vector<std::string>& argv) {
     print_usage(std::cout, usage, flags);
     return 0;
   }
-  const auto workloads = parse_list(
-      args, "workload",
-      std::vector{workload_kind::smc, workload_kind::scoring, workload_kind::hits},
-      parse_workload);
+  const auto workloads =
+      parse_list(args, "workload",
+                 std::vector{workload_kind::smc, workload_kind::scoring,
+                             workload_kind::hits, workload_kind::misses},
+                 parse_workload);
   const auto variants =
       parse_list(args, "variants",
                  std::vector{bench_variant::full, bench_variant::no_cache,
@@ -185,7 +217,7 @@ int bench_command(const std::vector<std::string>& argv) {
               << " cores; variants " << joined(variants) << ", each on a fresh engine\n"
               << "config: " << args.config.to_json() << '\n';
     for (auto w : workloads)
-      std::cout << describe_workload(w, options) << '\n';
+      std::cout << describe_workload(w, options, args.config.vocab_size) << '\n';
     std::cout << "seed " << options.seed << "; every " << check_every
               << "th answer checked bit for bit against the mock's reference row; rss "
               << (rss_per_run ? "peak per run"
@@ -215,6 +247,7 @@ int bench_command(const std::vector<std::string>& argv) {
                 << " checked rows differ from the reference; first: " << r.first_mismatch
                 << '\n';
   }
+  const auto targets = evaluate_targets(results);
   if (json) {
     nlohmann::json doc = {
         {"backend", args.config.backend},
@@ -223,12 +256,13 @@ int bench_command(const std::vector<std::string>& argv) {
           {"per_token", args.config.mock_cost_per_token_us}}},
         {"cores", cores},
         {"config", nlohmann::json::parse(args.config.to_json())},
-        {"workload_options", options_json(options)},
+        {"workload_options", options_json(options, args.config.vocab_size)},
         {"check_every", check_every},
         {"peak_rss_per_run", rss_per_run},
         {"results", nlohmann::json::array()},
         {"rows_checked", checked},
         {"mismatches", mismatches},
+        {"targets", targets_json(targets, args.config)},
     };
     for (const auto& r : results)
       doc["results"].push_back(to_json(r));
@@ -237,7 +271,8 @@ int bench_command(const std::vector<std::string>& argv) {
     std::cout << '\n';
     print_table_legend(std::cout);
     std::cout << "correctness: " << checked << " rows checked, " << mismatches
-              << " mismatches\n";
+              << " mismatches\n\n";
+    print_targets(std::cout, targets, args.config);
   }
   return mismatches ? 1 : 0;
 }

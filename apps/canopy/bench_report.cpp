@@ -35,6 +35,21 @@ std::string fixed(double value, int decimals) {
   return s.str();
 }
 
+constexpr double hit_queries_goal = 300000;
+constexpr double miss_queries_goal = 100000;
+
+bool zero_cost(const engine_config& c) {
+  return c.mock_cost_per_pass_us == 0 && c.mock_cost_per_token_us == 0;
+}
+
+std::string describe_target(const target_check& t) {
+  const std::string workload(to_string(t.workload));
+  if (t.name == "queries_per_second")
+    return (t.workload == workload_kind::hits ? "cache-hit" : "cache-miss") +
+           std::string(" queries/s (") + workload + ")";
+  return "computed/unique (" + workload + ")";
+}
+
 // Negative widths are left-aligned.
 constexpr int widths[] = {-8, -12, 8, 8, 10, 9, 9, 9, 8, 9, 6, 6, 9, 9, 8, 8, 4};
 
@@ -108,6 +123,93 @@ nlohmann::json to_json(const bench_result& r) {
                            ? nlohmann::json(nullptr)
                            : nlohmann::json::parse(r.engine_stats_json)},
   };
+}
+
+std::vector<target_check> evaluate_targets(const std::vector<bench_result>& results) {
+  std::vector<target_check> out;
+  const auto full_row = [&](workload_kind w) -> const bench_result* {
+    for (const auto& r : results)
+      if (r.workload == w && r.variant == bench_variant::full)
+        return &r;
+    return nullptr;
+  };
+  const auto throughput = [&](workload_kind w, double goal) {
+    target_check t;
+    t.name = "queries_per_second";
+    t.workload = w;
+    t.goal = goal;
+    if (const auto* r = full_row(w)) {
+      t.ran = true;
+      t.measured = derive(*r).queries_per_second;
+      t.pass = t.measured >= goal;
+    }
+    out.push_back(t);
+  };
+  throughput(workload_kind::hits, hit_queries_goal);
+  throughput(workload_kind::misses, miss_queries_goal);
+  for (auto w : {workload_kind::smc, workload_kind::scoring, workload_kind::misses}) {
+    target_check t;
+    t.name = "computed_per_unique";
+    t.workload = w;
+    t.goal = 1.0;
+    if (const auto* r = full_row(w)) {
+      t.ran = true;
+      t.measured = derive(*r).computed_per_unique;
+      t.tokens_computed = r->tokens_computed;
+      t.unique_tokens = r->unique_tokens;
+      // Exactly: a token computed twice (or not at all) is a miss however rare.
+      t.pass = r->unique_tokens > 0 && r->tokens_computed == r->unique_tokens;
+    }
+    out.push_back(t);
+  }
+  return out;
+}
+
+void print_targets(std::ostream& out, const std::vector<target_check>& targets,
+                   const engine_config& config) {
+  out << "targets (full variant; informational, the exit code does not depend on them)";
+  if (!zero_cost(config))
+    out << "; the goals are for zero simulated cost, this run simulated a device";
+  out << ":\n";
+  for (const auto& t : targets) {
+    out << "  " << std::left << std::setw(34) << describe_target(t) << std::right;
+    const bool rate = t.name == "queries_per_second";
+    if (!t.ran) {
+      out << "not run (needs --workload " << to_string(t.workload)
+          << " and --variants full)\n";
+      continue;
+    }
+    out << std::setw(9) << (rate ? fixed(t.measured, 0) : fixed(t.measured, 2))
+        << (rate ? "  vs >= " : "  vs    ") << std::left << std::setw(7)
+        << (rate ? fixed(t.goal, 0) : fixed(t.goal, 2)) << std::right << "  "
+        << (t.pass ? "PASS" : "BELOW");
+    if (!rate)
+      out << " (" << t.tokens_computed << " computed, " << t.unique_tokens << " unique)";
+    out << '\n';
+  }
+}
+
+nlohmann::json targets_json(const std::vector<target_check>& targets,
+                            const engine_config& config) {
+  nlohmann::json checks = nlohmann::json::array();
+  for (const auto& t : targets) {
+    nlohmann::json c = {
+        {"name", t.name},
+        {"workload", std::string(to_string(t.workload))},
+        {"variant", "full"},
+        {"comparison", t.name == "queries_per_second" ? ">=" : "=="},
+        {"goal", t.goal},
+        {"ran", t.ran},
+        {"measured", t.ran ? nlohmann::json(t.measured) : nlohmann::json(nullptr)},
+        {"status", t.ran ? (t.pass ? "PASS" : "BELOW") : "not_run"},
+    };
+    if (t.name == "computed_per_unique" && t.ran) {
+      c["tokens_computed"] = t.tokens_computed;
+      c["unique_tokens"] = t.unique_tokens;
+    }
+    checks.push_back(std::move(c));
+  }
+  return {{"zero_simulated_cost", zero_cost(config)}, {"checks", std::move(checks)}};
 }
 
 } // namespace canopy::app

@@ -123,7 +123,7 @@ bench_result run_variant(workload_kind workload, const workload_options& options
   engine lm{variant_config(config, variant)};
   engine_client client(lm);
   // Counters are taken as differences over the measured phase; the latency histogram
-  // cannot be, so the hits rows' percentiles include their few warm-up queries.
+  // cannot be, so the hits and misses rows' percentiles include their warm-up queries.
   engine_stats before;
   auto r = measure(workload, options, lm.vocab_size(), client, config, variant,
                    check_every, [&] { before = lm.stats(); });

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <random>
+#include <unordered_set>
 #include <variant>
 #include <vector>
 
@@ -23,7 +24,9 @@ enum draw : std::uint64_t {
   scoring_draw,
   hits_draw,
   picks_draw,
-  resampling_draw
+  resampling_draw,
+  misses_draw,
+  miss_picks_draw
 };
 
 /// The workload's own random draws, on streams apart from the particles' sampling
@@ -190,8 +193,101 @@ sequence_census run_hits(const workload_options& o, std::int64_t vocab,
     client.ask(warm[p], answer_into(flight, nullptr));
     // Refill from half the window, so the issuing thread sleeps once per many answers
     // instead of once per answer.
-    if (now_in_flight >= hits_max_in_flight)
-      flight.wait_until_at_most(hits_max_in_flight / 2);
+    if (now_in_flight >= max_in_flight)
+      flight.wait_until_at_most(max_in_flight / 2);
+  }
+  flight.wait_all();
+  return census;
+}
+
+/// `count` distinct values of [0, total) in random order (count <= total).
+std::vector<std::uint64_t> distinct_draws(std::uint64_t total, std::size_t count,
+                                          std::mt19937_64& rng) {
+  std::vector<std::uint64_t> out;
+  out.reserve(count);
+  if (total <= 4 * std::uint64_t{count}) {
+    // Dense: a partial Fisher-Yates shuffle of every value.
+    std::vector<std::uint64_t> all(total);
+    for (std::uint64_t v = 0; v < total; ++v)
+      all[v] = v;
+    for (std::size_t i = 0; i < count; ++i) {
+      std::uniform_int_distribution<std::uint64_t> pick(i, total - 1);
+      std::swap(all[i], all[pick(rng)]);
+      out.push_back(all[i]);
+    }
+    return out;
+  }
+  // Sparse: draw until unused (at most a quarter are used, so few draws repeat).
+  std::uniform_int_distribution<std::uint64_t> pick(0, total - 1);
+  std::unordered_set<std::uint64_t> used;
+  while (out.size() < count) {
+    const auto v = pick(rng);
+    if (used.insert(v).second)
+      out.push_back(v);
+  }
+  return out;
+}
+
+/// One misses query: a warmed prompt, then its own first new token and more.
+struct miss_query {
+  std::uint32_t prompt;
+  token_seq new_tokens;
+};
+
+sequence_census run_misses(const workload_options& o, std::int64_t vocab,
+                           query_client& client,
+                           const std::function<void()>& measure_start) {
+  auto rng = workload_stream(o.seed, misses_draw);
+  std::vector<token_seq> prompts;
+  for (std::size_t s = 0, n = miss_prompt_count(o, vocab); s < n; ++s)
+    prompts.push_back(random_tokens(o.sequence_length, vocab, rng));
+  // The warm-up: each prompt asked once, so its row and KV are cached.
+  sequence_census census;
+  {
+    in_flight flight;
+    for (const auto& prompt : prompts) {
+      census.add_computed(prompt);
+      const auto now_in_flight = flight.started();
+      client.ask(prompt, answer_into(flight, nullptr));
+      if (now_in_flight >= max_in_flight)
+        flight.wait_until_at_most(max_in_flight / 2);
+    }
+    flight.wait_all();
+  }
+  // Every query gets its own (prompt, first new token) pair, so no two queries share a
+  // token the warm-up did not compute: each misses the row cache, reuses its prompt's
+  // KV and computes exactly its miss_tokens new tokens.
+  auto pick_rng = workload_stream(o.seed, miss_picks_draw);
+  const auto pairs = distinct_draws(prompts.size() * static_cast<std::uint64_t>(vocab),
+                                    o.miss_queries, pick_rng);
+  std::vector<miss_query> queries;
+  queries.reserve(pairs.size());
+  for (const auto pair : pairs) {
+    auto& q = queries.emplace_back();
+    q.prompt = static_cast<std::uint32_t>(pair / static_cast<std::uint64_t>(vocab));
+    q.new_tokens = random_tokens(o.miss_tokens, vocab, pick_rng);
+    q.new_tokens.front() =
+        static_cast<std::int32_t>(pair % static_cast<std::uint64_t>(vocab));
+  }
+  // Each query is put together as it is asked, as hits copies its sequence; counting
+  // them does the same here, outside the timed phase.
+  const auto assemble = [&](const miss_query& q) {
+    const auto& prompt = prompts[q.prompt];
+    token_seq tokens;
+    tokens.reserve(prompt.size() + q.new_tokens.size());
+    tokens.insert(tokens.end(), prompt.begin(), prompt.end());
+    tokens.insert(tokens.end(), q.new_tokens.begin(), q.new_tokens.end());
+    return tokens;
+  };
+  for (const auto& q : queries)
+    census.add(assemble(q));
+  measure_start();
+  in_flight flight;
+  for (const auto& q : queries) {
+    const auto now_in_flight = flight.started();
+    client.ask(assemble(q), answer_into(flight, nullptr));
+    if (now_in_flight >= max_in_flight)
+      flight.wait_until_at_most(max_in_flight / 2);
   }
   flight.wait_all();
   return census;
@@ -199,8 +295,15 @@ sequence_census run_hits(const workload_options& o, std::int64_t vocab,
 
 } // namespace
 
+std::size_t miss_prompt_count(const workload_options& options, std::int64_t vocab) {
+  const auto per_prompt = static_cast<std::size_t>(std::max<std::int64_t>(vocab, 1));
+  return std::max(options.sequences,
+                  (options.miss_queries + per_prompt - 1) / per_prompt);
+}
+
 std::optional<workload_kind> parse_workload(std::string_view name) {
-  for (auto kind : {workload_kind::smc, workload_kind::scoring, workload_kind::hits})
+  for (auto kind : {workload_kind::smc, workload_kind::scoring, workload_kind::hits,
+                    workload_kind::misses})
     if (to_string(kind) == name)
       return kind;
   return std::nullopt;
@@ -214,6 +317,8 @@ std::string_view to_string(workload_kind kind) {
     return "scoring";
   case workload_kind::hits:
     return "hits";
+  case workload_kind::misses:
+    return "misses";
   }
   return "unknown";
 }
@@ -228,6 +333,8 @@ sequence_census run_workload(workload_kind kind, const workload_options& options
     return run_scoring(options, vocab, client, measure_start);
   case workload_kind::hits:
     return run_hits(options, vocab, client, measure_start);
+  case workload_kind::misses:
+    return run_misses(options, vocab, client, measure_start);
   }
   return {};
 }

@@ -22,7 +22,9 @@ struct subcommand {
 };
 
 const subcommand subcommands[] = {
-    {"bench", "measure the engine on SMC, scoring and cache-hit workloads (mock backend)",
+    {"bench",
+     "measure the engine on SMC, scoring, cache-hit and cache-miss workloads (mock "
+     "backend)",
      bench_command},
     {"logprobs", "print the next-token log-probs after a token sequence",
      logprobs_command},
