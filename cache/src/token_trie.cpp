@@ -1,10 +1,11 @@
 #include <canopy/cache/token_trie.hpp>
 
+#include <canopy/cache/child_index.hpp>
+
 #include <algorithm>
 #include <set>
 #include <stdexcept>
 #include <string>
-#include <unordered_map>
 #include <utility>
 
 namespace canopy::cache {
@@ -21,25 +22,37 @@ struct kv_entry {
   // holding KV there: the count lives in the entry (the root keeps none).
   std::uint32_t kv_children = 0;
   bool candidate = false;
+  candidate_set::iterator slot; // its element of kv_candidates[worker] while a candidate
 };
 
+// What match and insert read at every node of a path, in one cache line: what a node
+// holds (holding) lies apart and is read only where a row or KV is asked for. There is
+// no stored eviction key: it is a function of `stats`, needed only for candidates.
 struct node {
+  node_stats stats;
   token_id token = 0;
   node_id parent = root_node;
   std::uint32_t depth = 0;
   std::uint32_t children = 0;
   std::uint32_t locks = 0;
   std::uint32_t row_children = 0; // children holding a row
+  node_id last_child = root_node; // a guess at the next child asked for; see find_child
   bool live = false;
   bool row_candidate = false;
-  node_stats stats;
-  eviction_key key{}; // always make_eviction_key(stats): the key in every set
+  bool kv_candidate = false; // some entry of its holding's kv is a candidate
+  bool holds_kv = false;     // its holding's kv is not empty
+};
+static_assert(sizeof(node) <= 64, "a node's walked part must fit one cache line");
+
+struct holding {
   row_ptr row;
-  std::vector<kv_entry> kv; // at most one entry per worker
+  candidate_set::iterator row_slot; // its element of row_candidates while a candidate
+  std::vector<kv_entry> kv;         // at most one entry per worker
 };
 
-// The node's entry for `worker`, or nullptr; const-ness follows the node's.
-template <class Node> auto find_kv(Node& x, worker_id worker) -> decltype(x.kv.data()) {
+// The holding's entry for `worker`, or nullptr; const-ness follows the holding's.
+template <class Holding>
+auto find_kv(Holding& x, worker_id worker) -> decltype(x.kv.data()) {
   for (auto& e : x.kv)
     if (e.worker == worker)
       return &e;
@@ -67,9 +80,10 @@ std::string node_name(node_id id) {
 
 struct token_trie::impl {
   trie_config config;
-  std::vector<node> nodes; // indexed by node_id; dead slots are on free_ids
+  std::vector<node> nodes;   // indexed by node_id; dead slots are on free_ids
+  std::vector<holding> held; // indexed by node_id, beside nodes
   std::vector<node_id> free_ids;
-  std::unordered_map<std::uint64_t, node_id> children; // child_key -> child
+  child_index children; // child_key -> child
   candidate_set row_candidates;
   std::vector<candidate_set> kv_candidates; // [workers]
   std::vector<kv_release> released;
@@ -87,8 +101,8 @@ struct token_trie::impl {
     stats.kv_bytes.assign(c.workers, 0);
     stats.nodes = 1;
     nodes.emplace_back();
+    held.emplace_back();
     nodes[root_node].live = true;
-    nodes[root_node].key = make_eviction_key(config.policy, nodes[root_node].stats);
   }
 
   bool exists(node_id id) const { return id < nodes.size() && nodes[id].live; }
@@ -106,52 +120,78 @@ struct token_trie::impl {
 
   // --- candidate sets (Note [eviction candidates]) ---
 
-  static void set_candidate(candidate_set& set, bool& flag, const node& x, node_id id,
-                            bool wanted) {
+  eviction_key key_of(const node_stats& s) const {
+    return make_eviction_key(config.policy, s);
+  }
+
+  // Each member's element is kept (slot), so leaving a set or moving in it needs no
+  // search of the set.
+  void set_candidate(candidate_set& set, bool& flag, candidate_set::iterator& slot,
+                     node_id id, bool wanted) {
     if (flag == wanted)
       return;
     if (wanted)
-      set.emplace(x.key, id);
+      slot = set.emplace(key_of(nodes[id].stats), id).first;
     else
-      set.erase({x.key, id});
+      set.erase(slot);
     flag = wanted;
   }
 
   void refresh_row(node_id id) {
     node& x = nodes[id];
-    const bool wanted = x.row && x.locks == 0 && x.row_children == 0;
-    set_candidate(row_candidates, x.row_candidate, x, id, wanted);
+    const bool wanted = held[id].row && x.locks == 0 && x.row_children == 0;
+    set_candidate(row_candidates, x.row_candidate, held[id].row_slot, id, wanted);
+  }
+
+  // Brings the node's summary of its KV entries up to date after they changed.
+  void sync_kv_flags(node_id id) {
+    const std::vector<kv_entry>& kv = held[id].kv;
+    nodes[id].holds_kv = !kv.empty();
+    nodes[id].kv_candidate =
+        std::any_of(kv.begin(), kv.end(), [](const kv_entry& e) { return e.candidate; });
   }
 
   void refresh_kv(node_id id, kv_entry& e) {
-    const node& x = nodes[id];
-    const bool wanted = x.locks == 0 && e.kv_children == 0;
-    set_candidate(kv_candidates[e.worker], e.candidate, x, id, wanted);
+    const bool wanted = nodes[id].locks == 0 && e.kv_children == 0;
+    set_candidate(kv_candidates[e.worker], e.candidate, e.slot, id, wanted);
+    sync_kv_flags(id);
   }
 
   void refresh_all(node_id id) {
     refresh_row(id);
-    for (kv_entry& e : nodes[id].kv)
+    for (kv_entry& e : held[id].kv)
       refresh_kv(id, e);
   }
 
-  // Only candidates sit in sets, so only they pay for a statistics refresh.
+  // Only candidates sit in sets, so only they pay for more than the statistics.
   void touch(node_id id, std::int32_t priority, bool hit) {
     node& x = nodes[id];
-    if (x.row_candidate)
-      row_candidates.erase({x.key, id});
-    for (const kv_entry& e : x.kv)
+    node_stats next = x.stats;
+    next.last_access = clock;
+    next.priority = std::max(next.priority, priority);
+    next.hits += hit ? 1 : 0;
+    if (x.row_candidate || x.kv_candidate)
+      reposition(id, key_of(x.stats), key_of(next));
+    x.stats = next;
+  }
+
+  // Moves the node's elements to key `to` without reallocating them. Keys only grow
+  // (the clock, hits and the highest priority never go back) and under LRU the node
+  // becomes the newest, so the end of the set is the hint that usually saves a search.
+  void reposition(node_id id, const eviction_key& from, const eviction_key& to) {
+    if (from == to)
+      return; // FIFO keys never move
+    const auto move = [&](candidate_set& set, candidate_set::iterator& slot) {
+      auto element = set.extract(slot);
+      element.value().first = to;
+      slot = set.insert(set.end(), std::move(element));
+    };
+    holding& h = held[id];
+    if (nodes[id].row_candidate)
+      move(row_candidates, h.row_slot);
+    for (kv_entry& e : h.kv)
       if (e.candidate)
-        kv_candidates[e.worker].erase({x.key, id});
-    x.stats.last_access = clock;
-    x.stats.priority = std::max(x.stats.priority, priority);
-    x.stats.hits += hit ? 1 : 0;
-    x.key = make_eviction_key(config.policy, x.stats);
-    if (x.row_candidate)
-      row_candidates.emplace(x.key, id);
-    for (const kv_entry& e : x.kv)
-      if (e.candidate)
-        kv_candidates[e.worker].emplace(x.key, id);
+        move(kv_candidates[e.worker], e.slot);
   }
 
   // --- nodes ---
@@ -161,6 +201,7 @@ struct token_trie::impl {
     if (free_ids.empty()) {
       id = static_cast<node_id>(nodes.size());
       nodes.emplace_back();
+      held.emplace_back();
     } else {
       id = free_ids.back();
       free_ids.pop_back();
@@ -171,16 +212,34 @@ struct token_trie::impl {
     x.depth = nodes[parent].depth + 1;
     x.live = true;
     x.stats = node_stats{clock, 0, ++creations, priority};
-    x.key = make_eviction_key(config.policy, x.stats);
     ++nodes[parent].children;
-    children.emplace(child_key(parent, token), id);
+    nodes[parent].last_child = id;
+    children.insert(child_key(parent, token), id);
     ++stats.nodes;
     return id;
   }
 
+  // The child of `parent` for `token`, or root_node (nobody's child) when there is none.
+  // Most nodes have a single child, and paths are walked again and again, so the child
+  // made or found last is checked before the index: a hit costs no hashing and no
+  // random access. The guess may name a removed or recycled node, hence the checks.
+  node_id find_child(node_id parent, token_id token) {
+    node& p = nodes[parent];
+    const node& guess = nodes[p.last_child];
+    if (p.last_child != root_node && guess.live && guess.parent == parent &&
+        guess.token == token)
+      return p.last_child;
+    const node_id* child = children.find(child_key(parent, token));
+    if (!child)
+      return root_node;
+    p.last_child = *child;
+    return *child;
+  }
+
   bool removable(node_id id) const {
     const node& x = nodes[id];
-    return id != root_node && !x.row && x.kv.empty() && x.children == 0 && x.locks == 0;
+    return id != root_node && !held[id].row && !x.holds_kv && x.children == 0 &&
+           x.locks == 0;
   }
 
   // Removes `id` if it is empty, then each ancestor it leaves empty.
@@ -190,6 +249,7 @@ struct token_trie::impl {
       children.erase(child_key(parent, nodes[id].token));
       --nodes[parent].children;
       nodes[id] = node{};
+      held[id] = holding{};
       free_ids.push_back(id);
       --stats.nodes;
       ++stats.nodes_removed;
@@ -199,15 +259,16 @@ struct token_trie::impl {
 
   // --- locks ---
 
-  void account_lock(const node& x, bool locking) {
+  void account_lock(node_id id, bool locking) {
     const auto add = [locking](std::size_t& total, std::size_t amount) {
       total = locking ? total + amount : total - amount;
     };
-    if (x.row) {
-      add(locked_row_bytes, x.row->bytes());
+    const holding& h = held[id];
+    if (h.row) {
+      add(locked_row_bytes, h.row->bytes());
       add(locked_rows, 1);
     }
-    for (const kv_entry& e : x.kv)
+    for (const kv_entry& e : h.kv)
       add(locked_kv_bytes[e.worker], e.bytes);
   }
 
@@ -215,7 +276,7 @@ struct token_trie::impl {
     for (node_id cur = id;; cur = nodes[cur].parent) {
       if (nodes[cur].locks++ == 0) {
         refresh_all(cur);
-        account_lock(nodes[cur], true);
+        account_lock(cur, true);
       }
       if (cur == root_node)
         return;
@@ -226,7 +287,7 @@ struct token_trie::impl {
     for (node_id cur = id;; cur = nodes[cur].parent) {
       if (--nodes[cur].locks == 0) {
         refresh_all(cur);
-        account_lock(nodes[cur], false);
+        account_lock(cur, false);
       }
       if (cur == root_node)
         break;
@@ -237,12 +298,13 @@ struct token_trie::impl {
   // --- resources ---
 
   void add_row(node_id id, row_ptr row) {
-    node& x = nodes[id];
+    const node& x = nodes[id];
+    row_ptr& stored = held[id].row;
     stats.logprob_bytes += row->bytes();
     ++stats.logprob_entries;
-    x.row = std::move(row);
+    stored = std::move(row);
     if (x.locks != 0) {
-      locked_row_bytes += x.row->bytes();
+      locked_row_bytes += stored->bytes();
       ++locked_rows;
     }
     ++nodes[x.parent].row_children;
@@ -252,39 +314,43 @@ struct token_trie::impl {
 
   void drop_row(node_id id) {
     node& x = nodes[id];
-    set_candidate(row_candidates, x.row_candidate, x, id, false);
-    stats.logprob_bytes -= x.row->bytes();
+    row_ptr& stored = held[id].row;
+    set_candidate(row_candidates, x.row_candidate, held[id].row_slot, id, false);
+    stats.logprob_bytes -= stored->bytes();
     --stats.logprob_entries;
     if (x.locks != 0) {
-      locked_row_bytes -= x.row->bytes();
+      locked_row_bytes -= stored->bytes();
       --locked_rows;
     }
-    x.row.reset();
+    stored.reset();
     --nodes[x.parent].row_children;
     refresh_row(x.parent);
   }
 
   void add_kv(node_id id, worker_id worker, kv_handle handle, std::size_t bytes) {
-    node& x = nodes[id];
-    x.kv.push_back(kv_entry{worker, handle, bytes, 0, false});
+    const node& x = nodes[id];
+    std::vector<kv_entry>& kv = held[id].kv;
+    kv.push_back(kv_entry{worker, handle, bytes, 0, false, {}});
     stats.kv_bytes[worker] += bytes;
     ++stats.kv_entries[worker];
     if (x.locks != 0)
       locked_kv_bytes[worker] += bytes;
-    if (kv_entry* above = find_kv(nodes[x.parent], worker)) {
+    if (kv_entry* above = find_kv(held[x.parent], worker)) {
       ++above->kv_children;
       refresh_kv(x.parent, *above);
     }
-    refresh_kv(id, x.kv.back());
+    refresh_kv(id, kv.back());
   }
 
   void drop_kv(node_id id, worker_id worker, bool queue_release) {
-    node& x = nodes[id];
-    kv_entry* e = find_kv(x, worker);
-    set_candidate(kv_candidates[worker], e->candidate, x, id, false);
+    const node& x = nodes[id];
+    std::vector<kv_entry>& kv = held[id].kv;
+    kv_entry* e = find_kv(held[id], worker);
+    set_candidate(kv_candidates[worker], e->candidate, e->slot, id, false);
     const kv_entry gone = *e;
-    *e = x.kv.back();
-    x.kv.pop_back();
+    *e = kv.back();
+    kv.pop_back();
+    sync_kv_flags(id);
     stats.kv_bytes[worker] -= gone.bytes;
     --stats.kv_entries[worker];
     if (x.locks != 0)
@@ -292,7 +358,7 @@ struct token_trie::impl {
     if (queue_release)
       released.push_back(kv_release{worker, gone.handle});
     // A bulk drop may have taken the parent's entry first; then there is no count.
-    if (kv_entry* above = find_kv(nodes[x.parent], worker)) {
+    if (kv_entry* above = find_kv(held[x.parent], worker)) {
       --above->kv_children;
       refresh_kv(x.parent, *above);
     }
@@ -372,34 +438,50 @@ struct token_trie::impl {
     match_result result;
     result.kv.resize(config.workers);
     node_id cur = root_node;
+    node_id kv_end = root_node; // the deepest node passed within kv_cap
     std::uint32_t depth = 0;
     for (; depth < n; ++depth) {
-      const auto it = children.find(child_key(cur, tokens[depth]));
-      if (it == children.end())
+      const node_id child = find_child(cur, tokens[depth]);
+      if (child == root_node)
         break;
-      cur = it->second;
+      cur = child;
       touch(cur, priority, true);
-      // Prefix-closedness makes "holds KV here" imply "holds KV on the whole prefix".
       if (depth + 1 <= kv_cap)
-        for (const kv_entry& e : nodes[cur].kv)
-          result.kv[e.worker] = kv_prefix{depth + 1, e.handle};
+        kv_end = cur;
     }
     result.node = cur;
     result.length = depth;
     if (depth == n)
-      result.logprobs = nodes[cur].row;
+      result.logprobs = held[cur].row;
+    collect_kv(kv_end, result.kv);
     return result;
+  }
+
+  // kv[w] comes from the deepest node at or above `end` holding KV on worker w. KV is
+  // prefix-closed, so walking up usually ends at `end` itself, where a walk down would
+  // read the holding of every node.
+  void collect_kv(node_id end, std::vector<kv_prefix>& kv) const {
+    std::size_t missing = kv.size();
+    for (node_id id = end; id != root_node && missing != 0; id = nodes[id].parent) {
+      if (!nodes[id].holds_kv)
+        continue;
+      for (const kv_entry& e : held[id].kv)
+        if (kv[e.worker].length == 0) {
+          kv[e.worker] = kv_prefix{nodes[id].depth, e.handle};
+          --missing;
+        }
+    }
   }
 
   node_id insert(const token_id* tokens, std::size_t n, std::int32_t priority) {
     ++clock;
     node_id cur = root_node;
     for (std::size_t i = 0; i < n; ++i) {
-      const auto it = children.find(child_key(cur, tokens[i]));
-      if (it == children.end()) {
+      const node_id child = find_child(cur, tokens[i]);
+      if (child == root_node) {
         cur = new_node(cur, tokens[i], priority);
       } else {
-        cur = it->second;
+        cur = child;
         touch(cur, priority, false);
       }
     }
@@ -414,20 +496,20 @@ struct token_trie::impl {
   // keep their meaning.
   void clear(bool rows_too) {
     for (node_id id = 1; id < nodes.size(); ++id) {
-      node& x = nodes[id];
-      if (!x.live || x.locks != 0)
+      if (!nodes[id].live || nodes[id].locks != 0)
         continue;
-      if (rows_too && x.row)
+      holding& h = held[id];
+      if (rows_too && h.row)
         drop_row(id);
-      while (!x.kv.empty())
-        drop_kv(id, x.kv.back().worker, true);
+      while (!h.kv.empty())
+        drop_kv(id, h.kv.back().worker, true);
       prune(id);
     }
   }
 
   void forget_worker(worker_id worker) {
     for (node_id id = 1; id < nodes.size(); ++id) {
-      if (nodes[id].live && find_kv(nodes[id], worker)) {
+      if (nodes[id].live && find_kv(held[id], worker)) {
         drop_kv(id, worker, false);
         prune(id);
       }
@@ -446,8 +528,10 @@ struct token_trie::impl {
 void token_trie::impl::check_invariants() const {
   const std::size_t workers = config.workers;
   const node& root = nodes[root_node];
-  if (!root.live || root.depth != 0 || root.row || !root.kv.empty())
+  if (!root.live || root.depth != 0 || held[root_node].row || !held[root_node].kv.empty())
     violation("the root must be live, at depth 0 and hold nothing");
+  if (held.size() != nodes.size())
+    violation("holdings and nodes differ in number");
 
   std::vector<std::uint32_t> child_count(nodes.size()), row_child_count(nodes.size());
   std::vector<std::uint32_t> kv_child_count(nodes.size() * workers);
@@ -459,11 +543,19 @@ void token_trie::impl::check_invariants() const {
 
   for (node_id id = 0; id < nodes.size(); ++id) {
     const node& x = nodes[id];
-    if (!x.live)
+    const holding& h = held[id];
+    if (!x.live) {
+      if (h.row || !h.kv.empty())
+        violation(node_name(id) + ": removed but still holds something");
       continue;
+    }
     ++live;
-    if (x.key != make_eviction_key(config.policy, x.stats))
-      violation(node_name(id) + ": eviction key does not match its statistics");
+    // A candidate's kept element must be the one keyed by its statistics now; the set
+    // sizes below rule out elements of nodes that are no candidates.
+    const auto in_set = [&](const candidate_set& set, candidate_set::iterator slot) {
+      const auto found = set.find({key_of(x.stats), id});
+      return found != set.end() && found == slot;
+    };
     created.push_back(x.stats.created);
     if (id != root_node) {
       if (!exists(x.parent))
@@ -471,37 +563,40 @@ void token_trie::impl::check_invariants() const {
       const node& p = nodes[x.parent];
       if (x.depth != p.depth + 1)
         violation(node_name(id) + ": depth is not its parent's plus one");
-      const auto it = children.find(child_key(x.parent, x.token));
-      if (it == children.end() || it->second != id)
+      const node_id* child = children.find(child_key(x.parent, x.token));
+      if (!child || *child != id)
         violation(node_name(id) + ": child map does not lead to it");
       if (p.locks < x.locks)
         violation(node_name(id) + ": more locks than its parent");
       ++child_count[x.parent];
-      row_child_count[x.parent] += x.row ? 1 : 0;
+      row_child_count[x.parent] += h.row ? 1 : 0;
     }
-    if (x.row) {
+    if (h.row) {
       ++rows;
-      row_bytes += x.row->bytes();
+      row_bytes += h.row->bytes();
       if (x.locks != 0) {
-        locked_bytes += x.row->bytes();
+        locked_bytes += h.row->bytes();
         ++locked_row_count;
       }
     }
-    const bool row_rule = x.row && x.locks == 0 && x.row_children == 0;
+    const bool row_rule = h.row && x.locks == 0 && x.row_children == 0;
     if (x.row_candidate != row_rule)
       violation(node_name(id) + ": log-prob candidate flag disagrees with the rule");
-    if (x.row_candidate && row_candidates.count({x.key, id}) == 0)
+    if (x.row_candidate && !in_set(row_candidates, h.row_slot))
       violation(node_name(id) + ": flagged log-prob candidate missing from its set");
     row_members += x.row_candidate ? 1 : 0;
 
-    for (const kv_entry& e : x.kv) {
+    if (x.holds_kv != !h.kv.empty())
+      violation(node_name(id) + ": holds_kv disagrees with its KV entries");
+    bool any_kv_candidate = false;
+    for (const kv_entry& e : h.kv) {
       const auto same_worker = [&](const kv_entry& f) { return f.worker == e.worker; };
       if (e.worker >= workers ||
-          std::count_if(x.kv.begin(), x.kv.end(), same_worker) != 1)
+          std::count_if(h.kv.begin(), h.kv.end(), same_worker) != 1)
         violation(node_name(id) + ": KV entry of an unknown or repeated worker");
       if (e.handle == no_kv)
         violation(node_name(id) + ": KV entry without a handle");
-      if (x.parent != root_node && !find_kv(nodes[x.parent], e.worker))
+      if (x.parent != root_node && !find_kv(held[x.parent], e.worker))
         violation(node_name(id) + ": KV without its prefix's KV (not prefix-closed)");
       if (id != root_node)
         ++kv_child_count[x.parent * workers + e.worker];
@@ -511,10 +606,13 @@ void token_trie::impl::check_invariants() const {
         locked_kv[e.worker] += e.bytes;
       if (e.candidate != (x.locks == 0 && e.kv_children == 0))
         violation(node_name(id) + ": KV candidate flag disagrees with the rule");
-      if (e.candidate && kv_candidates[e.worker].count({x.key, id}) == 0)
+      if (e.candidate && !in_set(kv_candidates[e.worker], e.slot))
         violation(node_name(id) + ": flagged KV candidate missing from its set");
       kv_members[e.worker] += e.candidate ? 1 : 0;
+      any_kv_candidate = any_kv_candidate || e.candidate;
     }
+    if (x.kv_candidate != any_kv_candidate)
+      violation(node_name(id) + ": kv_candidate disagrees with its KV entries");
   }
 
   for (node_id id = 0; id < nodes.size(); ++id) {
@@ -528,7 +626,7 @@ void token_trie::impl::check_invariants() const {
     if (id == root_node)
       continue;
     for (worker_id w = 0; w < workers; ++w) {
-      const kv_entry* e = find_kv(x, w);
+      const kv_entry* e = find_kv(held[id], w);
       if ((e ? e->kv_children : 0) != kv_child_count[id * workers + w])
         violation(node_name(id) + ": count of children holding KV is wrong");
     }
@@ -609,10 +707,10 @@ void token_trie::unlock(node_id node) {
 }
 
 bool token_trie::attach_logprobs(node_id node, row_ptr row) {
-  const auto& x = impl_->checked(node);
+  impl_->checked(node);
   if (node == root_node || !row)
     throw std::invalid_argument("token_trie::attach_logprobs: root or null row");
-  if (x.row)
+  if (impl_->held[node].row)
     return true;
   return impl_->attach_logprobs(node, std::move(row));
 }
@@ -623,20 +721,21 @@ bool token_trie::attach_kv(node_id node, worker_id worker, kv_handle handle,
   impl_->check_worker(worker);
   if (node == root_node || handle == no_kv)
     throw std::invalid_argument("token_trie::attach_kv: root or no_kv handle");
-  if (find_kv(x, worker) ||
-      (x.parent != root_node && !find_kv(impl_->nodes[x.parent], worker)))
+  if (find_kv(impl_->held[node], worker) ||
+      (x.parent != root_node && !find_kv(impl_->held[x.parent], worker)))
     return false;
   return impl_->attach_kv(node, worker, handle, bytes);
 }
 
 row_ptr token_trie::logprobs(node_id node) const {
-  return impl_->checked(node).row;
+  impl_->checked(node);
+  return impl_->held[node].row;
 }
 
 kv_handle token_trie::kv(node_id node, worker_id worker) const {
-  const auto& x = impl_->checked(node);
+  impl_->checked(node);
   impl_->check_worker(worker);
-  const kv_entry* e = find_kv(x, worker);
+  const kv_entry* e = find_kv(impl_->held[node], worker);
   return e ? e->handle : no_kv;
 }
 
