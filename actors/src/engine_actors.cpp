@@ -92,7 +92,8 @@ engine_actors spawn_engine_actors(caf::actor_system& sys, const engine_config& c
   batch_opts.batch_timeout = from_ms(config.batch_timeout_ms);
   batch_opts.flush_when_idle = config.flush_when_idle;
   batch_opts.merge_duplicates = config.merge_duplicates;
-  batch_opts.plan.rows_at_every_position = config.rows_at_every_position;
+  // Rows nobody will store are not worth computing.
+  batch_opts.plan.rows_at_every_position = config.rows_at_every_position && config.cache_enabled;
   batch_opts.plan.kv_reuse = config.cache_enabled;
   batch_opts.pass_timeout = from_ms(config.pass_timeout_ms);
   out.batcher = sys.spawn(batcher, batch_opts, out.cache, out.workers, out.metrics);

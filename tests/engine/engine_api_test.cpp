@@ -148,6 +148,21 @@ TEST(engine_api, clear_kv_cache_keeps_rows_and_clear_cache_drops_them) {
   EXPECT_EQ(lm.stats().tokens_computed, 10u);
 }
 
+TEST(engine_api, with_the_cache_off_every_query_computes_its_whole_sequence) {
+  auto config = small_config();
+  config.cache_enabled = false;
+  engine lm{config};
+  token_seq s{2, 7, 1, 8};
+  EXPECT_TRUE(equals_reference(lm.next_token_logprobs_sync(s), config, s));
+  EXPECT_TRUE(equals_reference(lm.next_token_logprobs_sync(s), config, s));
+  token_seq longer{2, 7, 1, 8, 2};
+  EXPECT_TRUE(equals_reference(lm.next_token_logprobs_sync(longer), config, longer));
+  auto stats = lm.stats();
+  EXPECT_EQ(stats.cache_hits, 0u);
+  EXPECT_EQ(stats.tokens_computed, 4u + 4u + 5u);
+  EXPECT_EQ(stats.logprob_bytes, 0u);
+}
+
 TEST(engine_api, greedy_sampling_follows_the_argmax_and_stops_at_eos) {
   auto config = small_config();
   engine lm{config};
