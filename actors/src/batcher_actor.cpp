@@ -407,7 +407,6 @@ batcher_actor::behavior_type batcher(batcher_pointer self, batcher_options optio
       cancel_all(self);
       return true;
     },
-    [=](idle_atom) { return self->state.entries.empty(); },
   };
 }
 

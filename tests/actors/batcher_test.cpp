@@ -262,6 +262,25 @@ TEST_F(batcher_test, a_worker_that_dies_under_a_batch_fails_it_and_the_survivor_
   EXPECT_EQ(probes->passes, 1);
 }
 
+TEST_F(batcher_test, the_front_and_the_workers_describe_the_model) {
+  start(2);
+  std::vector<canopy::backends::model_info> infos;
+  auto record = [&](caf::event_based_actor* self, auto handle) {
+    self->request(handle, caf::infinite, canopy::messages::info_atom::value)
+      .then([&](const canopy::backends::model_info& info) { infos.push_back(info); });
+  };
+  sys.spawn([&](caf::event_based_actor* self) { record(self, actors.fronts[0]); });
+  for (const auto& w : actors.workers)
+    sys.spawn([&, w](caf::event_based_actor* self) { record(self, w); });
+  sched.run();
+  ASSERT_EQ(infos.size(), 3u);
+  for (const auto& info : infos) {
+    EXPECT_EQ(info.vocab_size, mock.vocab_size);
+    EXPECT_EQ(info.context_length, mock.context_length);
+    EXPECT_EQ(info.kv_bytes_per_token, mock.kv_bytes_per_token);
+  }
+}
+
 TEST_F(batcher_test, eviction_under_pressure_never_changes_an_answer) {
   const std::uint64_t row_bytes = mock.vocab_size * sizeof(float);
   config.logprob_budget_bytes = 3 * row_bytes;

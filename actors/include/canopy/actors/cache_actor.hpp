@@ -1,7 +1,7 @@
 #pragma once
 // The cache actor: owns the token trie (rows and KV handles per node), its eviction
 // policy and byte budgets. It answers hits itself, so hits never reach the batcher;
-// it delegates misses to the batcher, matches and locks batches before a pass, stores
+// it forwards misses to the batcher, matches and locks batches before a pass, stores
 // what a pass computed, and tells workers to free the KV it evicts.
 // Thread contract: the state is touched only by the actor.
 

@@ -55,9 +55,7 @@ using batcher_actor = caf::typed_actor<
   // INTERNAL: the batch timer of generation N expired.
   caf::reacts_to<flush_atom, std::uint64_t>,
   // reset_async_queries(): every waiting query gets errc::cancelled.
-  caf::replies_to<cancel_atom>::with<bool>,
-  // True when no query waits and no batch is in flight (for tests and shutdown).
-  caf::replies_to<idle_atom>::with<bool>>;
+  caf::replies_to<cancel_atom>::with<bool>>;
 
 /// Owns the token trie, its eviction policy and byte budgets.
 using cache_actor = caf::typed_actor<
@@ -71,7 +69,7 @@ using cache_actor = caf::typed_actor<
   caf::reacts_to<release_atom, std::vector<cache::node_id>>,
   // A worker died: its KV handles are void.
   caf::reacts_to<forget_atom, cache::worker_id>,
-  // Wiring, sent once before any query: the batcher that misses are delegated to.
+  // Wiring, sent once before any query: the batcher that misses are forwarded to.
   caf::reacts_to<connect_atom, batcher_actor>,
   // Drops every unlocked row and KV entry.
   caf::replies_to<clear_atom>::with<bool>,

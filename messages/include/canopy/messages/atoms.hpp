@@ -24,6 +24,5 @@ using flush_atom = caf::atom_constant<caf::atom("flush")>;        // batcher -> 
 using connect_atom = caf::atom_constant<caf::atom("connect")>;  // wiring at start
 using answer_atom = caf::atom_constant<caf::atom("answer")>;    // -> request actor
 using timeout_atom = caf::atom_constant<caf::atom("timeout")>;  // request actor -> itself
-using idle_atom = caf::atom_constant<caf::atom("idle")>;          // -> batcher (tests)
 
 } // namespace canopy::messages
