@@ -51,7 +51,6 @@ void emit_item(const chain& c, const std::vector<plan_entry>& entries,
   }
   plan.pass.items.push_back(std::move(item));
   plan.item_entry.push_back(c.entries.back());
-  plan.item_start.push_back(start);
 }
 
 } // namespace

@@ -136,12 +136,9 @@ void on_stored(batcher_pointer self, std::uint64_t batch_id,
   if (it == st.running.end())
     return;
   auto& batch = it->second;
-  std::vector<std::size_t> first_row(batch.pass.items.size() + 1, 0);
-  for (std::size_t i = 0; i < batch.pass.items.size(); ++i)
-    first_row[i + 1] = first_row[i] + batch.pass.items[i].rows.size();
   for (std::size_t e = 0; e < batch.entries.size(); ++e) {
     const auto& ref = batch.answers[e];
-    finish(self, batch.entries[e], rows.at(first_row[ref.item] + ref.row));
+    finish(self, batch.entries[e], rows.at(batch.first_row[ref.item] + ref.row));
   }
   finish_batch(self, batch_id);
 }
@@ -155,8 +152,8 @@ void on_pass_done(batcher_pointer self, std::uint64_t batch_id,
   auto& batch = it->second;
   bump(st.metrics->tokens_computed, result.tokens_computed);
   st.workers[batch.worker].load += result.tokens_computed;
-  store_request request{batch.worker, batch.items, batch.pass, std::move(result),
-                        batch.locked};
+  store_request request{batch.worker, std::move(batch.items), std::move(batch.pass),
+                        std::move(result), batch.locked};
   self->request(st.cache, caf::infinite, store_atom::value, std::move(request))
     .then(
       [=](const std::vector<shared_logprobs>& rows) {
@@ -230,8 +227,11 @@ void dispatch(batcher_pointer self, std::vector<entry_id> ids, const prepared_ba
     st.entries.at(todo[i]).stage = batch_entry::phase::running;
   }
   for (std::size_t item = 0; item < plan.pass.items.size(); ++item)
-    batch.items.push_back({todo_prepared[plan.item_entry[item]]->leaf, plan.item_start[item]});
+    batch.items.push_back({todo_prepared[plan.item_entry[item]]->leaf});
   batch.pass = std::move(plan.pass);
+  batch.first_row.assign(batch.pass.items.size() + 1, 0);
+  for (std::size_t i = 0; i < batch.pass.items.size(); ++i)
+    batch.first_row[i + 1] = batch.first_row[i] + batch.pass.items[i].rows.size();
   if (!deferred.empty()) {
     bump(st.metrics->deferred, deferred.size());
     self->send(st.cache, release_atom::value, deferred_leaves);

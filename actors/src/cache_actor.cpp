@@ -49,14 +49,18 @@ std::vector<shared_logprobs> cache_state::store(const store_request& request) {
     const auto& item = pass[i];
     const auto& out = results[i];
     const auto vocab = item.rows.empty() ? 0 : out.logprobs.size() / item.rows.size();
-    const auto start = request.items[i].start;
-    std::vector<cache::node_id> path;
-    if (options.enabled)
-      path = trie->path(request.items[i].leaf);
+    // The nodes of the new tokens only (new_nodes[j] is new token j's), found by
+    // walking up from the leaf: a short walk when the prefix was cached.
+    std::vector<cache::node_id> new_nodes(item.tokens.size());
+    if (options.enabled) {
+      auto node = request.items[i].leaf;
+      for (auto j = new_nodes.size(); j-- > 0; node = trie->parent(node))
+        new_nodes[j] = node;
+    }
     // KV is prefix-closed: once one token's KV cannot be stored, the rest is useless.
     bool storing_kv = options.enabled;
     for (std::size_t j = 0; j < out.kv.size(); ++j) {
-      storing_kv = storing_kv && trie->attach_kv(path[start + j], worker, out.kv[j],
+      storing_kv = storing_kv && trie->attach_kv(new_nodes[j], worker, out.kv[j],
                                                  options.kv_bytes_per_token[worker]);
       if (!storing_kv)
         unstored_kv.push_back(out.kv[j]);
@@ -67,7 +71,7 @@ std::vector<shared_logprobs> cache_state::store(const store_request& request) {
         rows.push_back({cache::logprob_row::encode(values, vocab, cache::row_dtype::float32)});
         continue;
       }
-      auto node = path[start + item.rows[r]];
+      auto node = new_nodes[item.rows[r]];
       // A row stored earlier wins, so every caller of a sequence sees the same values.
       auto row = trie->logprobs(node);
       if (!row) {

@@ -35,7 +35,6 @@ struct answer_ref {
 struct batch_plan {
   backends::pass_request pass;
   std::vector<std::uint32_t> item_entry; // [items] the entry whose sequence the item ends
-  std::vector<std::uint32_t> item_start; // [items] prefix length the item starts after
   std::vector<answer_ref> answers;       // [entries]
   std::vector<std::uint32_t> deferred;   // entries to run in a later pass
 };

@@ -59,8 +59,11 @@ struct running_batch {
   cache::worker_id worker = 0;
   std::vector<entry_id> entries;        // answered by this pass
   std::vector<answer_ref> answers;      // [entries]
-  std::vector<messages::store_item> items;
+  std::vector<std::size_t> first_row;   // [items + 1] offset of each item's rows in the
+                                        // store's answer
   std::vector<cache::node_id> locked;   // every leaf prepare locked for this batch
+  // Until the pass returns; then moved into the store request.
+  std::vector<messages::store_item> items;
   backends::pass_request pass;
 };
 

@@ -36,7 +36,6 @@ struct prepared_batch {
 /// One pass item's results, to attach along the locked path ending at `leaf`.
 struct store_item {
   cache::node_id leaf = 0;     // node of the item's last token (locked)
-  std::uint32_t start = 0;     // depth of the first new token minus one (prefix length)
 };
 
 struct store_request {
@@ -65,7 +64,7 @@ typename Inspector::result_type inspect(Inspector& f, prepared_batch& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, store_item& x) {
-  return f(caf::meta::type_name("store_item"), x.leaf, x.start);
+  return f(caf::meta::type_name("store_item"), x.leaf);
 }
 
 template <class Inspector>
