@@ -272,23 +272,21 @@ struct token_trie::impl {
       add(locked_kv_bytes[e.worker], e.bytes);
   }
 
+  // A count going 0 -> 1 makes the node in use, which its parent counts as one more
+  // child in use; a count already non-zero means the ancestors count it already.
   void lock_path(node_id id) {
-    for (node_id cur = id;; cur = nodes[cur].parent) {
-      if (nodes[cur].locks++ == 0) {
-        refresh_all(cur);
-        account_lock(cur, true);
-      }
+    for (node_id cur = id; nodes[cur].locks++ == 0; cur = nodes[cur].parent) {
+      refresh_all(cur);
+      account_lock(cur, true);
       if (cur == root_node)
         return;
     }
   }
 
   void unlock_path(node_id id) {
-    for (node_id cur = id;; cur = nodes[cur].parent) {
-      if (--nodes[cur].locks == 0) {
-        refresh_all(cur);
-        account_lock(cur, false);
-      }
+    for (node_id cur = id; --nodes[cur].locks == 0; cur = nodes[cur].parent) {
+      refresh_all(cur);
+      account_lock(cur, false);
       if (cur == root_node)
         break;
     }
@@ -534,6 +532,7 @@ void token_trie::impl::check_invariants() const {
     violation("holdings and nodes differ in number");
 
   std::vector<std::uint32_t> child_count(nodes.size()), row_child_count(nodes.size());
+  std::vector<std::uint32_t> in_use_children(nodes.size());
   std::vector<std::uint32_t> kv_child_count(nodes.size() * workers);
   std::uint64_t live = 0, rows = 0, row_bytes = 0, locked_bytes = 0, locked_row_count = 0;
   std::vector<std::uint64_t> kv_entries(workers), kv_bytes(workers), locked_kv(workers);
@@ -566,8 +565,9 @@ void token_trie::impl::check_invariants() const {
       const node_id* child = children.find(child_key(x.parent, x.token));
       if (!child || *child != id)
         violation(node_name(id) + ": child map does not lead to it");
-      if (p.locks < x.locks)
-        violation(node_name(id) + ": more locks than its parent");
+      if (x.locks != 0 && p.locks == 0)
+        violation(node_name(id) + ": in use under a parent that is not");
+      in_use_children[x.parent] += x.locks != 0 ? 1 : 0;
       ++child_count[x.parent];
       row_child_count[x.parent] += h.row ? 1 : 0;
     }
@@ -623,6 +623,9 @@ void token_trie::impl::check_invariants() const {
       violation(node_name(id) + ": child count is wrong");
     if (x.row_children != row_child_count[id])
       violation(node_name(id) + ": count of children holding log-probs is wrong");
+    // Own locks are not recorded separately, so only the lower bound is checkable.
+    if (x.locks < in_use_children[id])
+      violation(node_name(id) + ": lock count below its children in use");
     if (id == root_node)
       continue;
     for (worker_id w = 0; w < workers; ++w) {

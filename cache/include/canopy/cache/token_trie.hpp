@@ -92,8 +92,10 @@ public:
   /// The nodes from depth 1 down to `node`: result[i] has depth i+1.
   std::vector<node_id> path(node_id node) const;
 
-  /// Adds one to the lock count of `node` and of each ancestor; locked nodes are
-  /// never evicted nor removed.
+  /// Locks `node`, and so its whole path: a node is in use while its lock count is
+  /// non-zero, and in-use nodes are never evicted nor removed. A node's lock count is
+  /// its own locks plus its children in use, so locking stops climbing at the first
+  /// ancestor already in use (queries sharing a long prompt cost O(new nodes)).
   void lock(node_id node);
   /// Undoes one lock(node). The node may become a candidate or be removed.
   void unlock(node_id node);
@@ -122,6 +124,7 @@ public:
   std::vector<kv_release> take_released();
 
   const trie_stats& stats() const;
+  /// Own locks plus children in use (see lock()).
   std::uint32_t lock_count(node_id node) const;
   node_id parent(node_id node) const;
   std::uint32_t depth(node_id node) const;
