@@ -111,8 +111,6 @@ caf::error pass_error(const batcher_state& st, cache::worker_id worker, const ca
     return e;
   if (!st.workers[worker].alive)
     return make_error(errc::worker_lost, "worker " + std::to_string(worker) + " died");
-  if (e == caf::sec::request_timeout)
-    return make_error(errc::backend_failure, "the pass exceeded pass_timeout_ms");
   return make_error(errc::worker_lost, "worker " + std::to_string(worker) + ": " +
                                          caf::to_string(e));
 }
@@ -143,12 +141,20 @@ void on_stored(batcher_pointer self, std::uint64_t batch_id,
   finish_batch(self, batch_id);
 }
 
-void on_pass_done(batcher_pointer self, std::uint64_t batch_id,
+void on_pass_done(batcher_pointer self, std::uint64_t batch_id, cache::worker_id worker,
                   backends::pass_result& result) {
   auto& st = self->state;
   auto it = st.running.find(batch_id);
-  if (it == st.running.end())
-    return; // failed meanwhile; its KV is freed when the worker's handles age out
+  if (it == st.running.end()) {
+    // The batch failed meanwhile (its waiters have their error): nobody will store
+    // this KV, so the worker must free it.
+    std::vector<cache::kv_handle> unused;
+    for (const auto& item : result.items)
+      unused.insert(unused.end(), item.kv.begin(), item.kv.end());
+    if (!unused.empty())
+      self->send(st.workers[worker].handle, free_kv_atom::value, std::move(unused));
+    return;
+  }
   auto& batch = it->second;
   bump(st.metrics->tokens_computed, result.tokens_computed);
   st.workers[batch.worker].load += result.tokens_computed;
@@ -244,10 +250,12 @@ void dispatch(batcher_pointer self, std::vector<entry_id> ids, const prepared_ba
   auto pass = batch.pass;
   st.workers[worker].batch = batch_id;
   st.running.emplace(batch_id, std::move(batch));
-  self->request(st.workers[worker].handle, st.options.pass_timeout, run_atom::value,
-                std::move(pass))
+  // The pass is timed by our own timer, not the request's: CAF drops a reply that comes
+  // after its request timed out, and the KV such a late pass made must still be freed.
+  self->delayed_send(self, st.options.pass_timeout, timeout_atom::value, batch_id);
+  self->request(st.workers[worker].handle, caf::infinite, run_atom::value, std::move(pass))
     .then(
-      [=](backends::pass_result& result) { on_pass_done(self, batch_id, result); },
+      [=](backends::pass_result& result) { on_pass_done(self, batch_id, worker, result); },
       [=](const caf::error& e) {
         auto it = self->state.running.find(batch_id);
         if (it != self->state.running.end())
@@ -401,6 +409,11 @@ batcher_actor::behavior_type batcher(batcher_pointer self, batcher_options optio
         return; // a timer of an earlier first query
       st.timer_armed = false;
       st.timer_expired = true;
+      maybe_flush(self);
+    },
+    [=](timeout_atom, std::uint64_t batch_id) {
+      fail_batch(self, batch_id,
+                 make_error(errc::backend_failure, "the pass exceeded pass_timeout_ms"));
       maybe_flush(self);
     },
     [=](cancel_atom) {

@@ -88,6 +88,8 @@ TEST_F(batcher_test, a_duplicate_of_a_dispatched_query_joins_it) {
   auto a = ask(token_seq{9, 9, 9});
   ASSERT_TRUE(run_until_pass_queued());
   auto b = ask(token_seq{9, 9, 9});
+  run_all_but_worker(); // b reaches the batcher while a's pass is still in flight
+  EXPECT_EQ(probes->passes, 0);
   sched.run();
   EXPECT_EQ(probes->passes, 1);
   EXPECT_TRUE(matches_reference(a, {9, 9, 9}));
@@ -260,6 +262,26 @@ TEST_F(batcher_test, a_worker_that_dies_under_a_batch_fails_it_and_the_survivor_
   sched.run();
   EXPECT_TRUE(matches_reference(b, {1, 2}));
   EXPECT_EQ(probes->passes, 1);
+}
+
+TEST_F(batcher_test, a_pass_past_its_timeout_fails_its_batch_and_its_late_kv_is_freed) {
+  config.pass_timeout_ms = 50;
+  start();
+  auto a = ask(token_seq{1, 2, 3});
+  ASSERT_TRUE(run_until_pass_queued());
+  // The worker has not run the pass yet when its time is up: the batcher fails the
+  // batch first, then the late pass runs and nobody stores its KV.
+  EXPECT_EQ(sched.clock().advance_time(std::chrono::milliseconds(50)), 1u);
+  ASSERT_TRUE(sched.prioritize(actors.batcher));
+  sched.run_once();
+  EXPECT_EQ(probes->passes, 0);
+  sched.run();
+  EXPECT_EQ(error_of(a), errc::backend_failure);
+  EXPECT_EQ(probes->passes, 1);
+  EXPECT_EQ(probes->kv_entries, 0u);
+  auto b = ask(token_seq{1, 2, 3});
+  sched.run();
+  EXPECT_TRUE(matches_reference(b, {1, 2, 3}));
 }
 
 TEST_F(batcher_test, the_front_and_the_workers_describe_the_model) {

@@ -13,6 +13,8 @@
 #include <caf/event_based_actor.hpp>
 #include <caf/scheduled_actor.hpp>
 
+#include <algorithm>
+#include <iterator>
 #include <optional>
 #include <vector>
 
@@ -87,12 +89,29 @@ struct pipeline_fixture : deterministic_system {
     return got == expected;
   }
 
+  /// Runs every actor but the worker until only the worker has work: its pass stays
+  /// in flight while the rest of the pipeline moves on.
+  void run_all_but_worker(std::size_t worker = 0) {
+    auto* held = dynamic_cast<caf::resumable*>(
+      caf::actor_cast<caf::abstract_actor*>(actors.workers.at(worker)));
+    for (;;) {
+      auto it = std::find_if(sched.jobs.begin(), sched.jobs.end(),
+                             [&](caf::resumable* job) { return job != held; });
+      if (it == sched.jobs.end())
+        return;
+      std::rotate(sched.jobs.begin(), it, std::next(it));
+      sched.run_once();
+    }
+  }
+
   /// Runs single steps until a worker has a pass waiting in its mailbox.
   bool run_until_pass_queued(std::size_t worker = 0) {
     auto* w = dynamic_cast<caf::scheduled_actor*>(
       caf::actor_cast<caf::abstract_actor*>(actors.workers.at(worker)));
     for (int i = 0; i < 1000; ++i) {
-      if (!w->mailbox().empty())
+      // An idle actor's inbox is "blocked" (waiting), which empty() does not count
+      // as empty.
+      if (!w->mailbox().empty() && !w->mailbox().blocked())
         return true;
       if (!sched.try_run_once())
         return false;

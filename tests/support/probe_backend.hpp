@@ -20,6 +20,7 @@ struct probe {
   std::atomic<int> items{0};
   std::atomic<std::uint64_t> tokens{0};
   std::atomic<bool> fail{false};        // the next passes throw while set
+  std::atomic<std::size_t> kv_entries{0}; // KV the backends hold after the last call
   std::mutex mutex;
   std::vector<backends::pass_request> requests; // every pass, in order
 };
@@ -40,10 +41,12 @@ public:
       throw std::runtime_error("injected failure");
     auto result = mock_->run(request);
     probe_->tokens += result.tokens_computed;
+    probe_->kv_entries = mock_->kv_entries();
     return result;
   }
   void release_kv(const std::vector<backends::kv_handle>& handles) override {
     mock_->release_kv(handles);
+    probe_->kv_entries = mock_->kv_entries();
   }
   std::size_t kv_entries() const override { return mock_->kv_entries(); }
 

@@ -54,6 +54,8 @@ using batcher_actor = caf::typed_actor<
   caf::reacts_to<enqueue_atom, query, std::uint64_t, answer_sink>,
   // INTERNAL: the batch timer of generation N expired.
   caf::reacts_to<flush_atom, std::uint64_t>,
+  // INTERNAL: batch N's pass may have outlived pass_timeout; fail it if so.
+  caf::reacts_to<timeout_atom, std::uint64_t>,
   // reset_async_queries(): every waiting query gets errc::cancelled.
   caf::replies_to<cancel_atom>::with<bool>>;
 

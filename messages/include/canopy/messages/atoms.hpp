@@ -23,6 +23,6 @@ using cancel_atom = caf::atom_constant<caf::atom("cancel")>;      // -> batcher
 using flush_atom = caf::atom_constant<caf::atom("flush")>;        // batcher -> itself
 using connect_atom = caf::atom_constant<caf::atom("connect")>;  // wiring at start
 using answer_atom = caf::atom_constant<caf::atom("answer")>;    // -> request actor
-using timeout_atom = caf::atom_constant<caf::atom("timeout")>;  // request actor -> itself
+using timeout_atom = caf::atom_constant<caf::atom("timeout")>;  // deadlines, to oneself
 
 } // namespace canopy::messages
