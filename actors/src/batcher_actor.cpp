@@ -158,6 +158,7 @@ void on_pass_done(batcher_pointer self, std::uint64_t batch_id, cache::worker_id
   auto& batch = it->second;
   bump(st.metrics->tokens_computed, result.tokens_computed);
   st.workers[batch.worker].load += result.tokens_computed;
+  batch.returned = true;
   store_request request{batch.worker, std::move(batch.items), std::move(batch.pass),
                         std::move(result), batch.locked};
   self->request(st.cache, caf::infinite, store_atom::value, std::move(request))
@@ -170,6 +171,12 @@ void on_pass_done(batcher_pointer self, std::uint64_t batch_id, cache::worker_id
         fail_batch(self, batch_id, e);
         maybe_flush(self);
       });
+  // The worker is free now. The next batch's prepare reaches the cache after this
+  // store (messages from one sender arrive in order), so it still sees these results.
+  auto& slot = st.workers[batch.worker];
+  if (slot.batch == batch_id)
+    slot.batch.reset();
+  maybe_flush(self);
 }
 
 void dispatch(batcher_pointer self, std::vector<entry_id> ids, const prepared_batch& prepared) {
@@ -412,6 +419,9 @@ batcher_actor::behavior_type batcher(batcher_pointer self, batcher_options optio
       maybe_flush(self);
     },
     [=](timeout_atom, std::uint64_t batch_id) {
+      auto it = self->state.running.find(batch_id);
+      if (it == self->state.running.end() || it->second.returned)
+        return; // answered, or its pass came back in time
       fail_batch(self, batch_id,
                  make_error(errc::backend_failure, "the pass exceeded pass_timeout_ms"));
       maybe_flush(self);

@@ -4,8 +4,9 @@
 // suffixes under different prefixes are different queries). A batch leaves when it
 // reaches batch_size, when batch_timeout has passed since its FIRST waiting query,
 // or at once when a worker is idle and flush_when_idle is set; each worker runs one
-// batch at a time, so every batch is prepared against a cache that holds the results
-// of the batch before it. Per batch: the cache matches and locks the sequences
+// batch at a time, and the next batch's prepare follows the previous batch's store
+// into the cache's mailbox, so every batch is prepared against a cache that holds the
+// results of the batch before it. Per batch: the cache matches and locks the sequences
 // (prepare), the planner folds prefixes and picks the worker, the worker runs the
 // pass, the cache stores the results (store), and every waiter gets its row. A failed
 // pass, a dead worker, a cancellation, an expired deadline or shutdown reaches every
@@ -62,6 +63,7 @@ struct running_batch {
   std::vector<std::size_t> first_row;   // [items + 1] offset of each item's rows in the
                                         // store's answer
   std::vector<cache::node_id> locked;   // every leaf prepare locked for this batch
+  bool returned = false;                // the pass is back; its results are being stored
   // Until the pass returns; then moved into the store request.
   std::vector<messages::store_item> items;
   backends::pass_request pass;
