@@ -2,6 +2,7 @@
 // The 64-bit finalizer shared by the sequence hash and the mock's logits (private to
 // backends/). It is a bijection with full avalanche, so a chain of it separates
 // sequences and a counter fed through it is a good, cheap random stream.
+// Thread contract: pure function.
 
 #include <cstdint>
 
