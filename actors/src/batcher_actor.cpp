@@ -17,17 +17,24 @@ using clock_point = caf::actor_clock::time_point;
 clock_point now(batcher_pointer self) { return self->clock().now(); }
 
 /// Answers every waiter of an entry and forgets it.
-template <class Answer>
-void finish(batcher_pointer self, entry_id id, const Answer& answer) {
+/// Forgets an entry and returns who waits for it.
+std::vector<waiter> take_waiters(batcher_pointer self, entry_id id) {
   auto& st = self->state;
   auto it = st.entries.find(id);
   if (it == st.entries.end())
-    return;
-  for (const auto& w : it->second.waiters)
-    self->send(w.sink, answer_atom::value, w.ticket, answer);
+    return {};
+  auto waiters = std::move(it->second.waiters);
   if (st.options.merge_duplicates)
     st.by_key.erase(it->second.q.tokens);
   st.entries.erase(it);
+  return waiters;
+}
+
+/// Answers every waiter of an entry and forgets it.
+template <class Answer>
+void finish(batcher_pointer self, entry_id id, const Answer& answer) {
+  for (const auto& w : take_waiters(self, id))
+    self->send(w.sink, answer_atom::value, w.ticket, answer);
 }
 
 void fail_pending(batcher_pointer self, const caf::error& error) {
@@ -134,10 +141,20 @@ void on_stored(batcher_pointer self, std::uint64_t batch_id,
   if (it == st.running.end())
     return;
   auto& batch = it->second;
+  // One message per request actor for the whole batch, not one per query.
+  std::unordered_map<caf::actor_addr, std::pair<answer_sink, answer_batch>> answers;
   for (std::size_t e = 0; e < batch.entries.size(); ++e) {
     const auto& ref = batch.answers[e];
-    finish(self, batch.entries[e], rows.at(batch.first_row[ref.item] + ref.row));
+    const auto& row = rows.at(batch.first_row[ref.item] + ref.row);
+    for (auto& w : take_waiters(self, batch.entries[e])) {
+      auto& [sink, out] = answers[w.sink.address()];
+      sink = std::move(w.sink);
+      out.tickets.push_back(w.ticket);
+      out.rows.push_back(row);
+    }
   }
+  for (auto& [address, answer] : answers)
+    self->send(answer.first, answer_atom::value, std::move(answer.second));
   finish_batch(self, batch_id);
 }
 

@@ -138,6 +138,10 @@ request_actor(request_pointer self, request_options options, backends::model_inf
       complete(self, ticket, row);
     },
     [=](answer_atom, std::uint64_t ticket, const caf::error& e) { complete(self, ticket, e); },
+    [=](answer_atom, const answer_batch& batch) {
+      for (std::size_t i = 0; i < batch.tickets.size(); ++i)
+        complete(self, batch.tickets[i], batch.rows[i]);
+    },
     [=](timeout_atom, std::uint64_t ticket) {
       complete(self, ticket,
                make_error(errc::deadline_exceeded, "no answer within the query's deadline"));

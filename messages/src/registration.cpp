@@ -33,6 +33,7 @@ void add_message_types(caf::actor_system_config& config) {
   config.add_message_type<query>("canopy::query");
   config.add_message_type<shared_logprobs>("canopy::shared_logprobs");
   config.add_message_type<std::vector<shared_logprobs>>("canopy::shared_logprobs_list");
+  config.add_message_type<answer_batch>("canopy::answer_batch");
   config.add_message_type<backends::pass_item>("canopy::pass_item");
   config.add_message_type<backends::pass_request>("canopy::pass_request");
   config.add_message_type<backends::item_output>("canopy::item_output");

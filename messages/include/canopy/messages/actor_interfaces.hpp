@@ -36,7 +36,9 @@ using answer_sink = caf::typed_actor<
   // The row for ticket N.
   caf::reacts_to<answer_atom, std::uint64_t, shared_logprobs>,
   // The error for ticket N.
-  caf::reacts_to<answer_atom, std::uint64_t, caf::error>>;
+  caf::reacts_to<answer_atom, std::uint64_t, caf::error>,
+  // The rows of several tickets: one message per computed batch and request actor.
+  caf::reacts_to<answer_atom, answer_batch>>;
 
 /// One per device; spawned detached, because a pass blocks its thread.
 using worker_actor = caf::typed_actor<

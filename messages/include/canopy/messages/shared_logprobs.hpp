@@ -21,6 +21,12 @@ struct shared_logprobs {
   cache::row_ptr row; // null only where a field is optional (prepared_entry::hit)
 };
 
+/// The rows of several queries of one request actor, sent as one message.
+struct answer_batch {
+  std::vector<std::uint64_t> tickets;
+  std::vector<shared_logprobs> rows; // [tickets]
+};
+
 template <class Inspector>
 typename std::enable_if<Inspector::reads_state, typename Inspector::result_type>::type
 inspect(Inspector& f, const shared_logprobs& x) {
@@ -55,6 +61,11 @@ inspect(Inspector& f, shared_logprobs& x) {
   };
   return f(caf::meta::type_name("shared_logprobs"), dtype, vocab, bytes,
            caf::meta::load_callback(adopt));
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, answer_batch& x) {
+  return f(caf::meta::type_name("answer_batch"), x.tickets, x.rows);
 }
 
 } // namespace canopy::messages
