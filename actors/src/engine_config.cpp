@@ -102,7 +102,7 @@ const std::vector<setting>& settings() {
     make_setting("eviction_policy", "lru | lfu | fifo | priority", &c::eviction_policy),
     make_setting("logprob_dtype", "stored rows: float32 | float16 | bfloat16",
                  &c::logprob_dtype),
-    make_setting("request_actors", "front actors callers are spread over",
+    make_setting("request_actors", "front actors callers are spread over, 0: half the cores",
                  &c::request_actors),
     make_setting("scheduler_threads", "CAF worker threads of an owned system, 0: cores",
                  &c::scheduler_threads),
@@ -175,8 +175,6 @@ void engine_config::validate() const {
   if (!cache::parse_row_dtype(logprob_dtype))
     invalid("logprob_dtype", "unknown dtype '" + logprob_dtype +
                                "' (float32, float16, bfloat16)");
-  if (request_actors == 0)
-    invalid("request_actors", "must be at least 1");
   if (query_timeout_ms < 0)
     invalid("query_timeout_ms", "must be non-negative");
   if (pass_timeout_ms <= 0)

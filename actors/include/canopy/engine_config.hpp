@@ -45,7 +45,8 @@ struct engine_config {
   std::string logprob_dtype = "float32"; // float32 | float16 | bfloat16
 
   // -- runtime ------------------------------------------------------------------------
-  std::uint32_t request_actors = 2;    // front actors callers are spread over
+  std::uint32_t request_actors = 0;    // front actors callers are spread over; 0: half
+                                       // the cores, at least 1
   std::uint32_t scheduler_threads = 0; // CAF workers of an owned system; 0: cores
   double query_timeout_ms = 0;         // 0: none; else deadline_exceeded after it
   double pass_timeout_ms = 600000;     // a pass running longer fails its batch
