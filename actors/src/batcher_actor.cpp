@@ -96,10 +96,8 @@ void maybe_flush(batcher_pointer self);
 /// Puts entries back at the head of the queue, keeping their order.
 void requeue_front(batcher_pointer self, const std::vector<entry_id>& ids) {
   auto& st = self->state;
-  for (auto it = ids.rbegin(); it != ids.rend(); ++it) {
-    st.entries.at(*it).stage = batch_entry::phase::pending;
+  for (auto it = ids.rbegin(); it != ids.rend(); ++it)
     st.pending.push_front(*it);
-  }
 }
 
 void finish_batch(batcher_pointer self, std::uint64_t batch_id) {
@@ -254,7 +252,6 @@ void dispatch(batcher_pointer self, std::vector<entry_id> ids, const prepared_ba
     batch.entries.push_back(todo[i]);
     batch.answers.push_back(plan.answers[i]);
     batch.locked.push_back(todo_prepared[i]->leaf);
-    st.entries.at(todo[i]).stage = batch_entry::phase::running;
   }
   for (std::size_t item = 0; item < plan.pass.items.size(); ++item)
     batch.items.push_back({todo_prepared[plan.item_entry[item]]->leaf});
@@ -315,8 +312,7 @@ void maybe_flush(batcher_pointer self) {
     st.pending.pop_front();
     if (drop_if_abandoned(self, id))
       continue;
-    auto& entry = st.entries.at(id);
-    entry.stage = batch_entry::phase::preparing;
+    const auto& entry = st.entries.at(id);
     ids.push_back(id);
     request.sequences.push_back(entry.q.tokens);
     request.priorities.push_back(entry.q.priority);

@@ -9,6 +9,18 @@ namespace canopy::actors {
 
 using namespace messages;
 
+cache::row_ptr cache_state::answer_now(const cache::token_seq& tokens, std::int32_t priority,
+                                       bool require_kv, bool want_kv,
+                                       cache::match_result& m) {
+  const auto length = static_cast<std::uint32_t>(tokens.size());
+  m = trie->match(tokens.data(), tokens.size(), priority,
+                  require_kv || want_kv ? length : 0u);
+  bool kv_ok = !require_kv ||
+               std::any_of(m.kv.begin(), m.kv.end(),
+                           [&](const cache::kv_prefix& p) { return p.length == length; });
+  return kv_ok ? m.logprobs : nullptr;
+}
+
 prepared_entry cache_state::prepare(const cache::token_seq& tokens, std::int32_t priority,
                                     bool require_kv) {
   prepared_entry entry;
@@ -17,13 +29,9 @@ prepared_entry cache_state::prepare(const cache::token_seq& tokens, std::int32_t
   if (!options.enabled)
     return entry;
   const auto length = static_cast<std::uint32_t>(tokens.size());
-  auto m = trie->match(tokens.data(), tokens.size(), priority, length);
-  bool full_kv = std::any_of(m.kv.begin(), m.kv.end(),
-                             [&](const cache::kv_prefix& p) { return p.length == length; });
-  if (m.logprobs && (!require_kv || full_kv)) {
-    entry.hit.row = m.logprobs;
+  cache::match_result m;
+  if ((entry.hit.row = answer_now(tokens, priority, require_kv, true, m)))
     return entry;
-  }
   entry.leaf = trie->insert(tokens.data(), tokens.size(), priority);
   trie->lock(entry.leaf);
   // The pass must compute at least the last token to produce its row, so a prefix
@@ -89,7 +97,7 @@ std::vector<shared_logprobs> cache_state::store(const store_request& request) {
   return rows;
 }
 
-void cache_state::after_change(caf::local_actor*) {
+void cache_state::after_change() {
   if (!options.enabled)
     return;
   std::map<cache::worker_id, std::vector<cache::kv_handle>> by_worker;
@@ -122,16 +130,10 @@ cache_actor::behavior_type cache(cache_actor::stateful_pointer<cache_state> self
     [=](lookup_atom, const query& q, std::uint64_t ticket, const answer_sink& sink) {
       auto& st = self->state;
       if (st.options.enabled) {
-        const auto length = static_cast<std::uint32_t>(q.tokens.size());
-        auto cap = q.require_kv ? length : 0u;
-        auto m = st.trie->match(q.tokens.data(), q.tokens.size(), q.priority, cap);
-        bool kv_ok = !q.require_kv ||
-                     std::any_of(m.kv.begin(), m.kv.end(), [&](const cache::kv_prefix& p) {
-                       return p.length == length;
-                     });
-        if (m.logprobs && kv_ok) {
+        cache::match_result m;
+        if (auto row = st.answer_now(q.tokens, q.priority, q.require_kv, false, m)) {
           bump(st.metrics->cache_hits);
-          self->send(sink, answer_atom::value, ticket, shared_logprobs{std::move(m.logprobs)});
+          self->send(sink, answer_atom::value, ticket, shared_logprobs{std::move(row)});
           return;
         }
       }
@@ -149,12 +151,12 @@ cache_actor::behavior_type cache(cache_actor::stateful_pointer<cache_state> self
       for (std::size_t i = 0; i < request.sequences.size(); ++i)
         out.entries.push_back(st.prepare(request.sequences[i], request.priorities[i],
                                          request.require_kv[i]));
-      st.after_change(self);
+      st.after_change();
       return out;
     },
     [=](store_atom, const store_request& request) {
       auto rows = self->state.store(request);
-      self->state.after_change(self);
+      self->state.after_change();
       return rows;
     },
     [=](release_atom, const std::vector<cache::node_id>& leaves) {
@@ -162,21 +164,21 @@ cache_actor::behavior_type cache(cache_actor::stateful_pointer<cache_state> self
       if (st.options.enabled)
         for (auto leaf : leaves)
           st.trie->unlock(leaf);
-      st.after_change(self);
+      st.after_change();
     },
     [=](forget_atom, cache::worker_id worker) {
       self->state.trie->forget_worker(worker);
-      self->state.after_change(self);
+      self->state.after_change();
     },
     [=](connect_atom, const batcher_actor& batcher) { self->state.batcher = batcher; },
     [=](clear_atom) {
       self->state.trie->clear();
-      self->state.after_change(self);
+      self->state.after_change();
       return true;
     },
     [=](clear_kv_atom) {
       self->state.trie->clear_kv();
-      self->state.after_change(self);
+      self->state.after_change();
       return true;
     },
   };

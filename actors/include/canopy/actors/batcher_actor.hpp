@@ -52,7 +52,6 @@ struct batch_entry {
   std::vector<waiter> waiters;
   caf::actor_clock::time_point arrival;
   std::optional<caf::actor_clock::time_point> deadline; // latest of the waiters'; none: no limit
-  enum class phase { pending, preparing, running } stage = phase::pending;
 };
 
 /// A batch between prepare and its answers.

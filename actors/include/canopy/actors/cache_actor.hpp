@@ -30,13 +30,20 @@ struct cache_state {
   messages::batcher_actor batcher;
   std::shared_ptr<engine_metrics> metrics;
 
+  /// The row answering `tokens` now, or null: a stored row, plus KV of the whole
+  /// sequence on some worker when require_kv (cache_kv). Refreshes access stats. `m`
+  /// gets the match, with every worker's KV prefix when want_kv (else only as much
+  /// as require_kv needs: a hit looks no further).
+  cache::row_ptr answer_now(const cache::token_seq& tokens, std::int32_t priority,
+                            bool require_kv, bool want_kv, cache::match_result& m);
+
   /// Matches and locks one sequence of a batch (see prepared_entry).
   messages::prepared_entry prepare(const cache::token_seq& tokens, std::int32_t priority,
                                    bool require_kv);
   /// Attaches a pass's KV and rows; returns the rows of every item, in order.
   std::vector<messages::shared_logprobs> store(const messages::store_request& request);
   /// Sends the KV the trie dropped to its workers, and publishes the accounting.
-  void after_change(caf::local_actor* self);
+  void after_change();
 
   static inline const char* name = "canopy.cache";
 };
