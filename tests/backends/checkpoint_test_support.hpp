@@ -1,0 +1,150 @@
+#pragma once
+// Helpers for the checkpoint tests: scratch directories, raw file I/O, a llama2.c
+// encoder (the inverse of the loader, to build .bin files from synthetic weights), and
+// an assertion that a call throws checkpoint_error whose message names what it must.
+// Thread contract: test-thread only.
+
+#include <canopy/backends/checkpoint.hpp>
+#include <canopy/backends/synthetic_checkpoint.hpp>
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <initializer_list>
+#include <iterator>
+#include <string>
+#include <unistd.h>
+
+namespace canopy::testing {
+
+/// A fresh directory under the system temp dir, removed with everything in it.
+class scratch_dir {
+public:
+  scratch_dir() {
+    static std::atomic<int> counter{0};
+    path_ =
+        std::filesystem::temp_directory_path() /
+        ("canopy-ckpt-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
+    std::filesystem::remove_all(path_);
+    std::filesystem::create_directories(path_);
+  }
+  ~scratch_dir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  scratch_dir(const scratch_dir&) = delete;
+  scratch_dir& operator=(const scratch_dir&) = delete;
+
+  const std::filesystem::path& path() const { return path_; }
+  std::filesystem::path operator/(const std::string& name) const { return path_ / name; }
+
+private:
+  std::filesystem::path path_;
+};
+
+inline std::string read_bytes(const std::filesystem::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+inline void write_bytes(const std::filesystem::path& file, const std::string& bytes) {
+  std::ofstream out(file, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
+inline std::string view_bytes(const backends::tensor_view& view) {
+  return {reinterpret_cast<const char*>(view.data), backends::byte_size(view)};
+}
+
+inline std::string le32(std::int32_t value) {
+  std::string out(4, '\0');
+  for (int i = 0; i < 4; ++i)
+    out[static_cast<std::size_t>(i)] =
+        static_cast<char>((static_cast<std::uint32_t>(value) >> (8 * i)) & 0xFF);
+  return out;
+}
+
+inline std::string le64(std::uint64_t value) {
+  std::string out(8, '\0');
+  for (int i = 0; i < 8; ++i)
+    out[static_cast<std::size_t>(i)] = static_cast<char>((value >> (8 * i)) & 0xFF);
+  return out;
+}
+
+/// A safetensors file from literal header JSON followed by `data_bytes` bytes.
+inline std::string raw_safetensors(const std::string& header_json,
+                                   std::size_t data_bytes) {
+  return le64(header_json.size()) + header_json + std::string(data_bytes, '\x01');
+}
+
+/// The llama2.c encoding of a float32 llama checkpoint (tensors taken as stored; the
+/// RoPE tables are filled with a recognizable pattern the loader must skip).
+inline std::string encode_llama2c(const backends::checkpoint& ckpt) {
+  const auto& c = ckpt.config;
+  const bool untied = !c.tied_embeddings;
+  std::string out;
+  for (std::int64_t v :
+       {c.hidden_size, c.intermediate_size, c.num_layers, c.num_heads, c.num_kv_heads,
+        untied ? -c.vocab_size : c.vocab_size, c.context_length})
+    out += le32(static_cast<std::int32_t>(v));
+  auto add = [&](const std::string& name) { out += view_bytes(ckpt.tensors.at(name)); };
+  auto add_layers = [&](const char* rest) {
+    for (std::int64_t i = 0; i < c.num_layers; ++i)
+      add("model.layers." + std::to_string(i) + "." + rest);
+  };
+  add("model.embed_tokens.weight");
+  add_layers("input_layernorm.weight");
+  add_layers("self_attn.q_proj.weight");
+  add_layers("self_attn.k_proj.weight");
+  add_layers("self_attn.v_proj.weight");
+  add_layers("self_attn.o_proj.weight");
+  add_layers("post_attention_layernorm.weight");
+  add_layers("mlp.gate_proj.weight");
+  add_layers("mlp.down_proj.weight");
+  add_layers("mlp.up_proj.weight");
+  add("model.norm.weight");
+  out += std::string(
+      static_cast<std::size_t>(2 * c.context_length * (c.head_dim / 2) * 4), '\x7F');
+  if (untied)
+    add("lm_head.weight");
+  return out;
+}
+
+/// A small llama or gpt2 checkpoint for building broken files.
+inline backends::checkpoint small_checkpoint(backends::architecture arch,
+                                             std::uint64_t seed = 7) {
+  backends::synthetic_spec spec;
+  spec.arch = arch;
+  spec.hidden = 16;
+  spec.layers = 2;
+  spec.heads = 4;
+  spec.kv_heads = arch == backends::architecture::llama ? 2 : 0;
+  spec.intermediate = 24;
+  spec.vocab = 40;
+  spec.context = 12;
+  spec.seed = seed;
+  return backends::make_synthetic_checkpoint(spec);
+}
+
+} // namespace canopy::testing
+
+/// Runs `statement`, which must throw checkpoint_error whose message contains each
+/// of the strings in the braced list that follows.
+#define EXPECT_CHECKPOINT_ERROR(statement, ...)                                          \
+  do {                                                                                   \
+    try {                                                                                \
+      statement;                                                                         \
+      ADD_FAILURE() << "expected checkpoint_error from: " #statement;                    \
+    } catch (const ::canopy::backends::checkpoint_error& e) {                            \
+      const std::string message = e.what();                                              \
+      for (const std::string& part : std::initializer_list<std::string> __VA_ARGS__)     \
+        EXPECT_NE(message.find(part), std::string::npos)                                 \
+            << "message lacks \"" << part << "\": " << message;                          \
+    } catch (const std::exception& e) {                                                  \
+      ADD_FAILURE() << "expected checkpoint_error, got another exception: " << e.what(); \
+    }                                                                                    \
+  } while (false)

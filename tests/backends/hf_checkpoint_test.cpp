@@ -1,0 +1,579 @@
+// HF checkpoint directories: round trips through write_hf_checkpoint (single file,
+// hand-written shards, F16/BF16), GPT-2 name normalization, and every malformed
+// directory giving a checkpoint_error that names the file and the tensor or key.
+
+#include <canopy/backends/checkpoint.hpp>
+#include <canopy/backends/checkpoint_schema.hpp>
+#include <canopy/backends/checkpoint_writer.hpp>
+#include <canopy/backends/hf_config.hpp>
+
+#include "checkpoint_test_support.hpp"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <functional>
+
+namespace {
+
+using namespace canopy::backends;
+using canopy::testing::read_bytes;
+using canopy::testing::scratch_dir;
+using canopy::testing::small_checkpoint;
+using canopy::testing::view_bytes;
+using canopy::testing::write_bytes;
+using json = nlohmann::json;
+
+void expect_same_config(const model_config& a, const model_config& b) {
+  EXPECT_EQ(a.arch, b.arch);
+  EXPECT_EQ(a.hidden_size, b.hidden_size);
+  EXPECT_EQ(a.intermediate_size, b.intermediate_size);
+  EXPECT_EQ(a.num_layers, b.num_layers);
+  EXPECT_EQ(a.num_heads, b.num_heads);
+  EXPECT_EQ(a.num_kv_heads, b.num_kv_heads);
+  EXPECT_EQ(a.head_dim, b.head_dim);
+  EXPECT_EQ(a.vocab_size, b.vocab_size);
+  EXPECT_EQ(a.context_length, b.context_length);
+  EXPECT_EQ(a.norm_eps, b.norm_eps);
+  EXPECT_EQ(a.rope_theta, b.rope_theta);
+  EXPECT_EQ(a.rope, b.rope);
+  EXPECT_EQ(a.tied_embeddings, b.tied_embeddings);
+  EXPECT_EQ(a.bos_token_id, b.bos_token_id);
+  EXPECT_EQ(a.eos_token_id, b.eos_token_id);
+}
+
+void expect_same_tensors(const checkpoint& a, const checkpoint& b) {
+  ASSERT_EQ(a.tensors.size(), b.tensors.size());
+  for (const auto& [name, view] : a.tensors) {
+    auto it = b.tensors.find(name);
+    ASSERT_NE(it, b.tensors.end()) << name;
+    EXPECT_EQ(view.dtype, it->second.dtype) << name;
+    EXPECT_EQ(view.shape, it->second.shape) << name;
+    EXPECT_EQ(view_bytes(view), view_bytes(it->second)) << name;
+  }
+}
+
+/// Writes config.json from `config` (edited by the test) and model.safetensors from
+/// `tensors` (edited by the test) into `dir`.
+void write_dir(const std::filesystem::path& dir, const json& config,
+               const std::map<std::string, tensor_view>& tensors) {
+  write_bytes(dir / "config.json", config.dump());
+  write_safetensors_file(dir / "model.safetensors", tensors);
+}
+
+json config_json(const checkpoint& ckpt) {
+  return json::parse(hf_config_json(ckpt.config, weight_dtype::f32));
+}
+
+// --- round trips ----------------------------------------------------------------------
+
+class HfRoundTrip : public ::testing::TestWithParam<architecture> {};
+
+TEST_P(HfRoundTrip, SyntheticWritesAndLoadsBackIdentically) {
+  const checkpoint original = small_checkpoint(GetParam());
+  scratch_dir dir;
+  write_hf_checkpoint(original, dir.path());
+  const checkpoint loaded = load_checkpoint(dir.path());
+  EXPECT_EQ(loaded.source, dir.path().string());
+  expect_same_config(loaded.config, original.config);
+  expect_same_tensors(loaded, original);
+  EXPECT_FALSE(std::filesystem::exists(dir / "model.safetensors.tmp"));
+}
+
+TEST_P(HfRoundTrip, UntiedCheckpointKeepsLmHead) {
+  checkpoint original = small_checkpoint(GetParam());
+  original.config.tied_embeddings = false;
+  const std::string embedding = GetParam() == architecture::llama
+                                    ? "model.embed_tokens.weight"
+                                    : "transformer.wte.weight";
+  original.tensors["lm_head.weight"] = original.tensors.at(embedding);
+  scratch_dir dir;
+  write_hf_checkpoint(original, dir.path());
+  const checkpoint loaded = load_checkpoint(dir.path());
+  EXPECT_FALSE(loaded.config.tied_embeddings);
+  ASSERT_EQ(loaded.tensors.count("lm_head.weight"), 1u);
+  expect_same_tensors(loaded, original);
+}
+
+TEST_P(HfRoundTrip, HalfPrecisionDtypesAreKeptAsStored) {
+  // Reinterpret the float32 buffers' first halves as F16 / BF16 values: any bit
+  // pattern is fine for a byte-exact round trip.
+  checkpoint original = small_checkpoint(GetParam());
+  bool bf16 = false;
+  for (auto& [name, view] : original.tensors) {
+    view.dtype = bf16 ? weight_dtype::bf16 : weight_dtype::f16;
+    bf16 = !bf16;
+  }
+  scratch_dir dir;
+  write_hf_checkpoint(original, dir.path());
+  const checkpoint loaded = load_checkpoint(dir.path());
+  expect_same_tensors(loaded, original);
+  const std::string embedding = GetParam() == architecture::llama
+                                    ? "model.embed_tokens.weight"
+                                    : "transformer.wte.weight";
+  EXPECT_EQ(json::parse(read_bytes(dir / "config.json")).at("torch_dtype"),
+            original.tensors.at(embedding).dtype == weight_dtype::f16 ? "float16"
+                                                                      : "bfloat16");
+}
+
+TEST_P(HfRoundTrip, ShardedIndexLoadsTheSame) {
+  const checkpoint original = small_checkpoint(GetParam());
+  scratch_dir dir;
+  write_bytes(dir / "config.json", hf_config_json(original.config, weight_dtype::f32));
+  std::map<std::string, tensor_view> first, second;
+  json weight_map = json::object();
+  bool odd = false;
+  for (const auto& [name, view] : original.tensors) {
+    (odd ? second : first).emplace(name, view);
+    weight_map[name] =
+        odd ? "model-00002-of-00002.safetensors" : "model-00001-of-00002.safetensors";
+    odd = !odd;
+  }
+  write_safetensors_file(dir / "model-00001-of-00002.safetensors", first);
+  write_safetensors_file(dir / "model-00002-of-00002.safetensors", second);
+  write_bytes(dir / "model.safetensors.index.json",
+              json{{"metadata", {{"total_size", 0}}}, {"weight_map", weight_map}}.dump());
+  const checkpoint loaded = load_checkpoint(dir.path());
+  expect_same_config(loaded.config, original.config);
+  expect_same_tensors(loaded, original);
+}
+
+INSTANTIATE_TEST_SUITE_P(Architectures, HfRoundTrip,
+                         ::testing::Values(architecture::llama, architecture::gpt2),
+                         [](const auto& info) { return to_string(info.param); });
+
+TEST(HfCheckpoint, WriterPermutesInterleavedQueryAndKeyRows) {
+  checkpoint original = small_checkpoint(architecture::llama);
+  original.config.rope = rope_pairs::interleaved;
+  scratch_dir dir;
+  write_hf_checkpoint(original, dir.path());
+  const checkpoint loaded = load_checkpoint(dir.path());
+  EXPECT_EQ(loaded.config.rope, rope_pairs::rotate_half);
+  const std::int64_t hd = original.config.head_dim, D = original.config.hidden_size;
+  const std::size_t row = static_cast<std::size_t>(D) * 4;
+  for (const char* proj : {"q_proj", "k_proj"}) {
+    const std::string name = std::string("model.layers.1.self_attn.") + proj + ".weight";
+    const std::string before = view_bytes(original.tensors.at(name));
+    const std::string after = view_bytes(loaded.tensors.at(name));
+    const std::int64_t rows = original.tensors.at(name).shape[0];
+    for (std::int64_t h = 0; h < rows / hd; ++h)
+      for (std::int64_t c = 0; c < 2; ++c)
+        for (std::int64_t j = 0; j < hd / 2; ++j)
+          EXPECT_EQ(
+              after.substr(static_cast<std::size_t>(h * hd + c * hd / 2 + j) * row, row),
+              before.substr(static_cast<std::size_t>(h * hd + 2 * j + c) * row, row))
+              << name << " head " << h << " c " << c << " j " << j;
+    EXPECT_NE(after, before) << name;
+  }
+  EXPECT_EQ(view_bytes(loaded.tensors.at("model.layers.1.self_attn.v_proj.weight")),
+            view_bytes(original.tensors.at("model.layers.1.self_attn.v_proj.weight")));
+}
+
+// --- GPT-2 name normalization ---------------------------------------------------------
+
+TEST(HfCheckpoint, Gpt2NamesWithoutPrefixAndMaskBuffersAreNormalized) {
+  const checkpoint original = small_checkpoint(architecture::gpt2);
+  scratch_dir dir;
+  std::map<std::string, tensor_view> tensors;
+  const std::string prefix = "transformer.";
+  for (const auto& [name, view] : original.tensors)
+    tensors.emplace(name.substr(prefix.size()), view);
+  // The causal-mask buffers older transformers versions saved: [1,1,C,C] and a scalar.
+  const std::int64_t C = original.config.context_length;
+  std::vector<float> mask(static_cast<std::size_t>(C * C), 1.0f);
+  const float masked_bias = -1e4f;
+  for (int layer = 0; layer < 2; ++layer) {
+    tensors["h." + std::to_string(layer) + ".attn.bias"] = {
+        weight_dtype::f32, {1, 1, C, C}, reinterpret_cast<const std::byte*>(mask.data())};
+    tensors["h." + std::to_string(layer) + ".attn.masked_bias"] = {
+        weight_dtype::f32, {}, reinterpret_cast<const std::byte*>(&masked_bias)};
+  }
+  // A tied file that also carries lm_head.weight of the embedding's shape.
+  tensors["lm_head.weight"] = original.tensors.at("transformer.wte.weight");
+  write_dir(dir.path(), config_json(original), tensors);
+  const checkpoint loaded = load_checkpoint(dir.path());
+  expect_same_tensors(loaded, original);
+}
+
+TEST(HfCheckpoint, Gpt2NameGivenWithAndWithoutPrefixIsAnError) {
+  const checkpoint original = small_checkpoint(architecture::gpt2);
+  scratch_dir dir;
+  auto tensors = original.tensors;
+  tensors["ln_f.bias"] = tensors.at("transformer.ln_f.bias");
+  write_dir(dir.path(), config_json(original), tensors);
+  EXPECT_CHECKPOINT_ERROR(
+      load_checkpoint(dir.path()),
+      {(dir / "model.safetensors").string(), "'ln_f.bias'", "'transformer.ln_f.bias'"});
+}
+
+TEST(HfCheckpoint, OtherAttentionBiasNamesAreNotDropped) {
+  // Only h.N.attn.bias / masked_bias are buffers; anything else unknown is an error.
+  const checkpoint original = small_checkpoint(architecture::gpt2);
+  scratch_dir dir;
+  auto tensors = original.tensors;
+  tensors["transformer.h.0.attn.extra_bias"] = tensors.at("transformer.ln_f.bias");
+  write_dir(dir.path(), config_json(original), tensors);
+  EXPECT_CHECKPOINT_ERROR(
+      load_checkpoint(dir.path()),
+      {"model.safetensors", "'transformer.h.0.attn.extra_bias'", "unexpected"});
+}
+
+TEST(HfCheckpoint, LlamaRotaryFrequencyBuffersAreDropped) {
+  const checkpoint original = small_checkpoint(architecture::llama);
+  scratch_dir dir;
+  auto tensors = original.tensors;
+  const float inv_freq[2] = {1.0f, 0.01f};
+  for (int layer = 0; layer < 2; ++layer)
+    tensors["model.layers." + std::to_string(layer) + ".self_attn.rotary_emb.inv_freq"] =
+        {weight_dtype::f32, {2}, reinterpret_cast<const std::byte*>(inv_freq)};
+  write_dir(dir.path(), config_json(original), tensors);
+  const checkpoint loaded = load_checkpoint(dir.path());
+  expect_same_tensors(loaded, original);
+}
+
+// --- schema: the weights against the config -------------------------------------------
+
+TEST(CheckpointSchema, TensorWithoutDataIsNamed) {
+  checkpoint broken = small_checkpoint(architecture::gpt2);
+  broken.tensors.at("transformer.h.0.ln_2.bias").data = nullptr;
+  EXPECT_CHECKPOINT_ERROR(check_checkpoint(broken),
+                          {broken.source, "'transformer.h.0.ln_2.bias'", "no data"});
+}
+
+TEST(CheckpointSchema, ExpectedTensorsAreTheDocumentedSets) {
+  const checkpoint llama = small_checkpoint(architecture::llama);
+  const auto specs = expected_tensors(llama.config);
+  ASSERT_EQ(specs.size(), 1u + 2u * 9u + 1u);
+  EXPECT_EQ(specs.front().name, "model.embed_tokens.weight");
+  EXPECT_EQ(specs[1].name, "model.layers.0.self_attn.q_proj.weight");
+  EXPECT_EQ(specs[1].shape, (std::vector<std::int64_t>{16, 16}));
+  EXPECT_EQ(specs[2].shape, (std::vector<std::int64_t>{8, 16})); // k_proj: 2 kv heads * 4
+  EXPECT_EQ(specs.back().name, "model.norm.weight");
+  model_config untied = llama.config;
+  untied.tied_embeddings = false;
+  EXPECT_EQ(expected_tensors(untied).back().name, "lm_head.weight");
+  const checkpoint gpt2 = small_checkpoint(architecture::gpt2);
+  const auto gpt2_specs = expected_tensors(gpt2.config);
+  ASSERT_EQ(gpt2_specs.size(), 2u + 2u * 12u + 2u);
+  EXPECT_EQ(gpt2_specs[1].name, "transformer.wpe.weight");
+  EXPECT_EQ(gpt2_specs[1].shape, (std::vector<std::int64_t>{12, 16}));
+  EXPECT_EQ(gpt2_specs[4].name, "transformer.h.0.attn.c_attn.weight");
+  EXPECT_EQ(gpt2_specs[4].shape, (std::vector<std::int64_t>{16, 48}));
+}
+
+TEST(HfCheckpoint, MissingTensorIsNamed) {
+  const checkpoint original = small_checkpoint(architecture::llama);
+  scratch_dir dir;
+  auto tensors = original.tensors;
+  tensors.erase("model.norm.weight");
+  write_dir(dir.path(), config_json(original), tensors);
+  EXPECT_CHECKPOINT_ERROR(
+      load_checkpoint(dir.path()),
+      {(dir / "model.safetensors").string(), "missing", "'model.norm.weight'"});
+}
+
+TEST(HfCheckpoint, UnexpectedTensorIsNamed) {
+  const checkpoint original = small_checkpoint(architecture::llama);
+  scratch_dir dir;
+  auto tensors = original.tensors;
+  tensors["model.layers.0.self_attn.q_proj.bias"] = tensors.at("model.norm.weight");
+  write_dir(dir.path(), config_json(original), tensors);
+  EXPECT_CHECKPOINT_ERROR(load_checkpoint(dir.path()),
+                          {(dir / "model.safetensors").string(), "unexpected",
+                           "'model.layers.0.self_attn.q_proj.bias'"});
+}
+
+TEST(HfCheckpoint, ShapeMismatchIsNamed) {
+  const checkpoint original = small_checkpoint(architecture::gpt2);
+  scratch_dir dir;
+  auto tensors = original.tensors;
+  tensors["transformer.h.1.mlp.c_fc.weight"].shape = {24, 16}; // [out,in]: transposed
+  write_dir(dir.path(), config_json(original), tensors);
+  EXPECT_CHECKPOINT_ERROR(load_checkpoint(dir.path()),
+                          {(dir / "model.safetensors").string(),
+                           "'transformer.h.1.mlp.c_fc.weight'", "[24, 16]", "[16, 24]"});
+}
+
+TEST(HfCheckpoint, ConfigVocabContradictingTheEmbeddingIsNamed) {
+  const checkpoint original = small_checkpoint(architecture::llama);
+  scratch_dir dir;
+  json config = config_json(original);
+  config["vocab_size"] = 41;
+  write_dir(dir.path(), config, original.tensors);
+  EXPECT_CHECKPOINT_ERROR(load_checkpoint(dir.path()),
+                          {(dir / "model.safetensors").string(),
+                           "'model.embed_tokens.weight'", "[40, 16]", "[41, 16]",
+                           "vocab 41"});
+}
+
+TEST(HfCheckpoint, ConfigWithFewerLayersThanTheFileNamesTheExtraLayer) {
+  const checkpoint original = small_checkpoint(architecture::llama);
+  scratch_dir dir;
+  json config = config_json(original);
+  config["num_hidden_layers"] = 1;
+  write_dir(dir.path(), config, original.tensors);
+  EXPECT_CHECKPOINT_ERROR(load_checkpoint(dir.path()), {"model.safetensors", "unexpected",
+                                                        "'model.layers.1.", "layers 1"});
+}
+
+TEST(HfCheckpoint, UntiedConfigWithoutLmHeadIsMissingIt) {
+  const checkpoint original = small_checkpoint(architecture::llama);
+  scratch_dir dir;
+  json config = config_json(original);
+  config["tie_word_embeddings"] = false;
+  write_dir(dir.path(), config, original.tensors);
+  EXPECT_CHECKPOINT_ERROR(load_checkpoint(dir.path()),
+                          {"model.safetensors", "missing", "'lm_head.weight'"});
+}
+
+TEST(HfCheckpoint, TiedLmHeadOfTheWrongShapeIsAnError) {
+  const checkpoint original = small_checkpoint(architecture::llama);
+  scratch_dir dir;
+  auto tensors = original.tensors;
+  tensors["lm_head.weight"] = tensors.at("model.layers.0.mlp.gate_proj.weight");
+  write_dir(dir.path(), config_json(original), tensors);
+  EXPECT_CHECKPOINT_ERROR(
+      load_checkpoint(dir.path()),
+      {(dir / "model.safetensors").string(), "'lm_head.weight'", "ties it"});
+}
+
+TEST(HfCheckpoint, UnsupportedDtypeInTheFileIsNamed) {
+  const checkpoint original = small_checkpoint(architecture::llama);
+  scratch_dir dir;
+  write_hf_checkpoint(original, dir.path());
+  std::string bytes = read_bytes(dir / "model.safetensors");
+  const std::size_t at = bytes.find("\"F32\"");
+  ASSERT_NE(at, std::string::npos);
+  bytes.replace(at, 5, "\"I32\"");
+  write_bytes(dir / "model.safetensors", bytes);
+  EXPECT_CHECKPOINT_ERROR(load_checkpoint(dir.path()),
+                          {(dir / "model.safetensors").string(), "I32", "tensor '"});
+}
+
+TEST(HfCheckpoint, TruncatedWeightsFileIsNamed) {
+  const checkpoint original = small_checkpoint(architecture::gpt2);
+  scratch_dir dir;
+  write_hf_checkpoint(original, dir.path());
+  std::string bytes = read_bytes(dir / "model.safetensors");
+  bytes.resize(bytes.size() - 3);
+  write_bytes(dir / "model.safetensors", bytes);
+  // The last tensor in name order is the one cut short.
+  EXPECT_CHECKPOINT_ERROR(load_checkpoint(dir.path()),
+                          {(dir / "model.safetensors").string(),
+                           "'" + original.tensors.rbegin()->first + "'", "past the end"});
+}
+
+// --- config.json ----------------------------------------------------------------------
+
+TEST(HfCheckpoint, MissingConfigIsAnError) {
+  const checkpoint original = small_checkpoint(architecture::llama);
+  scratch_dir dir;
+  write_hf_checkpoint(original, dir.path());
+  std::filesystem::remove(dir / "config.json");
+  EXPECT_CHECKPOINT_ERROR(load_checkpoint(dir.path()),
+                          {dir.path().string(), "config.json"});
+}
+
+TEST(HfCheckpoint, ConfigProblemsNameTheFileAndKey) {
+  const checkpoint llama = small_checkpoint(architecture::llama);
+  const checkpoint gpt2 = small_checkpoint(architecture::gpt2);
+  struct edit_case {
+    const checkpoint* base;
+    std::function<void(json&)> edit;
+    std::vector<std::string> expected;
+  };
+  const std::vector<edit_case> cases{
+      {&llama,
+       [](json& c) { c["architectures"] = {"MistralForCausalLM"}; },
+       {"MistralForCausalLM", "not supported"}},
+      {&llama, [](json& c) { c["model_type"] = "gpt2"; }, {"model_type", "contradicts"}},
+      {&llama,
+       [](json& c) {
+         c["rope_scaling"] = {{"type", "linear"}, {"factor", 2.0}};
+       },
+       {"rope_scaling", "linear"}},
+      {&llama, [](json& c) { c.erase("hidden_size"); }, {"hidden_size", "missing"}},
+      {&llama,
+       [](json& c) { c["hidden_size"] = "16"; },
+       {"hidden_size", "not an integer"}},
+      {&llama, [](json& c) { c["num_key_value_heads"] = 3; }, {"num_kv_heads 3"}},
+      {&llama, [](json& c) { c["hidden_act"] = "gelu"; }, {"hidden_act", "gelu"}},
+      {&llama, [](json& c) { c["attention_bias"] = true; }, {"attention_bias"}},
+      {&llama, [](json& c) { c["head_dim"] = 5; }, {"head_dim 5", "odd"}},
+      {&llama, [](json& c) { c["vocab_size"] = -40; }, {"vocab_size -40"}},
+      {&llama, [](json& c) { c["eos_token_id"] = 40; }, {"eos_token_id 40"}},
+      {&llama, [](json& c) { c["rms_norm_eps"] = 0; }, {"eps"}},
+      {&gpt2,
+       [](json& c) { c["activation_function"] = "gelu"; },
+       {"activation_function", "'gelu'", "gelu_new"}},
+      {&gpt2, [](json& c) { c["n_head"] = 3; }, {"\"n_embd\" 16", "n_head 3"}},
+      {&gpt2,
+       [](json& c) { c["scale_attn_by_inverse_layer_idx"] = true; },
+       {"scale_attn_by_inverse_layer_idx"}},
+      {&gpt2,
+       [](json& c) {
+         c.erase("architectures");
+         c.erase("model_type");
+       },
+       {"model_type", "missing"}},
+  };
+  for (const edit_case& test : cases) {
+    scratch_dir dir;
+    json config = config_json(*test.base);
+    test.edit(config);
+    write_dir(dir.path(), config, test.base->tensors);
+    std::vector<std::string> expected = test.expected;
+    expected.push_back((dir / "config.json").string());
+    try {
+      load_checkpoint(dir.path());
+      ADD_FAILURE() << "no error for config " << config.dump();
+    } catch (const checkpoint_error& e) {
+      for (const std::string& part : expected)
+        EXPECT_NE(std::string(e.what()).find(part), std::string::npos)
+            << "message lacks \"" << part << "\": " << e.what();
+    }
+  }
+}
+
+TEST(HfCheckpoint, ConfigDefaultsFollowHf) {
+  // Llama: kv heads = heads, head_dim = hidden / heads, theta 1e4, untied, eps 1e-6.
+  const model_config llama = parse_hf_config(
+      R"({"architectures": ["LlamaForCausalLM"], "hidden_size": 32, "intermediate_size": 64,
+          "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 100,
+          "max_position_embeddings": 64, "eos_token_id": [7, 9]})",
+      "c.json");
+  EXPECT_EQ(llama.num_kv_heads, 4);
+  EXPECT_EQ(llama.head_dim, 8);
+  EXPECT_EQ(llama.rope_theta, 10000.0);
+  EXPECT_EQ(llama.norm_eps, 1e-6);
+  EXPECT_FALSE(llama.tied_embeddings);
+  EXPECT_EQ(llama.rope, rope_pairs::rotate_half);
+  EXPECT_EQ(llama.bos_token_id, -1);
+  EXPECT_EQ(llama.eos_token_id, 7);
+  // GPT-2: n_inner null = 4 * n_embd, tied, eps 1e-5, gelu_new.
+  const model_config gpt2 = parse_hf_config(
+      R"({"model_type": "gpt2", "n_embd": 32, "n_layer": 2, "n_head": 4, "n_inner": null,
+          "vocab_size": 100, "n_positions": 64})",
+      "c.json");
+  EXPECT_EQ(gpt2.arch, architecture::gpt2);
+  EXPECT_EQ(gpt2.intermediate_size, 128);
+  EXPECT_EQ(gpt2.head_dim, 8);
+  EXPECT_EQ(gpt2.num_kv_heads, 4);
+  EXPECT_EQ(gpt2.norm_eps, 1e-5);
+  EXPECT_TRUE(gpt2.tied_embeddings);
+}
+
+TEST(HfCheckpoint, ConfigThatIsNotJsonIsNamed) {
+  EXPECT_CHECKPOINT_ERROR(parse_hf_config("{nope", "x/config.json"),
+                          {"x/config.json", "not valid JSON"});
+  EXPECT_CHECKPOINT_ERROR(parse_hf_config("[]", "x/config.json"),
+                          {"x/config.json", "not a JSON object"});
+}
+
+// --- weights files and shards ---------------------------------------------------------
+
+TEST(HfCheckpoint, DirectoryWithoutWeightsIsAnError) {
+  const checkpoint original = small_checkpoint(architecture::llama);
+  scratch_dir dir;
+  write_hf_checkpoint(original, dir.path());
+  std::filesystem::remove(dir / "model.safetensors");
+  write_bytes(dir / "pytorch_model.bin", "PK");
+  EXPECT_CHECKPOINT_ERROR(
+      load_checkpoint(dir.path()),
+      {dir.path().string(), "model.safetensors", "pytorch_model.bin"});
+}
+
+/// A two-shard directory; `edit` may change the weight map before it is written.
+void write_sharded(const scratch_dir& dir, const checkpoint& original,
+                   const std::function<void(json&)>& edit) {
+  write_bytes(dir / "config.json", hf_config_json(original.config, weight_dtype::f32));
+  std::map<std::string, tensor_view> first, second;
+  json weight_map = json::object();
+  for (const auto& [name, view] : original.tensors) {
+    const bool in_first = name.find("layers.1.") == std::string::npos;
+    (in_first ? first : second).emplace(name, view);
+    weight_map[name] = in_first ? "a.safetensors" : "b.safetensors";
+  }
+  write_safetensors_file(dir / "a.safetensors", first);
+  write_safetensors_file(dir / "b.safetensors", second);
+  edit(weight_map);
+  write_bytes(dir / "model.safetensors.index.json",
+              json{{"weight_map", weight_map}}.dump());
+}
+
+TEST(HfCheckpoint, ShardMissingFromDiskIsNamed) {
+  const checkpoint original = small_checkpoint(architecture::llama);
+  scratch_dir dir;
+  write_sharded(dir, original, [](json&) {});
+  std::filesystem::remove(dir / "b.safetensors");
+  EXPECT_CHECKPOINT_ERROR(load_checkpoint(dir.path()),
+                          {(dir / "model.safetensors.index.json").string(),
+                           "'b.safetensors'", "missing", "model.layers.1."});
+}
+
+TEST(HfCheckpoint, IndexListingATensorTheShardLacksIsNamed) {
+  const checkpoint original = small_checkpoint(architecture::llama);
+  scratch_dir dir;
+  write_sharded(dir, original, [](json& map) {
+    map["model.layers.0.mlp.up_proj.weight"] = "b.safetensors";
+  });
+  EXPECT_CHECKPOINT_ERROR(load_checkpoint(dir.path()),
+                          {"model.safetensors.index.json",
+                           "'model.layers.0.mlp.up_proj.weight'", "'b.safetensors'"});
+}
+
+TEST(HfCheckpoint, ShardHoldingAnUnlistedTensorIsNamed) {
+  const checkpoint original = small_checkpoint(architecture::llama);
+  scratch_dir dir;
+  write_sharded(dir, original, [](json& map) { map.erase("model.norm.weight"); });
+  EXPECT_CHECKPOINT_ERROR(
+      load_checkpoint(dir.path()),
+      {(dir / "a.safetensors").string(), "'model.norm.weight'", "not listed"});
+}
+
+TEST(HfCheckpoint, ShardOutsideTheDirectoryIsRefused) {
+  const checkpoint original = small_checkpoint(architecture::llama);
+  scratch_dir dir;
+  write_sharded(dir, original,
+                [](json& map) { map["model.norm.weight"] = "../a.safetensors"; });
+  EXPECT_CHECKPOINT_ERROR(load_checkpoint(dir.path()),
+                          {"model.safetensors.index.json", "'model.norm.weight'",
+                           "'../a.safetensors'", "not a file name"});
+}
+
+TEST(HfCheckpoint, IndexWithoutWeightMapIsNamed) {
+  const checkpoint original = small_checkpoint(architecture::llama);
+  scratch_dir dir;
+  write_sharded(dir, original, [](json&) {});
+  write_bytes(dir / "model.safetensors.index.json", R"({"metadata": {}})");
+  EXPECT_CHECKPOINT_ERROR(
+      load_checkpoint(dir.path()),
+      {(dir / "model.safetensors.index.json").string(), "weight_map"});
+}
+
+// --- load_checkpoint dispatch and the writer's own checks -----------------------------
+
+TEST(LoadCheckpoint, MissingPathIsNamed) {
+  scratch_dir dir;
+  EXPECT_CHECKPOINT_ERROR(load_checkpoint(dir / "nothing-here"),
+                          {(dir / "nothing-here").string(), "no such file"});
+}
+
+TEST(LoadCheckpoint, AFileOfAnHfDirectoryAsksForTheDirectory) {
+  const checkpoint original = small_checkpoint(architecture::gpt2);
+  scratch_dir dir;
+  write_hf_checkpoint(original, dir.path());
+  EXPECT_CHECKPOINT_ERROR(load_checkpoint(dir / "model.safetensors"),
+                          {(dir / "model.safetensors").string(), "directory"});
+}
+
+TEST(WriteHfCheckpoint, RefusesAnInconsistentCheckpointAndWritesNothing) {
+  checkpoint broken = small_checkpoint(architecture::llama);
+  broken.tensors.erase("model.layers.1.mlp.down_proj.weight");
+  scratch_dir dir;
+  EXPECT_CHECKPOINT_ERROR(write_hf_checkpoint(broken, dir / "out"),
+                          {"'model.layers.1.mlp.down_proj.weight'", "missing"});
+  EXPECT_FALSE(std::filesystem::exists(dir / "out" / "model.safetensors"));
+}
+
+} // namespace
