@@ -11,6 +11,8 @@ packages=(
   libboost-dev          # Asio and Beast, header-only
   libgtest-dev
   nlohmann-json3-dev
+  libpcre2-dev          # GPT-2 pre-tokenizer regex: Unicode classes (\p{L}, \p{N}) in UTF + UCP mode, JIT
+  libsentencepiece-dev  # optional: SentencePiece .model tokenizers (CMake compiles support in when found)
 )
 
 missing=()
