@@ -25,13 +25,16 @@ struct chain {
 };
 
 void emit_item(const chain& c, const std::vector<plan_entry>& entries,
-               bool rows_at_every_position, batch_plan& plan) {
+               const plan_options& options, batch_plan& plan) {
+  const bool rows_at_every_position = options.rows_at_every_position;
   const auto& head = entries[c.start_entry];
   const auto& longest = *entries[c.entries.back()].tokens;
-  const auto start = head.kv.length;
+  // Without KV reuse every item computes its whole sequence and keeps no KV.
+  const auto start = options.kv_reuse ? head.kv.length : 0u;
   backends::pass_item item;
-  item.prefix = head.kv.handle;
+  item.prefix = options.kv_reuse ? head.kv.handle : cache::no_kv;
   item.prefix_length = start;
+  item.keep_kv = options.kv_reuse;
   item.tokens.assign(longest.begin() + start, longest.end());
   auto item_index = static_cast<std::uint32_t>(plan.pass.items.size());
   if (rows_at_every_position) {
@@ -78,13 +81,13 @@ batch_plan plan_batch(const std::vector<plan_entry>& entries, const plan_options
       plan.deferred.push_back(e); // shares uncached tokens with an earlier entry
     } else {
       if (!current.entries.empty())
-        emit_item(current, entries, options.rows_at_every_position, plan);
+        emit_item(current, entries, options, plan);
       current = chain{{e}, e};
     }
     previous = &seq;
   }
   if (!current.entries.empty())
-    emit_item(current, entries, options.rows_at_every_position, plan);
+    emit_item(current, entries, options, plan);
   return plan;
 }
 

@@ -65,12 +65,14 @@ std::vector<shared_logprobs> cache_state::store(const store_request& request) {
       for (auto j = new_nodes.size(); j-- > 0; node = trie->parent(node))
         new_nodes[j] = node;
     }
-    // KV is prefix-closed: once one token's KV cannot be stored, the rest is useless.
+    // KV is prefix-closed: once one token's KV cannot be stored (or the backend had
+    // no room to keep it: no_kv), the rest is useless.
     bool storing_kv = options.enabled;
     for (std::size_t j = 0; j < out.kv.size(); ++j) {
-      storing_kv = storing_kv && trie->attach_kv(new_nodes[j], worker, out.kv[j],
-                                                 options.kv_bytes_per_token[worker]);
-      if (!storing_kv)
+      storing_kv = storing_kv && out.kv[j] != cache::no_kv &&
+                   trie->attach_kv(new_nodes[j], worker, out.kv[j],
+                                   options.kv_bytes_per_token[worker]);
+      if (!storing_kv && out.kv[j] != cache::no_kv)
         unstored_kv.push_back(out.kv[j]);
     }
     for (std::size_t r = 0; r < item.rows.size(); ++r) {

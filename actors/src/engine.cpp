@@ -1,6 +1,7 @@
 #include <canopy/engine.hpp>
 
 #include <canopy/actors/engine_actors.hpp>
+#include <canopy/actors/model_tokenizer.hpp>
 #include <canopy/actors/sampling.hpp>
 #include <canopy/messages/errors.hpp>
 #include <canopy/messages/registration.hpp>
@@ -41,7 +42,17 @@ struct engine::impl {
   std::unique_ptr<caf::actor_system> own_system;
   caf::actor_system* system = nullptr;
   actors::engine_actors actors;
+  std::optional<actors::model_tokenizer> tokenizer;
   std::atomic<std::size_t> next_front{0};
+
+  const actors::model_tokenizer& need_tokenizer() const {
+    if (!tokenizer)
+      throw canopy::error(errc::no_tokenizer,
+                          "the model " + actors.model.name +
+                            " has no tokenizer: give token ids, or name one with the "
+                            "'tokenizer' setting");
+    return *tokenizer;
+  }
 
   const engine_actor& front() {
     const auto& fronts = actors.fronts;
@@ -50,7 +61,9 @@ struct engine::impl {
 
   void start(caf::actor_system& sys) {
     system = &sys;
-    actors = actors::spawn_engine_actors(sys, config, actors::make_backends(config));
+    auto backends = actors::make_backends(config);
+    tokenizer = actors::load_model_tokenizer(config, backends.front()->info().vocab_size);
+    actors = actors::spawn_engine_actors(sys, config, std::move(backends));
   }
 
   /// Sends a query whose answer arrives through `callback` (on an actor thread).
@@ -200,6 +213,26 @@ void engine::cache_kv(const token_seq& prompt) {
 void engine::clear_cache() { impl_->control(clear_atom::value); }
 void engine::clear_kv_cache() { impl_->control(clear_kv_atom::value); }
 void engine::reset_async_queries() { impl_->control(cancel_atom::value); }
+
+token_seq engine::tokenize(std::string_view text) const {
+  return impl_->need_tokenizer().tokenizer->encode(text);
+}
+
+std::string engine::detokenize(const token_seq& ids) const {
+  const auto& t = impl_->need_tokenizer();
+  for (const auto id : ids)
+    if (id < 0 || static_cast<std::size_t>(id) >= t.tokenizer->byte_vocab().size())
+      throw canopy::error(errc::token_out_of_range,
+                          "token id " + std::to_string(id) + " is outside the tokenizer's [0, " +
+                            std::to_string(t.tokenizer->byte_vocab().size()) + ")");
+  return t.tokenizer->decode(ids);
+}
+
+const std::vector<std::optional<std::string>>& engine::byte_vocab() const {
+  return impl_->need_tokenizer().byte_vocab;
+}
+
+bool engine::has_tokenizer() const { return impl_->tokenizer.has_value(); }
 
 std::int64_t engine::vocab_size() const { return impl_->actors.model.vocab_size; }
 const backends::model_info& engine::model() const { return impl_->actors.model; }

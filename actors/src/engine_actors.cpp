@@ -35,6 +35,15 @@ backends::backend_spec backend_spec_for(const engine_config& config, const std::
   spec.mock.seed = config.mock_seed;
   spec.mock.cost_per_pass = micros(config.mock_cost_per_pass_us);
   spec.mock.cost_per_token = micros(config.mock_cost_per_token_us);
+  spec.model = config.model;
+  spec.dtype = config.dtype;
+  spec.kv_budget_bytes = config.kv_budget_bytes;
+  // Note [intra-op threads]: by default each worker runs ATen's element-wise work
+  // on its own thread, while matmuls use every core through OpenBLAS's pool. Two
+  // OpenMP threads per worker beside that pool made passes ~5x slower on 2 cores
+  // (OpenMP's spinning threads and OpenBLAS's yielding ones fought for the cores;
+  // `canopy bench --workload smc --variants direct --threads_per_worker 2`).
+  spec.threads = static_cast<int>(config.threads_per_worker != 0 ? config.threads_per_worker : 1);
   return spec;
 }
 
@@ -64,10 +73,13 @@ engine_actors spawn_engine_actors(caf::actor_system& sys, const engine_config& c
   out.model = backends.front()->info();
   const auto worker_count = static_cast<std::uint32_t>(backends.size());
   std::vector<std::uint64_t> kv_bytes_per_token;
+  std::uint64_t kv_keep_bytes = config.kv_budget_bytes;
   for (auto& b : backends) {
     if (b->info().vocab_size != out.model.vocab_size)
       throw canopy::error(errc::invalid_config, "workers disagree on the vocabulary size");
     kv_bytes_per_token.push_back(b->info().kv_bytes_per_token);
+    if (b->info().kv_keep_bytes != 0)
+      kv_keep_bytes = std::min(kv_keep_bytes, b->info().kv_keep_bytes);
   }
   out.metrics = std::make_shared<engine_metrics>(worker_count);
   for (auto& b : backends) {
@@ -81,7 +93,8 @@ engine_actors spawn_engine_actors(caf::actor_system& sys, const engine_config& c
   cache_opts.enabled = config.cache_enabled;
   cache_opts.trie.logprob_budget_bytes = config.logprob_budget_bytes;
   cache_opts.trie.logprob_max_entries = config.logprob_max_entries;
-  cache_opts.trie.kv_budget_bytes = config.kv_budget_bytes;
+  // A backend may keep part of its storage free for passes in flight.
+  cache_opts.trie.kv_budget_bytes = kv_keep_bytes;
   cache_opts.trie.workers = worker_count;
   cache_opts.trie.policy = *cache::parse_eviction_policy(config.eviction_policy);
   cache_opts.dtype = *cache::parse_row_dtype(config.logprob_dtype);
@@ -96,7 +109,7 @@ engine_actors spawn_engine_actors(caf::actor_system& sys, const engine_config& c
   batch_opts.merge_duplicates = config.merge_duplicates;
   // Rows nobody will store are not worth computing.
   batch_opts.plan.rows_at_every_position = config.rows_at_every_position && config.cache_enabled;
-  batch_opts.plan.kv_reuse = config.cache_enabled;
+  batch_opts.plan.kv_reuse = config.cache_enabled && config.kv_reuse;
   batch_opts.pass_timeout = from_ms(config.pass_timeout_ms);
   out.batcher = sys.spawn(batcher, batch_opts, out.cache, out.workers, out.metrics);
   // Before any front exists, so the wiring precedes every lookup in the cache's mailbox.

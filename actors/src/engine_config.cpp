@@ -2,6 +2,7 @@
 
 #include <canopy/cache/eviction_policy.hpp>
 #include <canopy/cache/logprob_row.hpp>
+#include <canopy/backends/torch_backend.hpp>
 #include <canopy/error.hpp>
 
 #include <nlohmann/json.hpp>
@@ -71,7 +72,14 @@ setting make_setting(std::string key, std::string description, T engine_config::
 const std::vector<setting>& settings() {
   using c = engine_config;
   static const std::vector<setting> table = {
-    make_setting("backend", "model backend: mock", &c::backend),
+    make_setting("backend", "model backend: mock | torch", &c::backend),
+    make_setting("model", "torch: HF directory or llama2.c .bin; empty: built-in synthetic Llama",
+                 &c::model),
+    make_setting("tokenizer", "torch: tokenizer file; empty: found beside the model",
+                 &c::tokenizer),
+    make_setting("dtype", "torch: compute dtype float32 | float16 | bfloat16", &c::dtype),
+    make_setting("threads_per_worker", "torch: ATen intra-op threads per worker, 0: 1 (matmuls use OpenBLAS's pool)",
+                 &c::threads_per_worker),
     make_setting("vocab_size", "mock: entries per log-prob row", &c::vocab_size),
     make_setting("context_length", "mock: longest accepted sequence", &c::context_length),
     make_setting("mock_cost_per_pass_us", "mock: simulated microseconds per pass",
@@ -94,6 +102,8 @@ const std::vector<setting>& settings() {
     make_setting("rows_at_every_position", "store the row after every computed token",
                  &c::rows_at_every_position),
     make_setting("cache_enabled", "false: no cached rows and no KV reuse", &c::cache_enabled),
+    make_setting("kv_reuse", "false: every pass recomputes its whole sequence (rows still cached)",
+                 &c::kv_reuse),
     make_setting("logprob_budget_bytes", "hard limit on cached row bytes",
                  &c::logprob_budget_bytes),
     make_setting("logprob_max_entries", "limit on cached rows, 0: none (OutputCache maxsize)",
@@ -152,8 +162,10 @@ void engine_config::set(std::string_view key, std::string_view value) {
 }
 
 void engine_config::validate() const {
-  if (backend != "mock" && !backend_factory)
-    invalid("backend", "unknown backend '" + backend + "' (known: mock)");
+  if (backend != "mock" && backend != "torch" && !backend_factory)
+    invalid("backend", "unknown backend '" + backend + "' (known: mock, torch)");
+  if (dtype != "float32" && dtype != "float16" && dtype != "bfloat16")
+    invalid("dtype", "unknown dtype '" + dtype + "' (float32, float16, bfloat16)");
   if (vocab_size < 2)
     invalid("vocab_size", "must be at least 2");
   if (context_length < 1)
@@ -163,8 +175,8 @@ void engine_config::validate() const {
   if (devices.empty() && workers == 0)
     invalid("workers", "must be at least 1");
   for (const auto& d : devices)
-    if (d != "cpu" && d.rfind("cuda:", 0) != 0)
-      invalid("devices", "unknown device '" + d + "' (cpu or cuda:N)");
+    if (d != "cpu" && d != "cuda" && d.rfind("cuda:", 0) != 0)
+      invalid("devices", "unknown device '" + d + "' (cpu, cuda or cuda:N)");
   if (batch_size == 0)
     invalid("batch_size", "must be at least 1");
   if (batch_timeout_ms < 0)
@@ -198,6 +210,13 @@ std::vector<std::pair<std::string, std::string>> engine_config::describe() {
 std::vector<std::string> engine_config::device_list() const {
   if (!devices.empty())
     return devices;
+  if (backend == "torch")
+    if (const int gpus = backends::cuda_device_count(); gpus > 0) {
+      std::vector<std::string> out;
+      for (int i = 0; i < gpus; ++i)
+        out.push_back("cuda:" + std::to_string(i));
+      return out;
+    }
   return std::vector<std::string>(workers, "cpu");
 }
 

@@ -7,6 +7,9 @@
 #include "commands.hpp"
 #include "process_memory.hpp"
 
+#include <canopy/actors/engine_actors.hpp>
+#include <canopy/backends/backend_factory.hpp>
+
 #include <iostream>
 #include <sstream>
 #include <thread>
@@ -21,8 +24,9 @@ constexpr std::size_t check_every = 97;
 
 const char* const usage =
     "Usage: canopy bench [options] [engine settings]\n\n"
-    "Measures the engine, with the mock backend, on four workloads, each under several\n"
-    "variants side by side (a fresh engine per run):\n"
+    "Measures the engine on workloads, each under several variants side by side (a\n"
+    "fresh engine per run). The model is --model PATH, or the built-in seeded synthetic\n"
+    "Llama; --backend mock measures the actors alone on the mock backend.\n"
     "  smc      particles extend a shared prompt one sampled token per step, all asking "
     "at\n"
     "           once; resampling duplicates them, so their contexts form a tree\n"
@@ -34,23 +38,27 @@ const char* const usage =
     "           query is a new sequence, a warmed prompt plus its own new tokens, with\n"
     "           thousands in flight: cache-miss queries/s, each computing only its new\n"
     "           tokens\n"
-    "Variants: full (the config as given), no-cache (cache_enabled=false), no-batching\n"
-    "(batch_size=1, merge_duplicates=false, flush_when_idle=true), direct (the backend\n"
-    "called directly, one pass per query: the overhead baseline).\n"
-    "Every 97th answer is checked bit for bit against the mock's reference row; a "
-    "mismatch\n"
-    "makes the exit code 1. After the table, a targets section compares the full\n"
-    "variant with the engine's goals at zero simulated cost (informational: the exit\n"
-    "code does not depend on it).\n";
+    "Variants: full (the config as given), no-cache (cache_enabled=false), no-kv\n"
+    "(kv_reuse=false: every pass recomputes its whole sequence, as genlm-backend's HF\n"
+    "path between cache_kv calls), no-batching (batch_size=1, merge_duplicates=false,\n"
+    "flush_when_idle=true), direct (the backend called directly, one pass per query:\n"
+    "the overhead baseline). Defaults: a model runs smc and scoring under full, no-kv\n"
+    "and no-batching; the mock runs all four workloads under full, no-cache,\n"
+    "no-batching and direct.\n"
+    "Every 97th answer is checked against a reference computed without the engine (the\n"
+    "mock's row bit for bit; a model run alone on the whole sequence within 1e-4); a\n"
+    "mismatch makes the exit code 1. After the table, a targets section compares the\n"
+    "results with the engine's goals (informational: the exit code does not depend on\n"
+    "it).\n";
 
 std::vector<flag_spec> bench_flags() {
   const workload_options d;
   const auto dflt = [](auto value) { return " (default " + std::to_string(value) + ")"; };
   return {
       {"workload", "LIST",
-       "smc, scoring, hits, misses or all, comma-separated (default all)"},
+       "smc, scoring, hits, misses or all, comma-separated"},
       {"variants", "LIST",
-       "full, no-cache, no-batching, direct or all, comma-separated (default all)"},
+       "full, no-cache, no-kv, no-batching, direct or all, comma-separated"},
       {"particles", "N", "smc: particles" + dflt(d.particles)},
       {"steps", "T", "smc: sampled tokens per particle" + dflt(d.steps)},
       {"prompt-length", "L",
@@ -72,10 +80,14 @@ std::vector<flag_spec> bench_flags() {
   };
 }
 
-/// A comma-separated list of names known to `parse`, "all" standing for `all`.
+/// A comma-separated list of names known to `parse`, "all" standing for `all`;
+/// `defaults` when the flag is absent.
 template <class T, class Parse>
 std::vector<T> parse_list(const parsed_args& args, std::string_view flag,
-                          const std::vector<T>& all, Parse parse) {
+                          const std::vector<T>& all, const std::vector<T>& defaults,
+                          Parse parse) {
+  if (!args.has(flag))
+    return defaults;
   std::vector<T> out;
   for (const auto& name : args.names(flag, "all")) {
     if (name == "all") {
@@ -96,7 +108,8 @@ std::vector<T> parse_list(const parsed_args& args, std::string_view flag,
 }
 
 workload_options workload_options_of(const parsed_args& args,
-                                     const std::vector<workload_kind>& workloads) {
+                                     const std::vector<workload_kind>& workloads,
+                                     const backends::model_info& model) {
   const workload_options d;
   workload_options o;
   o.particles = args.count("particles", d.particles, 1);
@@ -110,7 +123,7 @@ workload_options workload_options_of(const parsed_args& args,
   o.seed = args.count("seed", d.seed);
   // Checked here, so that a workload too long for the model is a usage error rather
   // than a run failing midway.
-  const auto context = static_cast<std::size_t>(args.config.context_length);
+  const auto context = static_cast<std::size_t>(model.context_length);
   for (auto w : workloads) {
     if (w == workload_kind::smc && o.prompt_length + o.steps - 1 > context)
       throw usage_error("--steps: SMC contexts reach prompt-length + steps - 1 = " +
@@ -128,9 +141,16 @@ workload_options workload_options_of(const parsed_args& args,
   return o;
 }
 
-std::string describe_backend(const engine_config& c) {
+std::string describe_backend(const engine_config& c, const backends::model_info& model) {
   std::ostringstream out;
   out << "backend " << c.backend << ", ";
+  if (c.backend == "torch") {
+    if (c.model.empty())
+      out << "the built-in seeded synthetic Llama (no --model given), ";
+    out << "model " << model.name << " (vocab " << model.vocab_size << ", context "
+        << model.context_length << "), dtype " << c.dtype;
+    return out.str();
+  }
   if (c.mock_cost_per_pass_us == 0 && c.mock_cost_per_token_us == 0)
     out << "zero simulated cost (--mock_cost_per_token_us and --mock_cost_per_pass_us "
            "simulate a device)";
@@ -197,29 +217,41 @@ int bench_command(const std::vector<std::string>& argv) {
     print_usage(std::cout, usage, flags);
     return 0;
   }
-  const auto workloads =
-      parse_list(args, "workload",
-                 std::vector{workload_kind::smc, workload_kind::scoring,
-                             workload_kind::hits, workload_kind::misses},
-                 parse_workload);
-  const auto variants =
-      parse_list(args, "variants",
-                 std::vector{bench_variant::full, bench_variant::no_cache,
-                             bench_variant::no_batching, bench_variant::direct},
-                 parse_variant);
-  const auto options = workload_options_of(args, workloads);
+  const bool mock = args.config.backend == "mock";
+  const std::vector all_workloads{workload_kind::smc, workload_kind::scoring,
+                                  workload_kind::hits, workload_kind::misses};
+  // A model's passes cost real time: its default is the two workloads of its targets.
+  const auto workloads = parse_list(
+    args, "workload", all_workloads,
+    mock ? all_workloads : std::vector{workload_kind::smc, workload_kind::scoring},
+    parse_workload);
+  const std::vector all_variants{bench_variant::full, bench_variant::no_cache,
+                                 bench_variant::no_kv, bench_variant::no_batching,
+                                 bench_variant::direct};
+  const auto variants = parse_list(
+    args, "variants", all_variants,
+    mock ? std::vector{bench_variant::full, bench_variant::no_cache,
+                       bench_variant::no_batching, bench_variant::direct}
+         : std::vector{bench_variant::full, bench_variant::no_kv, bench_variant::no_batching},
+    parse_variant);
+  // The model's vocabulary and context shape the workloads.
+  const auto model =
+    backends::make_backend(actors::backend_spec_for(args.config, "cpu"))->info();
+  const auto options = workload_options_of(args, workloads, model);
   const bool json = args.has("json");
   const auto cores = std::thread::hardware_concurrency();
   const bool rss_per_run = reset_peak_rss();
 
   if (!json) {
-    std::cout << "canopy bench: " << describe_backend(args.config) << "; " << cores
+    std::cout << "canopy bench: " << describe_backend(args.config, model) << "; " << cores
               << " cores; variants " << joined(variants) << ", each on a fresh engine\n"
               << "config: " << args.config.to_json() << '\n';
     for (auto w : workloads)
-      std::cout << describe_workload(w, options, args.config.vocab_size) << '\n';
+      std::cout << describe_workload(w, options, model.vocab_size) << '\n';
     std::cout << "seed " << options.seed << "; every " << check_every
-              << "th answer checked bit for bit against the mock's reference row; rss "
+              << (mock ? "th answer checked bit for bit against the mock's reference row"
+                       : "th answer checked against the model run alone (tolerance 1e-4)")
+              << "; rss "
               << (rss_per_run ? "peak per run"
                               : "process peak so far (cannot reset it here)")
               << "\n\n";
@@ -247,7 +279,7 @@ int bench_command(const std::vector<std::string>& argv) {
                 << " checked rows differ from the reference; first: " << r.first_mismatch
                 << '\n';
   }
-  const auto targets = evaluate_targets(results);
+  const auto targets = evaluate_targets(results, args.config);
   if (json) {
     nlohmann::json doc = {
         {"backend", args.config.backend},
@@ -256,7 +288,9 @@ int bench_command(const std::vector<std::string>& argv) {
           {"per_token", args.config.mock_cost_per_token_us}}},
         {"cores", cores},
         {"config", nlohmann::json::parse(args.config.to_json())},
-        {"workload_options", options_json(options, args.config.vocab_size)},
+        {"model", {{"name", model.name}, {"vocab_size", model.vocab_size},
+                   {"context_length", model.context_length}}},
+        {"workload_options", options_json(options, model.vocab_size)},
         {"check_every", check_every},
         {"peak_rss_per_run", rss_per_run},
         {"results", nlohmann::json::array()},

@@ -3,6 +3,7 @@
 #include "checking_client.hpp"
 #include "direct_client.hpp"
 #include <canopy/actors/engine_actors.hpp>
+#include <canopy/backends/backend_factory.hpp>
 #include "process_memory.hpp"
 
 #include <canopy/engine.hpp>
@@ -31,6 +32,9 @@ engine_config variant_config(engine_config config, bench_variant variant) {
   case bench_variant::no_cache:
     config.cache_enabled = false;
     break;
+  case bench_variant::no_kv:
+    config.kv_reuse = false;
+    break;
   case bench_variant::no_batching:
     config.batch_size = 1;
     config.merge_duplicates = false;
@@ -51,6 +55,34 @@ std::string answer_dtype(const engine_config& config, bench_variant variant) {
   return stored ? config.logprob_dtype : "float32";
 }
 
+/// How answers are checked: against the mock's exact row, bit for bit; or against the
+/// model run alone on the whole sequence (a backend of its own, on the CPU), within
+/// the oracle tests' tolerance.
+check_rule check_rule_for(const engine_config& config, bench_variant variant) {
+  check_rule rule;
+  rule.dtype = answer_dtype(config, variant);
+  auto spec = actors::backend_spec_for(config, "cpu");
+  if (config.backend == "mock") {
+    rule.reference = [mock = spec.mock](const token_seq& tokens) {
+      return backends::mock_logprobs(mock, tokens.data(), tokens.size());
+    };
+    return rule;
+  }
+  spec.kv_budget_bytes = 16u << 20; // it keeps no KV
+  std::shared_ptr<backends::backend_i> model = backends::make_backend(spec);
+  rule.reference = [model](const token_seq& tokens) {
+    backends::pass_request request;
+    backends::pass_item item;
+    item.tokens = tokens;
+    item.rows = {static_cast<std::uint32_t>(tokens.size() - 1)};
+    item.keep_kv = false;
+    request.items.push_back(std::move(item));
+    return model->run(request).items.front().logprobs;
+  };
+  rule.tolerance_abs = 1e-4;
+  return rule;
+}
+
 /// Runs the workload through a checking_client, filling what every variant measures
 /// alike; `measure_start` resets the variant's own counters.
 bench_result measure(workload_kind workload, const workload_options& options,
@@ -58,8 +90,7 @@ bench_result measure(workload_kind workload, const workload_options& options,
                      const engine_config& config, bench_variant variant,
                      std::size_t check_every,
                      const std::function<void()>& measure_start) {
-  checking_client checked(client, actors::backend_spec_for(config, "cpu").mock,
-                          answer_dtype(config, variant), check_every);
+  checking_client checked(client, check_rule_for(config, variant), check_every);
   std::chrono::steady_clock::time_point started;
   const auto census = run_workload(workload, options, vocab, checked, [&] {
     measure_start();
@@ -86,8 +117,8 @@ bench_result measure(workload_kind workload, const workload_options& options,
 } // namespace
 
 std::optional<bench_variant> parse_variant(std::string_view name) {
-  for (auto v : {bench_variant::full, bench_variant::no_cache, bench_variant::no_batching,
-                 bench_variant::direct})
+  for (auto v : {bench_variant::full, bench_variant::no_cache, bench_variant::no_kv,
+                 bench_variant::no_batching, bench_variant::direct})
     if (to_string(v) == name)
       return v;
   return std::nullopt;
@@ -99,6 +130,8 @@ std::string_view to_string(bench_variant variant) {
     return "full";
   case bench_variant::no_cache:
     return "no-cache";
+  case bench_variant::no_kv:
+    return "no-kv";
   case bench_variant::no_batching:
     return "no-batching";
   case bench_variant::direct:

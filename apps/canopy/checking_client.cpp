@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 
+#include <cmath>
 #include <cstring>
 #include <sstream>
 #include <variant>
@@ -10,10 +11,8 @@ namespace canopy::app {
 
 namespace {
 
-/// The mock's row after `tokens`, rounded to `dtype`.
-std::vector<float> reference_row(const backends::mock_options& reference,
-                                 const std::string& dtype, const token_seq& tokens) {
-  auto row = backends::mock_logprobs(reference, tokens.data(), tokens.size());
+/// The reference row, rounded to `dtype` as the engine rounds what it stores.
+std::vector<float> rounded(std::vector<float> row, const std::string& dtype) {
   if (dtype == "float32")
     return row;
   // ATen's own round-to-nearest-even, independent of the cache's converters.
@@ -26,8 +25,15 @@ std::vector<float> reference_row(const backends::mock_options& reference,
   return row;
 }
 
+/// Rounding to float16/bfloat16 may land the engine's value and the reference's on
+/// either side of a rounding boundary: one unit in the last place, relative.
+double relative_slack(const std::string& dtype) {
+  return dtype == "float16" ? 1.0 / 1024 : dtype == "bfloat16" ? 1.0 / 128 : 0.0;
+}
+
 /// What differs between an engine's row and the reference, or "" when nothing does.
-std::string difference(const at::Tensor& row, const std::vector<float>& expected) {
+std::string difference(const at::Tensor& row, const std::vector<float>& expected,
+                       const check_rule& rule) {
   std::ostringstream what;
   what.precision(9);
   if (row.scalar_type() != at::kFloat ||
@@ -37,20 +43,27 @@ std::string difference(const at::Tensor& row, const std::vector<float>& expected
     return what.str();
   }
   const float* values = row.data_ptr<float>();
-  for (std::size_t v = 0; v < expected.size(); ++v)
-    if (std::memcmp(values + v, &expected[v], sizeof(float)) != 0) {
+  const bool exact = rule.tolerance_abs == 0;
+  const double slack = relative_slack(rule.dtype);
+  for (std::size_t v = 0; v < expected.size(); ++v) {
+    const bool same =
+      exact ? std::memcmp(values + v, &expected[v], sizeof(float)) == 0
+            : std::fabs(double(values[v]) - double(expected[v])) <=
+                rule.tolerance_abs + slack * std::fabs(double(expected[v]));
+    if (!same) {
       what << "entry " << v << " is " << values[v] << ", the reference " << expected[v];
+      if (!exact)
+        what << " (tolerance " << rule.tolerance_abs << ")";
       return what.str();
     }
+  }
   return "";
 }
 
 } // namespace
 
-checking_client::checking_client(query_client& inner,
-                                 const backends::mock_options& reference,
-                                 std::string dtype, std::size_t every)
-    : inner_(inner), reference_(reference), dtype_(std::move(dtype)), every_(every) {}
+checking_client::checking_client(query_client& inner, check_rule rule, std::size_t every)
+    : inner_(inner), rule_(std::move(rule)), every_(every) {}
 
 void checking_client::ask(token_seq tokens, logprobs_callback done) {
   if (asked_++ % every_ != 0) {
@@ -71,8 +84,8 @@ row_check checking_client::check() const {
   row_check out;
   for (const auto& [tokens, row] : kept_) {
     ++out.checked;
-    const auto diff =
-        difference(row.contiguous(), reference_row(reference_, dtype_, tokens));
+    const auto diff = difference(row.contiguous(),
+                                 rounded(rule_.reference(tokens), rule_.dtype), rule_);
     if (diff.empty())
       continue;
     if (++out.mismatched == 1)

@@ -18,6 +18,7 @@ std::string_view to_string(errc code) {
     case errc::no_workers: return "no_workers";
     case errc::shutting_down: return "shutting_down";
     case errc::invalid_request: return "invalid_request";
+    case errc::no_tokenizer: return "no_tokenizer";
   }
   return "unknown";
 }

@@ -84,6 +84,18 @@ TEST(batch_planner, without_kv_reuse_nothing_is_deferred) {
   EXPECT_TRUE(plan.deferred.empty());
 }
 
+TEST(batch_planner, without_kv_reuse_items_ignore_cached_kv_and_keep_none) {
+  token_seq a{1, 2, 3};
+  auto plan = plan_batch({{&a, kv_prefix{2, 5}}}, plan_options{true, false});
+  ASSERT_EQ(plan.pass.items.size(), 1u);
+  const auto& item = plan.pass.items[0];
+  EXPECT_EQ(item.tokens, a) << "the whole sequence is recomputed";
+  EXPECT_EQ(item.prefix, canopy::cache::no_kv);
+  EXPECT_EQ(item.prefix_length, 0u);
+  EXPECT_FALSE(item.keep_kv);
+  EXPECT_EQ(plan.answers[0].row, 2u);
+}
+
 TEST(batch_planner, branches_whose_shared_prefix_is_cached_run_together) {
   token_seq a{1, 2, 3}, b{1, 2, 4};
   auto plan = plan_batch({{&a, kv_prefix{2, 5}}, {&b, kv_prefix{2, 5}}}, only_asked);

@@ -320,7 +320,7 @@ TEST(BackendFactory, RejectsUnknownKindsDevicesAndBadOptions) {
   backend_spec spec;
   spec.kind = "llama";
   expect_invalid([&] { return make_backend(spec); },
-                 "unknown backend 'llama' (known: mock)");
+                 "unknown backend 'llama' (known: mock, torch)");
   spec = {};
   spec.device = "cuda:0";
   expect_invalid([&] { return make_backend(spec); }, "cuda:0");

@@ -20,6 +20,7 @@ namespace {
 
 engine_config small_config() {
   engine_config config;
+  config.backend = "mock";
   config.vocab_size = 96;
   config.context_length = 64;
   config.scheduler_threads = 2;

@@ -19,6 +19,7 @@ namespace {
 
 TEST(engine_concurrency, many_callers_get_exactly_the_uncached_answer) {
   engine_config config;
+  config.backend = "mock";
   config.vocab_size = 64;
   config.scheduler_threads = 2;
   config.batch_size = 32;

@@ -82,6 +82,7 @@ TEST(engine_config, an_engine_refuses_an_invalid_config) {
   config.workers = 0;
   EXPECT_TRUE(mentions(config_error([&] { canopy::engine lm{config}; }), "workers"));
   config = engine_config{};
+  config.backend = "mock";
   config.devices = {"cuda:0"};
   EXPECT_TRUE(mentions(config_error([&] { canopy::engine lm{config}; }), "cuda:0"));
 }

@@ -27,6 +27,7 @@ TEST(engine_host_system, a_host_actor_queries_the_engine_through_its_handle) {
   add_message_types(host_config);
   caf::actor_system host{host_config};
   engine_config config;
+  config.backend = "mock";
   config.vocab_size = 50;
   canopy::engine lm{host, config};
   token_seq s{4, 2, 4};

@@ -19,6 +19,7 @@ namespace {
 
 engine_config slow_config() {
   engine_config config;
+  config.backend = "mock";
   config.vocab_size = 32;
   config.scheduler_threads = 2;
   config.mock_cost_per_pass_us = 300000; // each pass takes 0.3 s
@@ -85,6 +86,7 @@ TEST(engine_lifecycle, a_throwing_host_backend_fails_its_queries_and_not_the_eng
     std::size_t kv_entries() const override { return inner->kv_entries(); }
   };
   engine_config config;
+  config.backend = "mock";
   config.scheduler_threads = 2;
   config.backend_factory = [](std::uint32_t, const std::string&) {
     return std::make_unique<flaky>();

@@ -33,6 +33,8 @@
 #include <future>
 #include <memory>
 #include <optional>
+#include <string>
+#include <string_view>
 #include <variant>
 #include <vector>
 
@@ -95,6 +97,19 @@ public:
   /// Answers every waiting query with errc::cancelled.
   void reset_async_queries();
 
+  /// Text to ids with the model's tokenizer, in its own convention (llama2.c: BOS and
+  /// the dummy-prefix space; GPT-2: nothing added). errc::no_tokenizer without one.
+  token_seq tokenize(std::string_view text) const;
+  /// The exact bytes of ids (errc::token_out_of_range for an id past the vocabulary).
+  std::string detokenize(const token_seq& ids) const;
+  /// For every id in [0, vocab_size()), the bytes it stands for; std::nullopt for
+  /// control tokens and for head rows past the tokenizer's vocabulary
+  /// (genlm-backend's byte_vocab). errc::no_tokenizer without a tokenizer.
+  const std::vector<std::optional<std::string>>& byte_vocab() const;
+  bool has_tokenizer() const;
+
+  /// Rows of the model's output head: every row has this many entries. A tokenizer
+  /// may have fewer ids (padded heads), never more.
   std::int64_t vocab_size() const;
   const backends::model_info& model() const;
   const engine_config& config() const;

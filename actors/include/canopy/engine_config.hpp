@@ -17,7 +17,14 @@ namespace canopy {
 
 struct engine_config {
   // -- model ------------------------------------------------------------------------
-  std::string backend = "mock";        // "mock"
+  std::string backend = "torch";       // "torch" (a LibTorch Llama or GPT-2) | "mock"
+  std::string model;                   // torch: HF directory or llama2.c .bin; empty:
+                                       // the built-in seeded synthetic Llama
+  std::string tokenizer;               // torch: tokenizer file; empty: found beside model
+  std::string dtype = "float32";       // torch: compute dtype float32 | float16 | bfloat16
+  std::uint32_t threads_per_worker = 0; // torch: ATen intra-op threads per worker; 0: 1
+                                       // (matmuls use every core through OpenBLAS's pool;
+                                       // see Note [intra-op threads])
   std::int64_t vocab_size = 512;       // mock: entries per row
   std::int64_t context_length = 4096;  // mock: longest accepted sequence
   double mock_cost_per_pass_us = 0;    // mock: simulated time per pass
@@ -27,7 +34,8 @@ struct engine_config {
 
   // -- devices ----------------------------------------------------------------------
   std::uint32_t workers = 1;           // one worker actor per device
-  std::vector<std::string> devices;    // empty: `workers` times "cpu"
+  std::vector<std::string> devices;    // empty: every CUDA device for torch when there
+                                       // is one, else `workers` times "cpu"
 
   // -- batching -----------------------------------------------------------------------
   std::uint32_t batch_size = 64;       // flush when this many distinct queries wait
@@ -38,6 +46,9 @@ struct engine_config {
 
   // -- cache --------------------------------------------------------------------------
   bool cache_enabled = true;           // false: no lookups, no stored rows, no KV reuse
+  bool kv_reuse = true;                // false: every pass recomputes its whole sequence
+                                       // (rows are still cached), as genlm-backend's HF
+                                       // path between cache_kv calls
   std::uint64_t logprob_budget_bytes = std::uint64_t{1} << 30;
   std::uint64_t logprob_max_entries = 0; // 0: none (genlm-backend OutputCache maxsize)
   std::uint64_t kv_budget_bytes = std::uint64_t{1} << 30; // per worker
@@ -68,7 +79,8 @@ struct engine_config {
   /// Every key with a one-line description (for --help).
   static std::vector<std::pair<std::string, std::string>> describe();
 
-  /// `devices`, or `workers` times "cpu" when it is empty.
+  /// `devices`; when empty, every visible CUDA device (torch backend), else
+  /// `workers` times "cpu".
   std::vector<std::string> device_list() const;
 };
 

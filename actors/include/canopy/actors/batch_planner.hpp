@@ -42,8 +42,8 @@ struct batch_plan {
 struct plan_options {
   bool rows_at_every_position = true; // compute every new token's row (later prefix
                                       // queries hit), not only the rows asked for
-  bool kv_reuse = true;               // false (cache off): KV is never kept, so
-                                      // deferring an entry would save nothing
+  bool kv_reuse = true;               // false: items compute their whole sequence and
+                                      // keep no KV (so deferring would save nothing)
 };
 
 batch_plan plan_batch(const std::vector<plan_entry>& entries, const plan_options& options);

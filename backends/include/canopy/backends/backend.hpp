@@ -35,7 +35,8 @@ struct pass_request {
 };
 
 struct item_output {
-  std::vector<kv_handle> kv;        // [n_new] when keep_kv, else empty
+  std::vector<kv_handle> kv;        // [n_new] when keep_kv, else empty; no_kv for the
+                                    // tail of tokens the backend had no room to keep
   std::vector<float> logprobs;      // [rows.size() * vocab], row-major, natural log
 };
 
@@ -50,6 +51,9 @@ struct model_info {
   std::int64_t vocab_size = 0;          // rows have this many entries
   std::int64_t context_length = 0;      // longest sequence a query may have
   std::uint64_t kv_bytes_per_token = 0; // KV budget cost of one token on this backend
+  std::uint64_t kv_keep_bytes = 0;      // KV the cache may keep on this worker (less than
+                                        // its storage, so a pass has room for its new
+                                        // tokens); 0: no limit of the backend's own
 };
 
 class backend_i {

@@ -25,6 +25,7 @@ enum class errc : std::uint8_t {
   no_workers,         // no live worker can run the query
   shutting_down,      // the engine stopped before answering
   invalid_request,    // a malformed request of another kind
+  no_tokenizer,       // text was given but the model has no tokenizer (use token ids)
 };
 
 /// The category under which Canopy errors travel in caf::error.

@@ -35,7 +35,7 @@ typename Inspector::result_type inspect(Inspector& f, pass_result& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, model_info& x) {
   return f(caf::meta::type_name("model_info"), x.name, x.vocab_size, x.context_length,
-           x.kv_bytes_per_token);
+           x.kv_bytes_per_token, x.kv_keep_bytes);
 }
 
 } // namespace canopy::backends

@@ -1,0 +1,32 @@
+#pragma once
+// The LibTorch backend: a Llama or GPT-2 checkpoint run on one device, with its KV in
+// storage preallocated from the worker's KV byte budget. One pass computes the new
+// tokens of all its items together (ragged: different cached lengths and numbers of
+// new tokens, no padding to the longest context).
+// Thread contract: see backend_i (one thread at a time).
+
+#include <canopy/backends/backend.hpp>
+#include <canopy/backends/checkpoint.hpp>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace canopy::backends {
+
+struct torch_options {
+  std::string device = "cpu";     // "cpu", "cuda" or "cuda:N"
+  std::string dtype = "float32";  // compute dtype: float32 | float16 | bfloat16
+  std::uint64_t kv_budget_bytes = std::uint64_t{1} << 30; // this worker's KV storage
+  int threads = 0;                // intra-op threads of this worker's passes; 0: ATen's
+};
+
+/// Throws std::invalid_argument naming the problem (unknown dtype, a CUDA device
+/// without CUDA, a budget too small for one token) and checkpoint_error for weights
+/// the architecture cannot use.
+std::unique_ptr<backend_i> make_torch_backend(const checkpoint& ckpt, const torch_options& options);
+
+/// CUDA devices LibTorch can use in this process (0 in a CPU-only build).
+int cuda_device_count();
+
+} // namespace canopy::backends

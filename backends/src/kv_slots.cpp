@@ -1,0 +1,89 @@
+#include "kv_slots.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+
+namespace canopy::backends {
+
+kv_slots::kv_slots(std::int64_t capacity) {
+  if (capacity < 0 || capacity >= (std::int64_t{1} << 32) - 1)
+    throw std::invalid_argument("kv storage: capacity out of range: " +
+                                std::to_string(capacity));
+  entries_.resize(static_cast<std::size_t>(capacity));
+  free_.reserve(entries_.size());
+  for (auto s = capacity; s-- > 0;)
+    free_.push_back(s);
+}
+
+const kv_slots::entry* kv_slots::find(cache::kv_handle h) const {
+  const auto index = static_cast<std::uint64_t>(h & 0xffffffffu);
+  if (index == 0 || index > entries_.size())
+    return nullptr;
+  const auto& e = entries_[index - 1];
+  return e.in_use && e.generation == (h >> 32) ? &e : nullptr;
+}
+
+std::vector<kv_slots::slot> kv_slots::chain(cache::kv_handle last, std::uint32_t length) const {
+  std::vector<slot> out(length);
+  cache::kv_handle h = last;
+  for (auto i = length; i-- > 0;) {
+    const entry* e = find(h);
+    if (e == nullptr)
+      throw std::invalid_argument("kv storage: unknown or released KV handle " +
+                                  std::to_string(h));
+    if (e->position != i)
+      throw std::invalid_argument("kv storage: KV handle " + std::to_string(h) +
+                                  " is at position " + std::to_string(e->position) +
+                                  ", expected " + std::to_string(i));
+    out[i] = static_cast<slot>(h & 0xffffffffu) - 1;
+    h = e->parent;
+  }
+  if (h != cache::no_kv)
+    throw std::invalid_argument("kv storage: KV handle " + std::to_string(last) +
+                                " continues past the stated prefix length " +
+                                std::to_string(length));
+  return out;
+}
+
+std::vector<kv_slots::slot> kv_slots::take(cache::kv_handle parent, std::uint32_t position,
+                                           std::size_t n) {
+  std::vector<slot> out;
+  out.reserve(std::min(n, free_.size()));
+  for (std::size_t i = 0; i < n && !free_.empty(); ++i) {
+    const slot s = free_.back();
+    free_.pop_back();
+    auto& e = entries_[static_cast<std::size_t>(s)];
+    e.in_use = true;
+    e.position = position + static_cast<std::uint32_t>(i);
+    e.parent = out.empty() ? parent : handle(out.back());
+    out.push_back(s);
+  }
+  return out;
+}
+
+cache::kv_handle kv_slots::handle(slot s) const {
+  const auto& e = entries_[static_cast<std::size_t>(s)];
+  return (static_cast<cache::kv_handle>(e.generation) << 32) |
+         static_cast<cache::kv_handle>(s + 1);
+}
+
+void kv_slots::free_slot(slot s) {
+  auto& e = entries_[static_cast<std::size_t>(s)];
+  e.in_use = false;
+  ++e.generation;
+  free_.push_back(s);
+}
+
+void kv_slots::release(cache::kv_handle h) {
+  if (find(h) != nullptr)
+    free_slot(static_cast<slot>(h & 0xffffffffu) - 1);
+}
+
+void kv_slots::give_back(const std::vector<slot>& slots) {
+  for (const slot s : slots)
+    if (entries_[static_cast<std::size_t>(s)].in_use)
+      free_slot(s);
+}
+
+} // namespace canopy::backends

@@ -1,0 +1,99 @@
+#include "llama_model.hpp"
+
+#include "torch_weights.hpp"
+
+#include <string>
+
+namespace canopy::backends {
+
+namespace {
+
+// Note [rotary layouts]
+// HF rotates the pairs (j, j + hd/2) of each head ("rotate_half"); llama2.c and Meta
+// rotate (2j, 2j + 1). Permuting the q/k rows of every head so that
+// new row c*hd/2 + j = old row 2j + c turns the second into the first, so one code
+// path serves both and gives the same answers (HF's convert_llama_weights_to_hf does
+// the same permutation).
+at::Tensor to_rotate_half(const at::Tensor& w, std::int64_t heads, std::int64_t hd) {
+  return w.view({heads, hd / 2, 2, w.size(1)}).transpose(1, 2).reshape({heads * hd, w.size(1)});
+}
+
+// Float32 angle tables alone cost ~6e-5 at position 400 (oracle README): float64.
+std::pair<at::Tensor, at::Tensor> rope_tables(const model_config& c, at::ScalarType dtype,
+                                              at::Device device) {
+  const auto hd = c.head_dim;
+  auto exponent = at::arange(0, hd, 2, at::kDouble) / static_cast<double>(hd);
+  auto inv_freq = at::pow(c.rope_theta, exponent).reciprocal();            // [hd/2]
+  auto positions = at::arange(c.context_length, at::kDouble).unsqueeze(1); // [C, 1]
+  auto angles = positions * inv_freq.unsqueeze(0);                          // [C, hd/2]
+  angles = at::cat({angles, angles}, 1);                                    // [C, hd]
+  return {angles.cos().to(device, dtype), angles.sin().to(device, dtype)};
+}
+
+} // namespace
+
+llama_model::llama_model(const checkpoint& ckpt, at::ScalarType dtype, at::Device device)
+    : config_(ckpt.config) {
+  auto w = [&](const std::string& name) { return load_weight(ckpt, name, dtype, device); };
+  const auto& c = config_;
+  embed_ = w("model.embed_tokens.weight");
+  head_ = c.tied_embeddings ? embed_ : w("lm_head.weight");
+  norm_ = w("model.norm.weight");
+  std::tie(cos_, sin_) = rope_tables(c, dtype, device);
+  for (std::int64_t l = 0; l < c.num_layers; ++l) {
+    const auto p = "model.layers." + std::to_string(l) + ".";
+    auto q = w(p + "self_attn.q_proj.weight");
+    auto k = w(p + "self_attn.k_proj.weight");
+    if (c.rope == rope_pairs::interleaved) {
+      q = to_rotate_half(q, c.num_heads, c.head_dim);
+      k = to_rotate_half(k, c.num_kv_heads, c.head_dim);
+    }
+    layers_.push_back({w(p + "input_layernorm.weight"),
+                       at::cat({q, k, w(p + "self_attn.v_proj.weight")}, 0),
+                       w(p + "self_attn.o_proj.weight"),
+                       w(p + "post_attention_layernorm.weight"),
+                       at::cat({w(p + "mlp.gate_proj.weight"), w(p + "mlp.up_proj.weight")}, 0),
+                       w(p + "mlp.down_proj.weight")});
+  }
+}
+
+at::Tensor llama_model::rms_norm(const at::Tensor& x, const at::Tensor& weight) const {
+  // In float32 whatever the compute dtype, as HF's LlamaRMSNorm.
+  const auto xf = x.to(at::kFloat);
+  const auto scale = at::rsqrt(xf.pow(2).mean(-1, true) + config_.norm_eps);
+  return (xf * scale).to(x.scalar_type()) * weight;
+}
+
+at::Tensor llama_model::rotate(const at::Tensor& x, const at::Tensor& cos,
+                               const at::Tensor& sin) const {
+  const auto half = config_.head_dim / 2;
+  const auto rotated = at::cat({-x.narrow(-1, half, half), x.narrow(-1, 0, half)}, -1);
+  return x * cos + rotated * sin;
+}
+
+at::Tensor llama_model::forward(const at::Tensor& tokens, const device_layout& layout,
+                                const pass_kv& kv, const at::Tensor& rows) const {
+  const auto& c = config_;
+  const auto T = tokens.size(0);
+  const auto H = c.num_heads, KV = c.num_kv_heads, hd = c.head_dim;
+  const auto cos = cos_.index_select(0, layout.positions).unsqueeze(1); // [T, 1, hd]
+  const auto sin = sin_.index_select(0, layout.positions).unsqueeze(1);
+  auto x = embed_.index_select(0, tokens); // [T, D]
+  for (std::int64_t l = 0; l < c.num_layers; ++l) {
+    const auto& L = layers_[static_cast<std::size_t>(l)];
+    const auto qkv = at::linear(rms_norm(x, L.input_norm), L.qkv);
+    const auto q = rotate(qkv.narrow(1, 0, H * hd).view({T, H, hd}), cos, sin);
+    const auto k = rotate(qkv.narrow(1, H * hd, KV * hd).view({T, KV, hd}), cos, sin);
+    const auto v = qkv.narrow(1, (H + KV) * hd, KV * hd).reshape({T, KV, hd});
+    kv.store(l, k, v);
+    const auto [k_prefix, v_prefix] = kv.prefix(l);
+    x = x + at::linear(ragged_attention(q, k, v, k_prefix, v_prefix, layout), L.out);
+    const auto gate_up = at::linear(rms_norm(x, L.post_norm), L.gate_up);
+    const auto F = gate_up.size(1) / 2;
+    x = x + at::linear(at::silu(gate_up.narrow(1, 0, F)) * gate_up.narrow(1, F, F), L.down);
+  }
+  const auto last = rms_norm(x.index_select(0, rows), norm_);
+  return log_probs(at::linear(last, head_));
+}
+
+} // namespace canopy::backends

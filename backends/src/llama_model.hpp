@@ -1,0 +1,40 @@
+#pragma once
+// The Llama family: RMSNorm, rotary embeddings (rotate_half form; llama2.c's
+// interleaved q/k rows are permuted into it at load), grouped-query attention,
+// SwiGLU MLP, tied or untied head.
+// Thread contract: see transformer.
+
+#include "transformer.hpp"
+
+#include <vector>
+
+namespace canopy::backends {
+
+class llama_model final : public transformer {
+public:
+  llama_model(const checkpoint& ckpt, at::ScalarType dtype, at::Device device);
+  const model_config& config() const override { return config_; }
+  at::Tensor forward(const at::Tensor& tokens, const device_layout& layout, const pass_kv& kv,
+                     const at::Tensor& rows) const override;
+
+private:
+  struct layer {
+    at::Tensor input_norm;  // [D]
+    at::Tensor qkv;         // [(H + 2 KV) hd, D]: q, k, v projections fused
+    at::Tensor out;         // [D, H hd]
+    at::Tensor post_norm;   // [D]
+    at::Tensor gate_up;     // [2F, D]: gate and up fused
+    at::Tensor down;        // [D, F]
+  };
+  at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight) const;
+  at::Tensor rotate(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) const;
+
+  model_config config_;
+  at::Tensor embed_; // [V, D]
+  at::Tensor head_;  // [V, D] (the embedding when tied)
+  at::Tensor norm_;  // [D]
+  at::Tensor cos_, sin_; // [context, hd], computed in float64 then cast
+  std::vector<layer> layers_;
+};
+
+} // namespace canopy::backends

@@ -1,0 +1,48 @@
+#pragma once
+// How one ragged pass is laid out for the model, decided on the host before any
+// tensor work: the new tokens of all items packed into one sequence of T rows (so
+// every projection and MLP is one matmul over the whole batch, with no padding), and
+// the attention split into groups of items of similar shape, each padded only to its
+// own largest item (Note [attention groups]).
+//
+// Keys of the attention are rows of one source: [prefix KV gathered from the pool (P
+// rows) | the pass's own new KV (T rows) | one zero row for padding].
+//
+// Thread contract: plain values; build_pass_layout is a pure function.
+
+#include <cstdint>
+#include <vector>
+
+namespace canopy::backends {
+
+/// One item as the layout needs it.
+struct item_shape {
+  std::vector<std::int64_t> prefix_slots; // [p] pool rows of the cached prefix, oldest first
+  std::int64_t new_tokens = 0;            // n >= 1
+};
+
+struct attention_group {
+  std::int64_t items = 0;   // G
+  std::int64_t queries = 0; // n_max: query rows per item, padded
+  std::int64_t keys = 0;    // L_max: key rows per item, padded
+  std::vector<std::int64_t> query_index; // [G*n_max] packed row, or T for padding
+  std::vector<std::int64_t> key_index;   // [G*L_max] row of the key source, P+T for padding
+  std::vector<float> mask;               // [G*n_max*L_max] 0 where allowed, else -inf
+  std::vector<std::int64_t> result_rows;    // [n_real] rows of the G*n_max output that are real
+  std::vector<std::int64_t> result_targets; // [n_real] packed rows they answer
+};
+
+struct pass_layout {
+  std::int64_t packed_rows = 0;               // T
+  std::vector<std::int64_t> positions;        // [T] absolute position of each new token
+  std::vector<std::int64_t> item_offset;      // [items] first packed row of each item
+  std::vector<std::int64_t> prefix_slots;     // [P] all items' prefix slots, item by item
+  std::vector<attention_group> groups;
+  /// True when one group covers every packed row in packed order without padding,
+  /// so its output needs no gather (SMC steps: every particle adds one token).
+  bool identity = false;
+};
+
+pass_layout build_pass_layout(const std::vector<item_shape>& items);
+
+} // namespace canopy::backends

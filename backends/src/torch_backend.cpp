@@ -1,0 +1,227 @@
+#include <canopy/backends/torch_backend.hpp>
+
+#include "kv_slots.hpp"
+#include "pass_kv.hpp"
+#include "pass_layout.hpp"
+#include "transformer.hpp"
+
+#include <ATen/Parallel.h>
+#include <ATen/detail/CUDAHooksInterface.h>
+#include <c10/core/InferenceMode.h>
+
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+namespace canopy::backends {
+
+int cuda_device_count() {
+  return at::detail::getCUDAHooks().getNumGPUs();
+}
+
+namespace {
+
+at::ScalarType parse_dtype(const std::string& name) {
+  if (name == "float32")
+    return at::kFloat;
+  if (name == "float16")
+    return at::kHalf;
+  if (name == "bfloat16")
+    return at::kBFloat16;
+  throw std::invalid_argument("unknown dtype '" + name +
+                              "' (known: float32, float16, bfloat16)");
+}
+
+at::Device parse_device(const std::string& name) {
+  if (name == "cpu")
+    return at::kCPU;
+  if (name.rfind("cuda", 0) != 0)
+    throw std::invalid_argument("unknown device '" + name + "' (cpu, cuda or cuda:N)");
+  const int count = cuda_device_count();
+  if (count == 0)
+    throw std::invalid_argument("device '" + name +
+                                "': this LibTorch has no CUDA device (Debian's libtorch is "
+                                "CPU-only); use \"cpu\"");
+  const at::Device device(name == "cuda" ? std::string("cuda:0") : name);
+  if (device.index() >= count)
+    throw std::invalid_argument("device '" + name + "': only " + std::to_string(count) +
+                                " CUDA device(s) are visible");
+  return device;
+}
+
+// Note [KV headroom]
+// The storage is exactly the KV byte budget. The cache evicts only when it stores
+// new KV, so if it could fill the storage, a pass would find no free row for its new
+// tokens, keep none, and the cache would never evict to make room: KV reuse would
+// stop for good. The cache therefore keeps at most 7/8 of the storage; the rest is
+// room for passes in flight (what does not fit is computed but not kept).
+constexpr std::int64_t keep_eighths = 7;
+
+[[noreturn]] void fail_item(std::size_t index, const std::string& problem) {
+  throw std::invalid_argument("pass item " + std::to_string(index) + ": " + problem);
+}
+
+/// Gives taken slots back unless the pass succeeded.
+class slot_reservation {
+public:
+  explicit slot_reservation(kv_slots& slots) : slots_(slots) {}
+  ~slot_reservation() {
+    if (!committed_)
+      slots_.give_back(taken_);
+  }
+  slot_reservation(const slot_reservation&) = delete;
+  slot_reservation& operator=(const slot_reservation&) = delete;
+  void add(const std::vector<kv_slots::slot>& s) { taken_.insert(taken_.end(), s.begin(), s.end()); }
+  void commit() { committed_ = true; }
+
+private:
+  kv_slots& slots_;
+  std::vector<kv_slots::slot> taken_;
+  bool committed_ = false;
+};
+
+at::Tensor long_tensor(const std::vector<std::int64_t>& values, at::Device device) {
+  auto t = at::empty({static_cast<std::int64_t>(values.size())}, at::kLong);
+  std::copy(values.begin(), values.end(), t.data_ptr<std::int64_t>());
+  return t.to(device);
+}
+
+class torch_backend final : public backend_i {
+public:
+  torch_backend(const checkpoint& ckpt, const torch_options& options)
+      : device_(parse_device(options.device)), dtype_(parse_dtype(options.dtype)),
+        threads_(options.threads) {
+    if (dtype_ == at::kHalf && device_.is_cpu())
+      throw std::invalid_argument("dtype float16 needs a CUDA device (LibTorch has no "
+                                  "float16 matmul on the CPU); use bfloat16 or float32");
+    if (device_.is_cuda()) {
+      // Reduced-precision matmuls would break agreement with the reference.
+      at::globalContext().setAllowTF32CuBLAS(false);
+      at::globalContext().setAllowTF32CuDNN(false);
+    }
+    model_ = make_transformer(ckpt, dtype_, device_);
+    const auto& c = model_->config();
+    const auto per_token = static_cast<std::uint64_t>(
+      2 * c.num_layers * c.num_kv_heads * c.head_dim * at::elementSize(dtype_));
+    const auto capacity = static_cast<std::int64_t>(options.kv_budget_bytes / per_token);
+    if (capacity < 1)
+      throw std::invalid_argument("kv_budget_bytes " + std::to_string(options.kv_budget_bytes) +
+                                  " holds no token (one token needs " +
+                                  std::to_string(per_token) + " bytes)");
+    slots_ = std::make_unique<kv_slots>(capacity);
+    kv_ = std::make_unique<kv_tensors>(c.num_layers, capacity, c.num_kv_heads, c.head_dim,
+                                       at::TensorOptions().dtype(dtype_).device(device_));
+    info_.name = to_string(c.arch) + " " + ckpt.source;
+    info_.vocab_size = c.vocab_size;
+    info_.context_length = c.context_length;
+    info_.kv_bytes_per_token = per_token;
+    info_.kv_keep_bytes = static_cast<std::uint64_t>(capacity * keep_eighths / 8) * per_token;
+  }
+
+  const model_info& info() const override { return info_; }
+
+  pass_result run(const pass_request& request) override {
+    if (threads_ > 0 && at::get_num_threads() != threads_)
+      at::set_num_threads(threads_);
+    c10::InferenceMode inference;
+    const auto& items = request.items;
+    std::vector<item_shape> shapes(items.size());
+    std::vector<std::vector<kv_slots::slot>> kept(items.size());
+    std::vector<std::int64_t> tokens, rows;
+    for (std::size_t i = 0; i < items.size(); ++i)
+      shapes[i] = check(i, items[i]);
+    slot_reservation reservation(*slots_);
+    const auto layout = build_pass_layout(shapes);
+    std::vector<std::int64_t> store_rows, store_slots;
+    for (std::size_t i = 0; i < items.size(); ++i) {
+      const auto& item = items[i];
+      const auto offset = layout.item_offset[i];
+      for (const auto t : item.tokens)
+        tokens.push_back(t);
+      for (const auto r : item.rows)
+        rows.push_back(offset + r);
+      if (!item.keep_kv)
+        continue;
+      kept[i] = slots_->take(item.prefix, item.prefix_length, item.tokens.size());
+      reservation.add(kept[i]);
+      for (std::size_t j = 0; j < kept[i].size(); ++j) {
+        store_rows.push_back(offset + static_cast<std::int64_t>(j));
+        store_slots.push_back(kept[i][j]);
+      }
+    }
+    const auto on_device = to_device(layout, device_, dtype_);
+    pass_kv kv{kv_.get(), on_device.prefix_slots, long_tensor(store_rows, device_),
+               long_tensor(store_slots, device_)};
+    const auto logprobs =
+      model_->forward(long_tensor(tokens, device_), on_device, kv, long_tensor(rows, device_))
+        .to(at::kCPU)
+        .contiguous();
+
+    pass_result result;
+    result.tokens_computed = static_cast<std::uint64_t>(layout.packed_rows);
+    result.items.resize(items.size());
+    const auto vocab = static_cast<std::size_t>(info_.vocab_size);
+    const float* next_row = logprobs.data_ptr<float>();
+    for (std::size_t i = 0; i < items.size(); ++i) {
+      auto& out = result.items[i];
+      const auto n_rows = items[i].rows.size();
+      out.logprobs.assign(next_row, next_row + n_rows * vocab);
+      next_row += n_rows * vocab;
+      if (!items[i].keep_kv)
+        continue;
+      out.kv.assign(items[i].tokens.size(), no_kv);
+      for (std::size_t j = 0; j < kept[i].size(); ++j)
+        out.kv[j] = slots_->handle(kept[i][j]);
+    }
+    reservation.commit();
+    return result;
+  }
+
+  void release_kv(const std::vector<kv_handle>& handles) override {
+    for (const auto h : handles)
+      slots_->release(h);
+  }
+
+  std::size_t kv_entries() const override { return static_cast<std::size_t>(slots_->used()); }
+
+private:
+  /// Refuses an item the model cannot compute; returns its shape for the layout.
+  item_shape check(std::size_t index, const pass_item& item) const {
+    const auto& c = model_->config();
+    if (item.tokens.empty())
+      fail_item(index, "no new tokens");
+    for (const auto t : item.tokens)
+      if (t < 0 || t >= c.vocab_size)
+        fail_item(index, "token id " + std::to_string(t) + " is outside [0, " +
+                           std::to_string(c.vocab_size) + ")");
+    if (static_cast<std::int64_t>(item.prefix_length + item.tokens.size()) > c.context_length)
+      fail_item(index, "sequence of " + std::to_string(item.prefix_length + item.tokens.size()) +
+                         " tokens exceeds the context of " + std::to_string(c.context_length));
+    for (std::size_t r = 0; r < item.rows.size(); ++r)
+      if (item.rows[r] >= item.tokens.size() || (r > 0 && item.rows[r] <= item.rows[r - 1]))
+        fail_item(index, "rows must be ascending indices into the new tokens");
+    if (item.prefix == no_kv && item.prefix_length != 0)
+      fail_item(index, "prefix_length without a prefix KV handle");
+    item_shape shape;
+    shape.new_tokens = static_cast<std::int64_t>(item.tokens.size());
+    if (item.prefix != no_kv)
+      shape.prefix_slots = slots_->chain(item.prefix, item.prefix_length);
+    return shape;
+  }
+
+  at::Device device_;
+  at::ScalarType dtype_;
+  int threads_;
+  std::unique_ptr<transformer> model_;
+  std::unique_ptr<kv_slots> slots_;
+  std::unique_ptr<kv_tensors> kv_;
+  model_info info_;
+};
+
+} // namespace
+
+std::unique_ptr<backend_i> make_torch_backend(const checkpoint& ckpt, const torch_options& options) {
+  return std::make_unique<torch_backend>(ckpt, options);
+}
+
+} // namespace canopy::backends

@@ -1,0 +1,35 @@
+#include "torch_weights.hpp"
+
+#include <cstring>
+
+namespace canopy::backends {
+
+namespace {
+
+at::ScalarType scalar_type(weight_dtype dtype) {
+  switch (dtype) {
+    case weight_dtype::f16: return at::kHalf;
+    case weight_dtype::bf16: return at::kBFloat16;
+    case weight_dtype::f32: break;
+  }
+  return at::kFloat;
+}
+
+} // namespace
+
+at::Tensor load_weight(const checkpoint& ckpt, const std::string& name, at::ScalarType dtype,
+                       at::Device device) {
+  const auto found = ckpt.tensors.find(name);
+  if (found == ckpt.tensors.end())
+    throw checkpoint_error(ckpt.source + ": missing tensor '" + name + "'");
+  const auto& view = found->second;
+  auto host = at::empty(view.shape, at::TensorOptions().dtype(scalar_type(view.dtype)));
+  std::memcpy(host.data_ptr(), view.data, host.numel() * element_size(view.dtype));
+  return host.to(device, dtype);
+}
+
+at::Tensor log_probs(const at::Tensor& logits) {
+  return at::log_softmax(logits, -1, at::kFloat);
+}
+
+} // namespace canopy::backends

@@ -1,0 +1,244 @@
+// The LibTorch backend against the independent float64 oracle, driven directly (no
+// engine): every row of every case, through a single pass, a ragged batch, KV reuse
+// from a cached prefix and token-by-token extension; and the KV storage rules.
+#include <canopy/backends/checkpoint.hpp>
+#include <canopy/backends/torch_backend.hpp>
+
+#include "oracle.hpp"
+#include "shared_fixtures.hpp"
+
+#include <gtest/gtest.h>
+
+#include <numeric>
+#include <stdexcept>
+#include <string>
+
+namespace {
+
+using namespace canopy::backends;
+using canopy::cache::token_seq;
+using canopy::testing::load_oracle_cases;
+using canopy::testing::max_abs_diff;
+using canopy::testing::oracle_case;
+
+struct model_fixture {
+  const char* model;  // under ../shared
+  const char* oracle; // under ../shared
+};
+
+void PrintTo(const model_fixture& f, std::ostream* os) { *os << f.model; }
+
+std::vector<std::uint32_t> all_rows(std::size_t n) {
+  std::vector<std::uint32_t> rows(n);
+  std::iota(rows.begin(), rows.end(), 0u);
+  return rows;
+}
+
+pass_item item(token_seq tokens, kv_handle prefix = no_kv, std::uint32_t prefix_length = 0,
+               bool keep_kv = true) {
+  pass_item it;
+  it.prefix = prefix;
+  it.prefix_length = prefix_length;
+  it.rows = all_rows(tokens.size());
+  it.tokens = std::move(tokens);
+  it.keep_kv = keep_kv;
+  return it;
+}
+
+token_seq slice(const token_seq& s, std::size_t from, std::size_t to) {
+  return token_seq(s.begin() + static_cast<std::ptrdiff_t>(from),
+                   s.begin() + static_cast<std::ptrdiff_t>(to));
+}
+
+/// max |got - oracle| over rows [from, from + rows of `out`) of the case.
+double error(const item_output& out, const oracle_case& c, std::size_t from) {
+  const auto n = out.logprobs.size();
+  EXPECT_EQ(n % static_cast<std::size_t>(c.vocab), 0u);
+  return max_abs_diff(out.logprobs.data(), c.row(static_cast<std::int64_t>(from)), n);
+}
+
+class torch_backend_fidelity : public ::testing::TestWithParam<model_fixture> {
+protected:
+  std::unique_ptr<backend_i> make(std::uint64_t kv_budget = 64u << 20) {
+    torch_options options;
+    options.kv_budget_bytes = kv_budget;
+    return make_torch_backend(load_checkpoint(model_path), options);
+  }
+  std::filesystem::path model_path;
+  std::vector<oracle_case> cases;
+};
+
+#define LOAD_FIXTURES()                                                                 \
+  CANOPY_SHARED_PATH_OR_SKIP(model_dir, GetParam().model);                              \
+  CANOPY_SHARED_PATH_OR_SKIP(oracle_dir, GetParam().oracle);                            \
+  model_path = model_dir;                                                               \
+  cases = load_oracle_cases(oracle_dir)
+
+TEST_P(torch_backend_fidelity, every_row_of_every_case_in_one_pass_matches_the_oracle) {
+  LOAD_FIXTURES();
+  auto backend = make();
+  for (const auto& c : cases) {
+    ASSERT_EQ(backend->info().vocab_size, c.vocab) << c.name;
+    pass_request request;
+    request.items.push_back(item(c.tokens, no_kv, 0, false));
+    const auto result = backend->run(request);
+    EXPECT_EQ(result.tokens_computed, c.tokens.size());
+    EXPECT_TRUE(result.items[0].kv.empty()) << "keep_kv=false keeps nothing";
+    EXPECT_LE(error(result.items[0], c, 0), c.tolerance) << c.name;
+  }
+  EXPECT_EQ(backend->kv_entries(), 0u);
+}
+
+TEST_P(torch_backend_fidelity, a_ragged_batch_matches_each_item_alone) {
+  LOAD_FIXTURES();
+  auto backend = make();
+  // Prime the KV of a 3-token prefix of every case, then one pass of mixed items:
+  // whole cases without a prefix, and continuations of different lengths.
+  std::vector<std::vector<kv_handle>> primed;
+  pass_request prime;
+  for (const auto& c : cases)
+    prime.items.push_back(item(slice(c.tokens, 0, 3)));
+  for (const auto& out : backend->run(prime).items)
+    primed.push_back(out.kv);
+  pass_request batch;
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    const auto& t = cases[i].tokens;
+    batch.items.push_back(item(t));
+    batch.items.push_back(item(slice(t, 3, t.size()), primed[i][2], 3));
+    batch.items.push_back(item(slice(t, 3, 4), primed[i][2], 3, false));
+  }
+  const auto result = backend->run(batch);
+  std::uint64_t expected_tokens = 0;
+  for (const auto& it : batch.items)
+    expected_tokens += it.tokens.size();
+  EXPECT_EQ(result.tokens_computed, expected_tokens);
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    const auto& c = cases[i];
+    EXPECT_LE(error(result.items[3 * i], c, 0), c.tolerance) << c.name << " whole";
+    EXPECT_LE(error(result.items[3 * i + 1], c, 3), c.tolerance) << c.name << " continued";
+    EXPECT_LE(error(result.items[3 * i + 2], c, 3), c.tolerance) << c.name << " one token";
+  }
+}
+
+TEST_P(torch_backend_fidelity, extending_token_by_token_reuses_kv_and_matches) {
+  LOAD_FIXTURES();
+  auto backend = make();
+  const auto& c = cases.back(); // the longest
+  kv_handle last = no_kv;
+  for (std::size_t i = 0; i < c.tokens.size(); ++i) {
+    pass_request request;
+    request.items.push_back(item({c.tokens[i]}, last, static_cast<std::uint32_t>(i)));
+    const auto result = backend->run(request);
+    ASSERT_EQ(result.tokens_computed, 1u);
+    ASSERT_EQ(result.items[0].kv.size(), 1u);
+    last = result.items[0].kv[0];
+    ASSERT_NE(last, no_kv);
+    EXPECT_LE(error(result.items[0], c, i), c.tolerance) << c.name << " position " << i;
+  }
+  EXPECT_EQ(backend->kv_entries(), c.tokens.size());
+}
+
+INSTANTIATE_TEST_SUITE_P(
+  shared_models, torch_backend_fidelity,
+  ::testing::Values(model_fixture{"models/stories260K/stories260K.bin", "oracle/stories260K"},
+                    model_fixture{"models/stories260K/hf", "oracle/stories260K"},
+                    model_fixture{"models/gpt2-synthetic", "oracle/gpt2-synthetic"}),
+  [](const auto& info) {
+    return std::string(info.index == 0 ? "stories260K_bin"
+                       : info.index == 1 ? "stories260K_hf" : "gpt2_synthetic");
+  });
+
+class torch_backend_kv : public ::testing::Test {
+protected:
+  void SetUp() override {
+    CANOPY_SHARED_PATH_OR_SKIP(path, "models/stories260K/stories260K.bin");
+    ckpt = load_checkpoint(path);
+  }
+  std::unique_ptr<backend_i> make(std::uint64_t kv_budget) {
+    torch_options options;
+    options.kv_budget_bytes = kv_budget;
+    return make_torch_backend(ckpt, options);
+  }
+  checkpoint ckpt;
+};
+
+TEST_F(torch_backend_kv, storage_is_the_budget_and_the_cache_keeps_seven_eighths) {
+  auto backend = make(16 * 1280); // stories260K float32: 5 layers x 2 x 4 heads x 8 = 1280 B
+  EXPECT_EQ(backend->info().kv_bytes_per_token, 1280u);
+  EXPECT_EQ(backend->info().kv_keep_bytes, 14u * 1280u);
+  EXPECT_THROW(make(1279), std::invalid_argument);
+}
+
+TEST_F(torch_backend_kv, a_full_storage_keeps_a_prefix_of_the_new_tokens_and_answers_anyway) {
+  auto backend = make(4 * 1280);
+  pass_request request;
+  request.items.push_back(item({1, 403, 407, 261, 378, 432}));
+  const auto out = backend->run(request).items[0];
+  ASSERT_EQ(out.kv.size(), 6u);
+  for (std::size_t j = 0; j < 6; ++j)
+    EXPECT_EQ(out.kv[j] != no_kv, j < 4) << j;
+  EXPECT_EQ(backend->kv_entries(), 4u);
+  backend->release_kv({out.kv[3]});
+  EXPECT_EQ(backend->kv_entries(), 3u);
+}
+
+TEST_F(torch_backend_kv, released_or_mismatched_handles_fail_the_pass_and_keep_nothing) {
+  auto backend = make(64 * 1280);
+  pass_request first;
+  first.items.push_back(item({1, 403, 407}));
+  const auto kv = backend->run(first).items[0].kv;
+  pass_request wrong_length;
+  wrong_length.items.push_back(item({261}, kv[2], 2));
+  EXPECT_THROW(backend->run(wrong_length), std::invalid_argument);
+  backend->release_kv({kv[2]});
+  pass_request stale;
+  stale.items.push_back(item({261}, kv[2], 3));
+  stale.items.push_back(item({1, 2}));
+  EXPECT_THROW(backend->run(stale), std::invalid_argument);
+  EXPECT_EQ(backend->kv_entries(), 2u) << "a failed pass gives its new slots back";
+  // The slot is reused by a new token; the old handle still refers to nothing.
+  pass_request refill;
+  refill.items.push_back(item({1}));
+  backend->run(refill);
+  EXPECT_THROW(backend->run(stale), std::invalid_argument);
+}
+
+TEST_F(torch_backend_kv, bad_items_are_refused_with_a_message_naming_the_problem) {
+  auto backend = make(64 * 1280);
+  auto message_of = [&](pass_item it) {
+    pass_request request;
+    request.items.push_back(std::move(it));
+    try {
+      backend->run(request);
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(message_of(item({1, 512})).find("token id 512"), std::string::npos);
+  EXPECT_NE(message_of(item({-1})).find("token id -1"), std::string::npos);
+  EXPECT_NE(message_of(item(token_seq(513, 1))).find("exceeds the context of 512"),
+            std::string::npos);
+  EXPECT_NE(message_of(item({})).find("no new tokens"), std::string::npos);
+}
+
+TEST_F(torch_backend_kv, devices_and_dtypes_are_checked) {
+  torch_options options;
+  options.device = "tpu";
+  EXPECT_THROW(make_torch_backend(ckpt, options), std::invalid_argument);
+  options.device = "cpu";
+  options.dtype = "float64";
+  EXPECT_THROW(make_torch_backend(ckpt, options), std::invalid_argument);
+  if (cuda_device_count() == 0) {
+    options.dtype = "float32";
+    options.device = "cuda:0";
+    try {
+      make_torch_backend(ckpt, options);
+      ADD_FAILURE() << "cuda:0 accepted without CUDA";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find("no CUDA"), std::string::npos) << e.what();
+    }
+  }
+}
+
+} // namespace

@@ -1,0 +1,75 @@
+#pragma once
+// The expected log-probs of ../shared/oracle (an independent float64 reference), read
+// as the oracle README describes: cases.json plus rows x vocab little-endian float32.
+// Thread contract: pure functions.
+
+#include <canopy/cache/types.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace canopy::testing {
+
+struct oracle_case {
+  std::string name;
+  cache::token_seq tokens;
+  std::int64_t rows = 0;
+  std::int64_t vocab = 0;
+  double tolerance = 0;
+  std::vector<float> logprobs; // [rows * vocab]: row i = distribution after tokens[0..i]
+
+  const float* row(std::int64_t i) const { return logprobs.data() + i * vocab; }
+};
+
+inline nlohmann::json read_json(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  if (!in)
+    throw std::runtime_error("cannot read " + path.string());
+  return nlohmann::json::parse(in);
+}
+
+/// Every case of an oracle directory (e.g. oracle/stories260K).
+inline std::vector<oracle_case> load_oracle_cases(const std::filesystem::path& dir) {
+  std::vector<oracle_case> out;
+  for (const auto& c : read_json(dir / "cases.json")) {
+    oracle_case oc;
+    oc.name = c.at("name").get<std::string>();
+    oc.tokens = c.at("tokens").get<cache::token_seq>();
+    oc.rows = c.at("rows").get<std::int64_t>();
+    oc.vocab = c.at("vocab").get<std::int64_t>();
+    oc.tolerance = c.at("tolerance_abs").get<double>();
+    oc.logprobs.resize(static_cast<std::size_t>(oc.rows * oc.vocab));
+    const auto file = dir / c.at("file").get<std::string>();
+    std::ifstream in(file, std::ios::binary);
+    in.read(reinterpret_cast<char*>(oc.logprobs.data()),
+            static_cast<std::streamsize>(oc.logprobs.size() * sizeof(float)));
+    if (!in || in.gcount() != static_cast<std::streamsize>(oc.logprobs.size() * sizeof(float)))
+      throw std::runtime_error("short oracle file " + file.string());
+    out.push_back(std::move(oc));
+  }
+  if (out.empty())
+    throw std::runtime_error("no cases in " + dir.string());
+  return out;
+}
+
+/// max |a - b| over n values; NaN anywhere gives infinity, so it never passes.
+inline double max_abs_diff(const float* a, const float* b, std::size_t n) {
+  double worst = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const double d = std::fabs(static_cast<double>(a[i]) - static_cast<double>(b[i]));
+    if (std::isnan(d))
+      return INFINITY;
+    worst = std::max(worst, d);
+  }
+  return worst;
+}
+
+} // namespace canopy::testing
