@@ -85,9 +85,8 @@ at::Tensor llama_model::forward(const at::Tensor& tokens, const device_layout& l
     const auto q = rotate(qkv.narrow(1, 0, H * hd).view({T, H, hd}), cos, sin);
     const auto k = rotate(qkv.narrow(1, H * hd, KV * hd).view({T, KV, hd}), cos, sin);
     const auto v = qkv.narrow(1, (H + KV) * hd, KV * hd).reshape({T, KV, hd});
-    kv.store(l, k, v);
-    const auto [k_prefix, v_prefix] = kv.prefix(l);
-    x = x + at::linear(ragged_attention(q, k, v, k_prefix, v_prefix, layout), L.out);
+    const auto [keys, values] = kv.sources(l, k, v);
+    x = x + at::linear(ragged_attention(q, keys, values, layout), L.out);
     const auto gate_up = at::linear(rms_norm(x, L.post_norm), L.gate_up);
     const auto F = gate_up.size(1) / 2;
     x = x + at::linear(at::silu(gate_up.narrow(1, 0, F)) * gate_up.narrow(1, F, F), L.down);

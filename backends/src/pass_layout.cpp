@@ -21,28 +21,45 @@ struct item_geometry {
   std::int64_t prefix;   // p
   std::int64_t tokens;   // n
   std::int64_t offset;   // first packed row
-  std::int64_t prefix_at; // first row of its prefix in the key source
+  std::int64_t prefix_at; // packed: first row of its prefix in the key source
   std::int64_t length() const { return prefix + tokens; }
+};
+
+/// Where key l of item `index` lives in the key source.
+struct key_rows {
+  const std::vector<item_shape>& items;
+  std::int64_t pool_zero_row; // -1: packed
+  std::int64_t prefix_rows;   // P (packed)
+  std::int64_t packed;        // T
+  std::int64_t pad() const { return pool_zero_row >= 0 ? pool_zero_row : prefix_rows + packed; }
+  std::int64_t operator()(std::size_t index, const item_geometry& it, std::int64_t l) const {
+    const auto& item = items[index];
+    if (pool_zero_row >= 0)
+      return l < it.prefix ? item.prefix_slots[static_cast<std::size_t>(l)]
+                           : item.new_slots[static_cast<std::size_t>(l - it.prefix)];
+    return l < it.prefix ? it.prefix_at + l : prefix_rows + it.offset + (l - it.prefix);
+  }
 };
 
 attention_group make_group(const std::vector<item_geometry>& geo,
                            const std::vector<std::size_t>& members, std::int64_t n_max,
-                           std::int64_t l_max, std::int64_t packed, std::int64_t prefix_rows) {
+                           std::int64_t l_max, std::int64_t packed, const key_rows& keys) {
   attention_group g;
   g.items = static_cast<std::int64_t>(members.size());
   g.queries = n_max;
   g.keys = l_max;
   const std::int64_t pad_query = packed;
-  const std::int64_t pad_key = prefix_rows + packed;
+  const std::int64_t pad_key = keys.pad();
   g.query_index.assign(static_cast<std::size_t>(g.items * n_max), pad_query);
   g.key_index.assign(static_cast<std::size_t>(g.items * l_max), pad_key);
   g.mask.assign(static_cast<std::size_t>(g.items * n_max * l_max),
                 -std::numeric_limits<float>::infinity());
+  g.key_limit.assign(static_cast<std::size_t>(g.items * n_max), 0);
   for (std::int64_t m = 0; m < g.items; ++m) {
-    const auto& it = geo[members[static_cast<std::size_t>(m)]];
+    const auto index = members[static_cast<std::size_t>(m)];
+    const auto& it = geo[index];
     for (std::int64_t l = 0; l < it.length(); ++l)
-      g.key_index[static_cast<std::size_t>(m * l_max + l)] =
-        l < it.prefix ? it.prefix_at + l : prefix_rows + it.offset + (l - it.prefix);
+      g.key_index[static_cast<std::size_t>(m * l_max + l)] = keys(index, it, l);
     for (std::int64_t j = 0; j < n_max; ++j) {
       const auto row = static_cast<std::size_t>(m * n_max + j);
       float* mask_row = g.mask.data() + row * static_cast<std::size_t>(l_max);
@@ -54,7 +71,8 @@ attention_group make_group(const std::vector<item_geometry>& geo,
       g.result_rows.push_back(static_cast<std::int64_t>(row));
       g.result_targets.push_back(it.offset + j);
       // Causal: the query at absolute position p+j sees keys 0..p+j.
-      std::fill(mask_row, mask_row + it.prefix + j + 1, 0.0f);
+      g.key_limit[row] = it.prefix + j + 1;
+      std::fill(mask_row, mask_row + g.key_limit[row], 0.0f);
     }
   }
   return g;
@@ -62,7 +80,7 @@ attention_group make_group(const std::vector<item_geometry>& geo,
 
 } // namespace
 
-pass_layout build_pass_layout(const std::vector<item_shape>& items) {
+pass_layout build_pass_layout(const std::vector<item_shape>& items, std::int64_t pool_zero_row) {
   pass_layout out;
   std::vector<item_geometry> geo;
   geo.reserve(items.size());
@@ -74,12 +92,14 @@ pass_layout build_pass_layout(const std::vector<item_shape>& items) {
     out.item_offset.push_back(packed);
     for (std::int64_t j = 0; j < item.new_tokens; ++j)
       out.positions.push_back(p + j);
-    out.prefix_slots.insert(out.prefix_slots.end(), item.prefix_slots.begin(),
-                            item.prefix_slots.end());
+    if (pool_zero_row < 0)
+      out.prefix_slots.insert(out.prefix_slots.end(), item.prefix_slots.begin(),
+                              item.prefix_slots.end());
     packed += item.new_tokens;
     prefix_rows += p;
   }
   out.packed_rows = packed;
+  const key_rows keys{items, pool_zero_row, prefix_rows, packed};
 
   std::vector<std::size_t> order(items.size());
   std::iota(order.begin(), order.end(), std::size_t{0});
@@ -91,7 +111,7 @@ pass_layout build_pass_layout(const std::vector<item_shape>& items) {
   std::int64_t n_max = 0, l_max = 0, real_cells = 0;
   auto close_group = [&] {
     if (!members.empty())
-      out.groups.push_back(make_group(geo, members, n_max, l_max, packed, prefix_rows));
+      out.groups.push_back(make_group(geo, members, n_max, l_max, packed, keys));
     members.clear();
     n_max = l_max = real_cells = 0;
   };

@@ -5,8 +5,12 @@
 // the attention split into groups of items of similar shape, each padded only to its
 // own largest item (Note [attention groups]).
 //
-// Keys of the attention are rows of one source: [prefix KV gathered from the pool (P
-// rows) | the pass's own new KV (T rows) | one zero row for padding].
+// Note [key sources]: keys of the attention are rows of one key source:
+//  - pooled: the worker's KV storage itself, once every new token has a row there
+//    (its own slot if kept, else a slot borrowed for the pass); padding reads the
+//    storage's zero row. No prefix KV is copied before the attention's one gather.
+//  - packed, when the storage has no room to lend: [prefix KV gathered from the pool
+//    (P rows) | the pass's new KV (T rows) | one zero row].
 //
 // Thread contract: plain values; build_pass_layout is a pure function.
 
@@ -18,6 +22,7 @@ namespace canopy::backends {
 /// One item as the layout needs it.
 struct item_shape {
   std::vector<std::int64_t> prefix_slots; // [p] pool rows of the cached prefix, oldest first
+  std::vector<std::int64_t> new_slots;    // [n] pool rows of the new tokens (pooled only)
   std::int64_t new_tokens = 0;            // n >= 1
 };
 
@@ -26,8 +31,10 @@ struct attention_group {
   std::int64_t queries = 0; // n_max: query rows per item, padded
   std::int64_t keys = 0;    // L_max: key rows per item, padded
   std::vector<std::int64_t> query_index; // [G*n_max] packed row, or T for padding
-  std::vector<std::int64_t> key_index;   // [G*L_max] row of the key source, P+T for padding
+  std::vector<std::int64_t> key_index;   // [G*L_max] row of the key source (padding: its zero row)
   std::vector<float> mask;               // [G*n_max*L_max] 0 where allowed, else -inf
+  std::vector<std::int64_t> key_limit;   // [G*n_max] keys a query sees: 0..limit-1
+                                         // (causal), 0 for padding
   std::vector<std::int64_t> result_rows;    // [n_real] rows of the G*n_max output that are real
   std::vector<std::int64_t> result_targets; // [n_real] packed rows they answer
 };
@@ -36,13 +43,15 @@ struct pass_layout {
   std::int64_t packed_rows = 0;               // T
   std::vector<std::int64_t> positions;        // [T] absolute position of each new token
   std::vector<std::int64_t> item_offset;      // [items] first packed row of each item
-  std::vector<std::int64_t> prefix_slots;     // [P] all items' prefix slots, item by item
+  std::vector<std::int64_t> prefix_slots;     // packed: [P] all items' prefix slots, item by item
   std::vector<attention_group> groups;
   /// True when one group covers every packed row in packed order without padding,
   /// so its output needs no gather (SMC steps: every particle adds one token).
   bool identity = false;
 };
 
-pass_layout build_pass_layout(const std::vector<item_shape>& items);
+/// `pool_zero_row` >= 0: pooled keys (every item has new_slots), padding reads that
+/// row; -1: packed keys.
+pass_layout build_pass_layout(const std::vector<item_shape>& items, std::int64_t pool_zero_row);
 
 } // namespace canopy::backends

@@ -22,19 +22,26 @@ struct device_layout {
     at::Tensor result_targets; // [n_real] int64
   };
   std::int64_t packed_rows = 0; // T
+  const pass_layout* host = nullptr; // the layout these tensors were made from
   at::Tensor positions;         // [T] int64
-  at::Tensor prefix_slots;      // [P] int64
+  at::Tensor prefix_slots;      // packed: [P] int64
   std::vector<group> groups;
   bool identity = false;
 };
 
 device_layout to_device(const pass_layout& layout, at::Device device, at::ScalarType dtype);
 
-/// q: [T, H, hd]; k_new, v_new: [T, KV, hd]; k_prefix, v_prefix: [P, KV, hd], with
-/// H a multiple of KV (query head h reads KV head h / (H / KV), as HF's repeat_kv).
-/// Returns [T, H * hd].
-at::Tensor ragged_attention(const at::Tensor& q, const at::Tensor& k_new,
-                            const at::Tensor& v_new, const at::Tensor& k_prefix,
-                            const at::Tensor& v_prefix, const device_layout& layout);
+/// q: [T, H, hd]; keys, values: the key source [rows, KV, hd] the layout's key
+/// indices point into (see pass_layout), with H a multiple of KV (query head h reads
+/// KV head h / (H / KV), as HF's repeat_kv). Returns [T, H * hd].
+/// How a group is computed: the ATen formulation (gathered keys, a masked batched
+/// matmul; any device and dtype) or cpu_attention_group's loops (float32 on the CPU).
+/// `automatic` takes the loops where they apply and each group has few queries per
+/// item, else ATen.
+enum class attention_kernel { automatic, aten, cpu_loops };
+
+at::Tensor ragged_attention(const at::Tensor& q, const at::Tensor& keys,
+                            const at::Tensor& values, const device_layout& layout,
+                            attention_kernel kernel = attention_kernel::automatic);
 
 } // namespace canopy::backends

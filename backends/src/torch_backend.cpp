@@ -61,7 +61,7 @@ constexpr std::int64_t keep_eighths = 7;
   throw std::invalid_argument("pass item " + std::to_string(index) + ": " + problem);
 }
 
-/// Gives taken slots back unless the pass succeeded.
+/// Gives taken slots back unless committed (kept KV of a pass that succeeded).
 class slot_reservation {
 public:
   explicit slot_reservation(kv_slots& slots) : slots_(slots) {}
@@ -126,32 +126,52 @@ public:
     c10::InferenceMode inference;
     const auto& items = request.items;
     std::vector<item_shape> shapes(items.size());
-    std::vector<std::vector<kv_slots::slot>> kept(items.size());
-    std::vector<std::int64_t> tokens, rows;
     for (std::size_t i = 0; i < items.size(); ++i)
       shapes[i] = check(i, items[i]);
-    slot_reservation reservation(*slots_);
-    const auto layout = build_pass_layout(shapes);
-    std::vector<std::int64_t> store_rows, store_slots;
+
+    // Kept tokens get slots of their own (as many as there is room for); the others
+    // borrow slots for this pass, so that every key is read from the storage itself.
+    // Without room to lend, the pass packs its keys instead (Note [key sources]).
+    slot_reservation kept(*slots_), borrowed(*slots_);
+    std::vector<std::vector<kv_slots::slot>> kept_slots(items.size());
+    std::size_t unkept = 0;
     for (std::size_t i = 0; i < items.size(); ++i) {
-      const auto& item = items[i];
+      if (items[i].keep_kv)
+        kept_slots[i] = slots_->take(items[i].prefix, items[i].prefix_length,
+                                     items[i].tokens.size());
+      kept.add(kept_slots[i]);
+      unkept += items[i].tokens.size() - kept_slots[i].size();
+    }
+    auto loan = slots_->take(no_kv, 0, unkept);
+    const bool pooled = loan.size() == unkept;
+    if (pooled) {
+      borrowed.add(loan);
+      auto next_loan = loan.begin();
+      for (std::size_t i = 0; i < items.size(); ++i) {
+        shapes[i].new_slots = kept_slots[i];
+        while (shapes[i].new_slots.size() < items[i].tokens.size())
+          shapes[i].new_slots.push_back(*next_loan++);
+      }
+    } else {
+      slots_->give_back(loan);
+    }
+    const auto layout = build_pass_layout(shapes, pooled ? kv_->zero_row() : -1);
+
+    std::vector<std::int64_t> tokens, rows, store_rows, store_slots;
+    for (std::size_t i = 0; i < items.size(); ++i) {
       const auto offset = layout.item_offset[i];
-      for (const auto t : item.tokens)
-        tokens.push_back(t);
-      for (const auto r : item.rows)
+      tokens.insert(tokens.end(), items[i].tokens.begin(), items[i].tokens.end());
+      for (const auto r : items[i].rows)
         rows.push_back(offset + r);
-      if (!item.keep_kv)
-        continue;
-      kept[i] = slots_->take(item.prefix, item.prefix_length, item.tokens.size());
-      reservation.add(kept[i]);
-      for (std::size_t j = 0; j < kept[i].size(); ++j) {
+      const auto& written = pooled ? shapes[i].new_slots : kept_slots[i];
+      for (std::size_t j = 0; j < written.size(); ++j) {
         store_rows.push_back(offset + static_cast<std::int64_t>(j));
-        store_slots.push_back(kept[i][j]);
+        store_slots.push_back(written[j]);
       }
     }
     const auto on_device = to_device(layout, device_, dtype_);
-    pass_kv kv{kv_.get(), on_device.prefix_slots, long_tensor(store_rows, device_),
-               long_tensor(store_slots, device_)};
+    const pass_kv kv{kv_.get(), pooled, long_tensor(store_rows, device_),
+                     long_tensor(store_slots, device_), on_device.prefix_slots};
     const auto logprobs =
       model_->forward(long_tensor(tokens, device_), on_device, kv, long_tensor(rows, device_))
         .to(at::kCPU)
@@ -170,10 +190,10 @@ public:
       if (!items[i].keep_kv)
         continue;
       out.kv.assign(items[i].tokens.size(), no_kv);
-      for (std::size_t j = 0; j < kept[i].size(); ++j)
-        out.kv[j] = slots_->handle(kept[i][j]);
+      for (std::size_t j = 0; j < kept_slots[i].size(); ++j)
+        out.kv[j] = slots_->handle(kept_slots[i][j]);
     }
-    reservation.commit();
+    kept.commit();
     return result;
   }
 
