@@ -171,7 +171,7 @@ void on_pass_done(batcher_pointer self, std::uint64_t batch_id, cache::worker_id
     return;
   }
   auto& batch = it->second;
-  bump(st.metrics->tokens_computed, result.tokens_computed);
+  st.metrics->count_pass(result);
   st.workers[batch.worker].load += result.tokens_computed;
   batch.returned = true;
   store_request request{batch.worker, std::move(batch.items), std::move(batch.pass),
@@ -299,8 +299,19 @@ void maybe_flush(batcher_pointer self) {
     fail_pending(self, make_error(errc::no_workers, "every worker has died"));
     return;
   }
+  // Note [idle flush]: queries sent together (the particles of an SMC step) reach us
+  // one message after another. Flushing for an idle worker at the first would send it
+  // alone and the rest a pass later; a message to ourselves queues behind those
+  // already in the mailbox, so the idle flush waits for it.
   bool ready = st.pending.size() >= st.options.batch_size || st.timer_expired ||
-               st.options.flush_when_idle;
+               (st.options.flush_when_idle && st.burst_enqueued);
+  if (!ready && st.options.flush_when_idle && !idle_workers(st).empty()) {
+    if (!st.idle_check_queued) {
+      st.idle_check_queued = true;
+      self->send(self, idle_atom::value);
+    }
+    return; // the idle check flushes, or arms the timer if the worker is busy by then
+  }
   if (!ready || idle_workers(st).empty()) {
     arm_timer(self);
     return;
@@ -430,6 +441,13 @@ batcher_actor::behavior_type batcher(batcher_pointer self, batcher_options optio
       st.timer_armed = false;
       st.timer_expired = true;
       maybe_flush(self);
+    },
+    [=](idle_atom) {
+      auto& st = self->state;
+      st.idle_check_queued = false;
+      st.burst_enqueued = true;
+      maybe_flush(self);
+      st.burst_enqueued = false;
     },
     [=](timeout_atom, std::uint64_t batch_id) {
       auto it = self->state.running.find(batch_id);

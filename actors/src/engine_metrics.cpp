@@ -50,6 +50,12 @@ engine_metrics::engine_metrics(std::uint32_t worker_count)
     kv_bytes[w] = 0;
 }
 
+void engine_metrics::count_pass(const backends::pass_result& result) {
+  tokens_computed.fetch_add(result.tokens_computed, std::memory_order_relaxed);
+  matmul_flops.fetch_add(result.matmul_flops, std::memory_order_relaxed);
+  compute_ns.fetch_add(result.compute_ns, std::memory_order_relaxed);
+}
+
 engine_stats engine_metrics::snapshot() const {
   auto get = [](const std::atomic<std::uint64_t>& c) {
     return c.load(std::memory_order_relaxed);
@@ -67,6 +73,8 @@ engine_stats engine_metrics::snapshot() const {
   s.failed_passes = get(failed_passes);
   s.tokens_requested = get(tokens_requested);
   s.tokens_computed = get(tokens_computed);
+  s.matmul_flops = get(matmul_flops);
+  s.compute_seconds = double(get(compute_ns)) * 1e-9;
   s.logprob_evictions = get(logprob_evictions);
   s.kv_evictions = get(kv_evictions);
   s.nodes_removed = get(nodes_removed);
@@ -93,6 +101,7 @@ std::string engine_stats::to_json() const {
     {"mean_batch_size", mean_batch_size}, {"deferred", deferred},
     {"failed_passes", failed_passes}, {"tokens_requested", tokens_requested},
     {"tokens_computed", tokens_computed},
+    {"matmul_flops", matmul_flops}, {"compute_seconds", compute_seconds},
     {"evictions", {{"logprobs", logprob_evictions}, {"kv", kv_evictions},
                    {"nodes_removed", nodes_removed}}},
     {"refused_attaches", refused_attaches},

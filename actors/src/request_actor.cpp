@@ -94,7 +94,7 @@ void ask_uncached(request_pointer self, const cache::token_seq& tokens, answer_f
                 backends::pass_request{{std::move(item)}})
     .then(
       [self, ticket](const backends::pass_result& result) {
-        bump(self->state.metrics->tokens_computed, result.tokens_computed);
+        self->state.metrics->count_pass(result);
         const auto& values = result.items.at(0).logprobs;
         complete(self, ticket,
                  shared_logprobs{cache::logprob_row::encode(values.data(), values.size(),

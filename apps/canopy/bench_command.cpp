@@ -5,6 +5,7 @@
 #include "bench_runner.hpp"
 #include "cli_args.hpp"
 #include "commands.hpp"
+#include "matmul_ceiling.hpp"
 #include "process_memory.hpp"
 
 #include <canopy/actors/engine_actors.hpp>
@@ -240,12 +241,17 @@ int bench_command(const std::vector<std::string>& argv) {
   const auto options = workload_options_of(args, workloads, model);
   const bool json = args.has("json");
   const auto cores = std::thread::hardware_concurrency();
+  // The ceiling of a model's passes, measured in this run (the machines are noisy).
+  const double matmul_gflops = mock ? 0.0 : measure_matmul_gflops();
   const bool rss_per_run = reset_peak_rss();
 
   if (!json) {
     std::cout << "canopy bench: " << describe_backend(args.config, model) << "; " << cores
               << " cores; variants " << joined(variants) << ", each on a fresh engine\n"
               << "config: " << args.config.to_json() << '\n';
+    if (!mock)
+      std::cout << "matmul ceiling: " << matmul_gflops
+                << " GFLOP/s (float32 1024x1024 products, measured now)\n";
     for (auto w : workloads)
       std::cout << describe_workload(w, options, model.vocab_size) << '\n';
     std::cout << "seed " << options.seed << "; every " << check_every
@@ -279,7 +285,7 @@ int bench_command(const std::vector<std::string>& argv) {
                 << " checked rows differ from the reference; first: " << r.first_mismatch
                 << '\n';
   }
-  const auto targets = evaluate_targets(results, args.config);
+  const auto targets = evaluate_targets(results, args.config, matmul_gflops);
   if (json) {
     nlohmann::json doc = {
         {"backend", args.config.backend},
@@ -287,6 +293,7 @@ int bench_command(const std::vector<std::string>& argv) {
          {{"per_pass", args.config.mock_cost_per_pass_us},
           {"per_token", args.config.mock_cost_per_token_us}}},
         {"cores", cores},
+        {"matmul_gflops", matmul_gflops},
         {"config", nlohmann::json::parse(args.config.to_json())},
         {"model", {{"name", model.name}, {"vocab_size", model.vocab_size},
                    {"context_length", model.context_length}}},

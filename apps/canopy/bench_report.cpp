@@ -13,6 +13,8 @@ constexpr double mib = 1024.0 * 1024.0;
 
 struct derived {
   double queries_per_second;
+  double tokens_per_second;  // computed (new) tokens per second of the run
+  double gflops;             // of the passes, per second the backends spent on them
   double computed_per_requested;
   double computed_per_unique;
   double duplicate_share;
@@ -23,7 +25,8 @@ double ratio(double a, double b) {
 }
 
 derived derive(const bench_result& r) {
-  return {ratio(double(r.queries), r.seconds),
+  return {ratio(double(r.queries), r.seconds), ratio(double(r.tokens_computed), r.seconds),
+          ratio(double(r.matmul_flops) * 1e-9, r.compute_seconds),
           ratio(double(r.tokens_computed), double(r.tokens_requested)),
           ratio(double(r.tokens_computed), double(r.unique_tokens)),
           ratio(double(r.repeated_queries), double(r.queries))};
@@ -43,7 +46,7 @@ bool zero_cost(const engine_config& c) {
 }
 
 // Negative widths are left-aligned.
-constexpr int widths[] = {-8, -12, 8, 8, 10, 9, 9, 9, 8, 9, 6, 6, 9, 9, 8, 8, 4};
+constexpr int widths[] = {-8, -12, 8, 8, 10, 9, 9, 9, 9, 8, 9, 6, 6, 9, 9, 8, 8, 8, 4};
 
 void print_cells(std::ostream& out, const std::vector<std::string>& cells) {
   for (std::size_t i = 0; i < cells.size(); ++i) {
@@ -58,8 +61,8 @@ void print_cells(std::ostream& out, const std::vector<std::string>& cells) {
 
 void print_table_header(std::ostream& out) {
   print_cells(out, {"workload", "variant", "queries", "seconds", "queries/s", "tok req",
-                    "tok comp", "comp/req", "unique", "comp/uniq", "dup", "batch",
-                    "p50 us", "p99 us", "rss MiB", "eng MiB", "bad"});
+                    "tok comp", "tok/s", "comp/req", "unique", "comp/uniq", "dup", "batch",
+                    "p50 us", "p99 us", "rss MiB", "eng MiB", "GFLOP/s", "bad"});
 }
 
 void print_table_row(std::ostream& out, const bench_result& r) {
@@ -67,14 +70,15 @@ void print_table_row(std::ostream& out, const bench_result& r) {
   print_cells(out, {std::string(to_string(r.workload)), std::string(to_string(r.variant)),
                     std::to_string(r.queries), fixed(r.seconds, 3),
                     fixed(d.queries_per_second, 0), std::to_string(r.tokens_requested),
-                    std::to_string(r.tokens_computed), fixed(d.computed_per_requested, 3),
+                    std::to_string(r.tokens_computed), fixed(d.tokens_per_second, 0),
+                    fixed(d.computed_per_requested, 3),
                     std::to_string(r.unique_tokens), fixed(d.computed_per_unique, 2),
                     fixed(100 * d.duplicate_share, 0) + "%",
                     r.mean_batch_size > 0 ? fixed(r.mean_batch_size, 1) : "-",
                     fixed(r.latency_p50_us, 1), fixed(r.latency_p99_us, 1),
                     fixed(double(r.peak_rss_bytes) / mib, 0),
                     fixed(double(r.logprob_bytes + r.kv_bytes) / mib, 1),
-                    std::to_string(r.mismatches)});
+                    r.matmul_flops ? fixed(d.gflops, 1) : "-", std::to_string(r.mismatches)});
 }
 
 void print_table_legend(std::ostream& out) {
@@ -86,8 +90,9 @@ void print_table_legend(std::ostream& out) {
          "p50/p99: "
          "latency from ask to answer; rss: peak resident memory of\nthe process during "
          "the "
-         "run; eng: cached rows + KV at the end; bad: checked rows differing from the "
-         "reference\n";
+         "run; eng: cached rows + KV at the end; tok/s: computed tokens per second of "
+         "the run;\nGFLOP/s: matrix-product FLOPs of the passes per second the backend "
+         "spent on them; bad: checked rows\ndiffering from the reference\n";
 }
 
 nlohmann::json to_json(const bench_result& r) {
@@ -100,6 +105,10 @@ nlohmann::json to_json(const bench_result& r) {
       {"queries_per_second", d.queries_per_second},
       {"tokens_requested", r.tokens_requested},
       {"tokens_computed", r.tokens_computed},
+      {"tokens_computed_per_second", d.tokens_per_second},
+      {"matmul_flops", r.matmul_flops},
+      {"compute_seconds", r.compute_seconds},
+      {"gflops", d.gflops},
       {"computed_per_requested", d.computed_per_requested},
       {"unique_tokens", r.unique_tokens},
       {"computed_per_unique", d.computed_per_unique},
@@ -133,7 +142,7 @@ target_check make_target(std::string label, std::string comparison, double goal,
 } // namespace
 
 std::vector<target_check> evaluate_targets(const std::vector<bench_result>& results,
-                                           const engine_config& config) {
+                                           const engine_config& config, double matmul_gflops) {
   std::vector<target_check> out;
   const auto row = [&](workload_kind w, bench_variant v) -> const bench_result* {
     for (const auto& r : results)
@@ -190,6 +199,17 @@ std::vector<target_check> evaluate_targets(const std::vector<bench_result>& resu
     speedup.pass = speedup.measured >= speedup.goal;
   }
   out.push_back(speedup);
+  auto share = make_target("SMC passes' share of the matmul ceiling, %", ">=", 50.0, 0,
+                           needs(workload_kind::smc, "full"));
+  if (full && full->matmul_flops > 0 && matmul_gflops > 0) {
+    const auto gflops = derive(*full).gflops;
+    share.ran = true;
+    share.measured = 100.0 * gflops / matmul_gflops;
+    share.detail = "(" + fixed(gflops, 1) + " of " + fixed(matmul_gflops, 1) +
+                   " GFLOP/s; the goal is for a ~100M-parameter model at batch 64)";
+    share.pass = share.measured >= share.goal;
+  }
+  out.push_back(share);
   return out;
 }
 

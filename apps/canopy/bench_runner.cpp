@@ -148,6 +148,8 @@ bench_result run_variant(workload_kind workload, const workload_options& options
     auto r = measure(workload, options, client.vocab_size(), client, config, variant,
                      check_every, [&] { client.reset_measurements(); });
     r.tokens_computed = client.tokens_computed();
+    r.matmul_flops = client.matmul_flops();
+    r.compute_seconds = client.compute_seconds();
     r.mean_batch_size = r.queries ? 1.0 : 0.0; // one item per pass
     r.latency_p50_us = client.latency_us(0.50);
     r.latency_p99_us = client.latency_us(0.99);
@@ -162,6 +164,8 @@ bench_result run_variant(workload_kind workload, const workload_options& options
                    check_every, [&] { before = lm.stats(); });
   const auto after = lm.stats();
   r.tokens_computed = after.tokens_computed - before.tokens_computed;
+  r.matmul_flops = after.matmul_flops - before.matmul_flops;
+  r.compute_seconds = after.compute_seconds - before.compute_seconds;
   const auto batches = after.batches - before.batches;
   r.mean_batch_size =
       batches ? double(after.batched_queries - before.batched_queries) / double(batches)

@@ -33,6 +33,8 @@ struct bench_result {
   std::uint64_t queries = 0;
   std::uint64_t tokens_requested = 0;
   std::uint64_t tokens_computed = 0;  // by the backend(s)
+  std::uint64_t matmul_flops = 0;     // of the backends' passes (0: the mock)
+  double compute_seconds = 0;         // the backends' time on those passes
   std::uint64_t unique_tokens = 0;    // distinct prefixes of the workload's queries
   std::uint64_t repeated_queries = 0; // queries repeating an earlier one exactly
   double mean_batch_size = 0;         // queries per pass; 0 when no pass ran

@@ -54,7 +54,8 @@ void print_flag(std::ostream& out, const std::string& flag, const std::string& h
 } // namespace
 
 parsed_args parse_args(const std::vector<std::string>& args,
-                       const std::vector<flag_spec>& own) {
+                       const std::vector<flag_spec>& own, engine_settings settings_mode) {
+  const bool engine_keys = settings_mode == engine_settings::accepted;
   parsed_args out;
   std::optional<std::string> config_file;
   std::vector<std::pair<std::string, std::string>> settings; // applied after --config
@@ -72,7 +73,8 @@ parsed_args parse_args(const std::vector<std::string>& args,
     const auto spec = std::find_if(own.begin(), own.end(), [&](const flag_spec& s) {
       return canonical(s.name) == name;
     });
-    const bool known = spec != own.end() || name == "config" || is_engine_key(name);
+    const bool known = spec != own.end() ||
+                       (engine_keys && (name == "config" || is_engine_key(name)));
     if (!known)
       throw usage_error("unknown flag " + written);
     if (spec != own.end() && spec->value_name.empty()) {
@@ -190,12 +192,14 @@ std::vector<std::string> parsed_args::names(std::string_view flag,
 }
 
 void print_usage(std::ostream& out, std::string_view usage,
-                 const std::vector<flag_spec>& own) {
+                 const std::vector<flag_spec>& own, engine_settings settings) {
   out << usage << "\nOptions:\n";
   for (const auto& s : own)
     print_flag(out, "--" + s.name + (s.value_name.empty() ? "" : " " + s.value_name),
                s.help);
   print_flag(out, "--help", "print this text");
+  if (settings == engine_settings::refused)
+    return;
   out << '\n';
   print_engine_keys(out);
 }

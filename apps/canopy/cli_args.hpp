@@ -22,6 +22,10 @@ struct usage_error : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+/// Whether a subcommand builds an engine. One that does not (make-model) refuses
+/// engine settings, so that a mistyped own flag is never silently taken as one.
+enum class engine_settings { accepted, refused };
+
 /// One flag of a subcommand.
 struct flag_spec {
   std::string name;       // as shown, without dashes: "prompt-length"
@@ -49,18 +53,21 @@ public:
 
 private:
   friend parsed_args parse_args(const std::vector<std::string>&,
-                                const std::vector<flag_spec>&);
+                                const std::vector<flag_spec>&, engine_settings);
   const std::string* find(std::string_view flag) const;
   std::map<std::string, std::string, std::less<>> values_; // own flags by spec name
 };
 
 /// Parses the arguments after the subcommand's name.
 parsed_args parse_args(const std::vector<std::string>& args,
-                       const std::vector<flag_spec>& own);
+                       const std::vector<flag_spec>& own,
+                       engine_settings settings = engine_settings::accepted);
 
-/// `usage` (synopsis and what the command does), the own flags, then the engine keys.
+/// `usage` (synopsis and what the command does), the own flags, then the engine keys
+/// (when accepted).
 void print_usage(std::ostream& out, std::string_view usage,
-                 const std::vector<flag_spec>& own);
+                 const std::vector<flag_spec>& own,
+                 engine_settings settings = engine_settings::accepted);
 /// Every engine_config key with its description and default.
 void print_engine_keys(std::ostream& out);
 

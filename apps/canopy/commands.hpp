@@ -11,5 +11,9 @@ namespace canopy::app {
 int bench_command(const std::vector<std::string>& args);
 int logprobs_command(const std::vector<std::string>& args);
 int sample_command(const std::vector<std::string>& args);
+int tokenize_command(const std::vector<std::string>& args);
+int detokenize_command(const std::vector<std::string>& args);
+int vocab_command(const std::vector<std::string>& args);
+int make_model_command(const std::vector<std::string>& args);
 
 } // namespace canopy::app

@@ -26,6 +26,8 @@ void direct_client::ask(token_seq tokens, logprobs_callback done) {
   try {
     auto result = backend_->run(request);
     tokens_computed_ += result.tokens_computed;
+    matmul_flops_ += result.matmul_flops;
+    compute_ns_ += result.compute_ns;
     // The row is handed over without a copy, as the engine shares its cached rows.
     auto values =
         std::make_unique<std::vector<float>>(std::move(result.items.front().logprobs));
@@ -44,6 +46,8 @@ void direct_client::ask(token_seq tokens, logprobs_callback done) {
 
 void direct_client::reset_measurements() {
   tokens_computed_ = 0;
+  matmul_flops_ = 0;
+  compute_ns_ = 0;
   latencies_ns_.clear();
 }
 

@@ -23,12 +23,16 @@ public:
   /// Forgets what was measured so far (the hits warm-up).
   void reset_measurements();
   std::uint64_t tokens_computed() const { return tokens_computed_; }
+  std::uint64_t matmul_flops() const { return matmul_flops_; }
+  double compute_seconds() const { return double(compute_ns_) * 1e-9; }
   /// Percentile p in [0, 1] of the query latencies, in microseconds.
   double latency_us(double p) const;
 
 private:
   std::unique_ptr<backends::backend_i> backend_;
   std::uint64_t tokens_computed_ = 0;
+  std::uint64_t matmul_flops_ = 0;
+  std::uint64_t compute_ns_ = 0;
   std::vector<std::int64_t> latencies_ns_;
 };
 

@@ -1,8 +1,9 @@
-// canopy logprobs: the next-token log-probs after a token sequence (or after each of
-// its prefixes), from an engine built from the command line.
+// canopy logprobs: the next-token log-probs after a token sequence or a text (or after
+// each of its prefixes), from an engine built from the command line.
 
 #include "cli_args.hpp"
 #include "commands.hpp"
+#include "prompt_input.hpp"
 
 #include <canopy/engine.hpp>
 
@@ -22,18 +23,24 @@ using json_f32 = nlohmann::basic_json<nlohmann::ordered_map, std::vector, std::s
                                       bool, std::int64_t, std::uint64_t, float>;
 
 const char* const usage =
-    "Usage: canopy logprobs --tokens IDS [options] [engine settings]\n\n"
-    "Prints the next-token log-probs (natural log) after the token sequence IDS.\n"
-    "json: {\"tokens\": [...], \"logprobs\": [[...]]}; f32: rows x vocab little-endian\n"
-    "float32. With --all-positions, row i is the distribution after tokens[0..i].\n";
+    "Usage: canopy logprobs [--model PATH] (--tokens IDS | --text TEXT) [options]\n"
+    "                       [engine settings]\n\n"
+    "Prints the next-token log-probs (natural log) after the token sequence: IDS, or\n"
+    "TEXT tokenized by the model's tokenizer in its own convention (llama2.c adds BOS;\n"
+    "GPT-2 adds nothing; a .bin model uses --tokenizer FILE, else tokenizer.bin or\n"
+    "tok512.bin beside it). Exactly one of --tokens and --text.\n"
+    "json: {\"tokens\": [...], \"logprobs\": [[...], ...]} on one line (tokens: the ids\n"
+    "used); f32: rows x vocab little-endian float32, row-major, nothing else.\n"
+    "Without --all-positions there is one row, after the whole sequence; with it,\n"
+    "row i is the distribution after tokens[0..i].\n";
 
 std::vector<flag_spec> logprobs_flags() {
-  return {
-      {"tokens", "IDS", "comma-separated token ids, e.g. 1,403,407 (required)"},
-      {"all-positions", "", "one row after every prefix instead of one after the whole"},
-      {"format", "FORMAT", "json or f32 (default json)"},
-      {"out", "FILE", "write there instead of to standard output"},
-  };
+  auto flags = prompt_flags("the sequence");
+  flags.push_back(
+      {"all-positions", "", "one row after every prefix instead of one after the whole"});
+  flags.push_back({"format", "FORMAT", "json or f32 (default json)"});
+  flags.push_back({"out", "FILE", "write there instead of to standard output"});
+  return flags;
 }
 
 void write_json(std::ostream& out, const token_seq& tokens, const at::Tensor& rows) {
@@ -68,10 +75,20 @@ int logprobs_command(const std::vector<std::string>& argv) {
     print_usage(std::cout, usage, flags);
     return 0;
   }
-  const auto tokens = args.ids("tokens");
+  const auto prompt = read_prompt(args);
   const auto format = args.text("format", "json");
   if (format != "json" && format != "f32")
     throw usage_error("--format: unknown '" + format + "' (known: json, f32)");
+  engine lm{args.config};
+  const auto tokens = prompt_tokens(prompt, lm);
+  std::vector<token_seq> queries;
+  for (std::size_t length = args.has("all-positions") ? 1 : tokens.size();
+       length <= tokens.size(); ++length)
+    queries.emplace_back(tokens.begin(), tokens.begin() + length);
+  const auto rows = lm.batch_next_token_logprobs(queries).contiguous();
+
+  // Opened only once the rows exist, so that a refused sequence (no tokenizer, an id
+  // out of range) leaves an existing FILE as it was rather than truncated.
   std::ofstream file;
   if (args.has("out")) {
     file.open(args.text("out", ""), std::ios::binary);
@@ -79,13 +96,6 @@ int logprobs_command(const std::vector<std::string>& argv) {
       throw usage_error("--out: cannot write '" + args.text("out", "") + "'");
   }
   std::ostream& out = args.has("out") ? file : std::cout;
-
-  std::vector<token_seq> queries;
-  for (std::size_t length = args.has("all-positions") ? 1 : tokens.size();
-       length <= tokens.size(); ++length)
-    queries.emplace_back(tokens.begin(), tokens.begin() + length);
-  engine lm{args.config};
-  const auto rows = lm.batch_next_token_logprobs(queries).contiguous();
   if (format == "json")
     write_json(out, tokens, rows);
   else

@@ -27,9 +27,14 @@ const subcommand subcommands[] = {
      "measure the engine on SMC, scoring, cache-hit and cache-miss workloads (mock "
      "backend)",
      bench_command},
-    {"logprobs", "print the next-token log-probs after a token sequence",
+    {"logprobs", "print the next-token log-probs after a token sequence or a text",
      logprobs_command},
-    {"sample", "extend a token sequence by sampling", sample_command},
+    {"sample", "extend a token sequence or a text by sampling", sample_command},
+    {"tokenize", "print the ids of a text under the model's tokenizer", tokenize_command},
+    {"detokenize", "write the exact bytes of token ids", detokenize_command},
+    {"vocab", "list the bytes of every token id, in hex", vocab_command},
+    {"make-model", "write a seeded synthetic llama or gpt2 checkpoint (HF directory)",
+     make_model_command},
 };
 
 void print_help(std::ostream& out) {
@@ -37,7 +42,7 @@ void print_help(std::ostream& out) {
          "Next-token log-probs for many concurrent callers, with a token-trie cache,\n"
          "duplicate merging and batching.\n\nCommands:\n";
   for (const auto& c : subcommands)
-    out << "  " << c.name << std::string(10 - std::string(c.name).size(), ' ')
+    out << "  " << c.name << std::string(12 - std::string(c.name).size(), ' ')
         << c.summary << '\n';
   out << "\nRun 'canopy <command> --help' for a command's options.\n\n";
   print_engine_keys(out);
@@ -51,6 +56,7 @@ int exit_code_of(const canopy::error& e) {
   case canopy::errc::sequence_too_long:
   case canopy::errc::invalid_config:
   case canopy::errc::invalid_request:
+  case canopy::errc::no_tokenizer: // text given to a model without one: use --tokens
     return 2;
   default:
     return 1;

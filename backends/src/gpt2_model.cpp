@@ -11,6 +11,7 @@ gpt2_model::gpt2_model(const checkpoint& ckpt, at::ScalarType dtype, at::Device 
   auto w = [&](const std::string& name) { return load_weight(ckpt, name, dtype, device); };
   auto n = [&](const std::string& name) { return norm{w(name + ".weight"), w(name + ".bias")}; };
   wte_ = w("transformer.wte.weight");
+  head_ = in_out(config_.tied_embeddings ? wte_ : w("lm_head.weight"));
   wpe_ = w("transformer.wpe.weight");
   ln_f_ = n("transformer.ln_f");
   for (std::int64_t l = 0; l < config_.num_layers; ++l) {
@@ -45,7 +46,7 @@ at::Tensor gpt2_model::forward(const at::Tensor& tokens, const device_layout& la
     const auto hidden = at::gelu(at::addmm(L.fc_b, layer_norm(x, L.ln_2), L.fc_w), "tanh");
     x = x + at::addmm(L.out_b, hidden, L.out_w);
   }
-  return log_probs(at::linear(layer_norm(x.index_select(0, rows), ln_f_), wte_));
+  return log_probs(at::mm(layer_norm(x.index_select(0, rows), ln_f_), head_));
 }
 
 } // namespace canopy::backends

@@ -31,7 +31,8 @@ private:
   at::Tensor layer_norm(const at::Tensor& x, const norm& n) const;
 
   model_config config_;
-  at::Tensor wte_; // [V, D], also the head
+  at::Tensor wte_;  // [V, D]
+  at::Tensor head_; // [D, V]: wte transposed (Note [weights in, out])
   at::Tensor wpe_; // [context, D]
   norm ln_f_;
   std::vector<layer> layers_;

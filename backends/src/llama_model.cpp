@@ -37,7 +37,7 @@ llama_model::llama_model(const checkpoint& ckpt, at::ScalarType dtype, at::Devic
   auto w = [&](const std::string& name) { return load_weight(ckpt, name, dtype, device); };
   const auto& c = config_;
   embed_ = w("model.embed_tokens.weight");
-  head_ = c.tied_embeddings ? embed_ : w("lm_head.weight");
+  head_ = in_out(c.tied_embeddings ? embed_ : w("lm_head.weight"));
   norm_ = w("model.norm.weight");
   std::tie(cos_, sin_) = rope_tables(c, dtype, device);
   for (std::int64_t l = 0; l < c.num_layers; ++l) {
@@ -49,11 +49,11 @@ llama_model::llama_model(const checkpoint& ckpt, at::ScalarType dtype, at::Devic
       k = to_rotate_half(k, c.num_kv_heads, c.head_dim);
     }
     layers_.push_back({w(p + "input_layernorm.weight"),
-                       at::cat({q, k, w(p + "self_attn.v_proj.weight")}, 0),
-                       w(p + "self_attn.o_proj.weight"),
+                       in_out(at::cat({q, k, w(p + "self_attn.v_proj.weight")}, 0)),
+                       in_out(w(p + "self_attn.o_proj.weight")),
                        w(p + "post_attention_layernorm.weight"),
-                       at::cat({w(p + "mlp.gate_proj.weight"), w(p + "mlp.up_proj.weight")}, 0),
-                       w(p + "mlp.down_proj.weight")});
+                       in_out(at::cat({w(p + "mlp.gate_proj.weight"), w(p + "mlp.up_proj.weight")}, 0)),
+                       in_out(w(p + "mlp.down_proj.weight"))});
   }
 }
 
@@ -81,18 +81,18 @@ at::Tensor llama_model::forward(const at::Tensor& tokens, const device_layout& l
   auto x = embed_.index_select(0, tokens); // [T, D]
   for (std::int64_t l = 0; l < c.num_layers; ++l) {
     const auto& L = layers_[static_cast<std::size_t>(l)];
-    const auto qkv = at::linear(rms_norm(x, L.input_norm), L.qkv);
+    const auto qkv = at::mm(rms_norm(x, L.input_norm), L.qkv);
     const auto q = rotate(qkv.narrow(1, 0, H * hd).view({T, H, hd}), cos, sin);
     const auto k = rotate(qkv.narrow(1, H * hd, KV * hd).view({T, KV, hd}), cos, sin);
     const auto v = qkv.narrow(1, (H + KV) * hd, KV * hd).reshape({T, KV, hd});
     const auto [keys, values] = kv.sources(l, k, v);
-    x = x + at::linear(ragged_attention(q, keys, values, layout), L.out);
-    const auto gate_up = at::linear(rms_norm(x, L.post_norm), L.gate_up);
+    x = x + at::mm(ragged_attention(q, keys, values, layout), L.out);
+    const auto gate_up = at::mm(rms_norm(x, L.post_norm), L.gate_up);
     const auto F = gate_up.size(1) / 2;
-    x = x + at::linear(at::silu(gate_up.narrow(1, 0, F)) * gate_up.narrow(1, F, F), L.down);
+    x = x + at::mm(at::silu(gate_up.narrow(1, 0, F)) * gate_up.narrow(1, F, F), L.down);
   }
   const auto last = rms_norm(x.index_select(0, rows), norm_);
-  return log_probs(at::linear(last, head_));
+  return log_probs(at::mm(last, head_));
 }
 
 } // namespace canopy::backends

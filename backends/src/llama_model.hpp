@@ -18,20 +18,22 @@ public:
                      const at::Tensor& rows) const override;
 
 private:
+  // Projections are stored transposed, [in, out], so a pass multiplies x W without
+  // BLAS transposing W (Note [weights in, out] in torch_weights.hpp).
   struct layer {
     at::Tensor input_norm;  // [D]
-    at::Tensor qkv;         // [(H + 2 KV) hd, D]: q, k, v projections fused
-    at::Tensor out;         // [D, H hd]
+    at::Tensor qkv;         // [D, (H + 2 KV) hd]: q, k, v projections fused
+    at::Tensor out;         // [H hd, D]
     at::Tensor post_norm;   // [D]
-    at::Tensor gate_up;     // [2F, D]: gate and up fused
-    at::Tensor down;        // [D, F]
+    at::Tensor gate_up;     // [D, 2F]: gate and up fused
+    at::Tensor down;        // [F, D]
   };
   at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight) const;
   at::Tensor rotate(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) const;
 
   model_config config_;
   at::Tensor embed_; // [V, D]
-  at::Tensor head_;  // [V, D] (the embedding when tied)
+  at::Tensor head_;  // [D, V] (a transposed copy of the embedding when tied)
   at::Tensor norm_;  // [D]
   at::Tensor cos_, sin_; // [context, hd], computed in float64 then cast
   std::vector<layer> layers_;

@@ -9,7 +9,9 @@
 #include <ATen/detail/CUDAHooksInterface.h>
 #include <c10/core/InferenceMode.h>
 
+#include <chrono>
 #include <cstring>
+#include <numeric>
 #include <stdexcept>
 #include <string>
 
@@ -121,6 +123,7 @@ public:
   const model_info& info() const override { return info_; }
 
   pass_result run(const pass_request& request) override {
+    const auto started = std::chrono::steady_clock::now();
     if (threads_ > 0 && at::get_num_threads() != threads_)
       at::set_num_threads(threads_);
     c10::InferenceMode inference;
@@ -193,6 +196,16 @@ public:
       for (std::size_t j = 0; j < kept_slots[i].size(); ++j)
         out.kv[j] = slots_->handle(kept_slots[i][j]);
     }
+    std::int64_t key_visits = 0;
+    for (const auto& g : layout.groups)
+      key_visits = std::accumulate(g.key_limit.begin(), g.key_limit.end(), key_visits);
+    result.matmul_flops = model_->matmul_flops(layout.packed_rows, key_visits,
+                                               static_cast<std::int64_t>(rows.size()));
+    // The copy to the host above waited for the device, so this is the pass's time.
+    result.compute_ns = static_cast<std::uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() -
+                                                           started)
+        .count());
     kept.commit();
     return result;
   }

@@ -28,6 +28,10 @@ at::Tensor load_weight(const checkpoint& ckpt, const std::string& name, at::Scal
   return host.to(device, dtype);
 }
 
+at::Tensor in_out(const at::Tensor& weight) {
+  return weight.t().contiguous();
+}
+
 at::Tensor log_probs(const at::Tensor& logits) {
   return at::log_softmax(logits, -1, at::kFloat);
 }

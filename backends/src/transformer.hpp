@@ -24,6 +24,12 @@ public:
   /// natural-log probabilities on the model's device.
   virtual at::Tensor forward(const at::Tensor& tokens, const device_layout& layout,
                              const pass_kv& kv, const at::Tensor& rows) const = 0;
+
+  /// FLOPs of the matrix products of a pass: every layer's projections for each of
+  /// `tokens`, attention scores and weighted values for `key_visits` (query, key)
+  /// pairs, and the head for `rows` rows.
+  std::uint64_t matmul_flops(std::int64_t tokens, std::int64_t key_visits,
+                             std::int64_t rows) const;
 };
 
 /// Builds the model the checkpoint describes, weights converted to `dtype` on `device`.

@@ -83,6 +83,21 @@ TEST_F(batcher_test, flush_when_idle_dispatches_without_waiting) {
   EXPECT_TRUE(matches_reference(a, {4, 5}));
 }
 
+TEST_F(batcher_test, queries_arriving_together_leave_together_for_an_idle_worker) {
+  config.batch_timeout_ms = 1000;
+  start();
+  // Sent at once, as the particles of an SMC step: the first must not leave alone.
+  auto a = ask(token_seq{1, 2});
+  auto b = ask(token_seq{3, 4});
+  auto c = ask(token_seq{5, 6});
+  sched.run();
+  EXPECT_EQ(probes->passes, 1);
+  EXPECT_EQ(probes->items, 3);
+  EXPECT_TRUE(matches_reference(a, {1, 2}));
+  EXPECT_TRUE(matches_reference(b, {3, 4}));
+  EXPECT_TRUE(matches_reference(c, {5, 6}));
+}
+
 TEST_F(batcher_test, a_duplicate_of_a_dispatched_query_joins_it) {
   start();
   auto a = ask(token_seq{9, 9, 9});

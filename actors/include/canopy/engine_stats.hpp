@@ -21,6 +21,8 @@ struct engine_stats {
   std::uint64_t failed_passes = 0;
   std::uint64_t tokens_requested = 0;   // sum of accepted query lengths
   std::uint64_t tokens_computed = 0;    // tokens the backends were asked to compute
+  std::uint64_t matmul_flops = 0;       // FLOPs of the passes' matrix products
+  double compute_seconds = 0;           // time the backends spent on passes
   std::uint64_t logprob_evictions = 0;
   std::uint64_t kv_evictions = 0;
   std::uint64_t nodes_removed = 0;

@@ -91,6 +91,8 @@ struct batcher_state {
   std::uint64_t timer_generation = 0;
   bool timer_armed = false;
   bool timer_expired = false;
+  bool idle_check_queued = false;      // an idle_atom is on its way to us
+  bool burst_enqueued = false;         // handling that idle_atom
 
   static inline const char* name = "canopy.batcher";
 };

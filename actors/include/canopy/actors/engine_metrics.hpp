@@ -3,6 +3,7 @@
 // each counter is exact; a snapshot across counters is not a single instant.
 // Thread contract: any thread.
 
+#include <canopy/backends/backend.hpp>
 #include <canopy/engine_stats.hpp>
 
 #include <array>
@@ -34,7 +35,7 @@ struct engine_metrics {
 
   std::atomic<std::uint64_t> queries{0}, answered{0}, failed{0}, cache_hits{0},
     merged_duplicates{0}, batches{0}, batched_queries{0}, deferred{0}, failed_passes{0},
-    tokens_requested{0}, tokens_computed{0};
+    tokens_requested{0}, tokens_computed{0}, matmul_flops{0}, compute_ns{0};
   // Written by the cache actor after each operation (its trie's accounting).
   std::atomic<std::uint64_t> logprob_evictions{0}, kv_evictions{0}, nodes_removed{0},
     refused_attaches{0}, logprob_entries{0}, logprob_bytes{0};
@@ -43,6 +44,8 @@ struct engine_metrics {
   latency_histogram latency;
 
   engine_stats snapshot() const;
+  /// Counts what a finished pass computed.
+  void count_pass(const backends::pass_result& result);
 };
 
 inline void bump(std::atomic<std::uint64_t>& counter, std::uint64_t n = 1) {

@@ -43,6 +43,8 @@ struct item_output {
 struct pass_result {
   std::vector<item_output> items;   // [items], in request order
   std::uint64_t tokens_computed = 0; // exactly the new tokens the backend computed
+  std::uint64_t matmul_flops = 0;    // FLOPs of the pass's matrix products (0: not a model)
+  std::uint64_t compute_ns = 0;      // time the backend spent on the pass
 };
 
 /// What the engine needs to know of a model.

@@ -58,6 +58,9 @@ using batcher_actor = caf::typed_actor<
   caf::reacts_to<flush_atom, std::uint64_t>,
   // INTERNAL: batch N's pass may have outlived pass_timeout; fail it if so.
   caf::reacts_to<timeout_atom, std::uint64_t>,
+  // INTERNAL: the queries that were in the mailbox with the first one are enqueued;
+  // an idle worker may take them now (flush_when_idle).
+  caf::reacts_to<idle_atom>,
   // reset_async_queries(): every waiting query gets errc::cancelled.
   caf::replies_to<cancel_atom>::with<bool>>;
 

@@ -24,5 +24,6 @@ using flush_atom = caf::atom_constant<caf::atom("flush")>;        // batcher -> 
 using connect_atom = caf::atom_constant<caf::atom("connect")>;  // wiring at start
 using answer_atom = caf::atom_constant<caf::atom("answer")>;    // -> request actor
 using timeout_atom = caf::atom_constant<caf::atom("timeout")>;  // deadlines, to oneself
+using idle_atom = caf::atom_constant<caf::atom("idle")>;        // batcher -> itself
 
 } // namespace canopy::messages

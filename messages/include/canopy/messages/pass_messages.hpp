@@ -29,7 +29,8 @@ typename Inspector::result_type inspect(Inspector& f, item_output& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, pass_result& x) {
-  return f(caf::meta::type_name("pass_result"), x.items, x.tokens_computed);
+  return f(caf::meta::type_name("pass_result"), x.items, x.tokens_computed, x.matmul_flops,
+           x.compute_ns);
 }
 
 template <class Inspector>

@@ -1,0 +1,162 @@
+// The model commands of `canopy` (logprobs, sample, make-model) run as a script runs
+// them: their outputs checked against ../shared/oracle (an independent float64
+// reference), and a written synthetic checkpoint served back.
+
+#include "cli_runner.hpp"
+#include "oracle.hpp"
+#include "shared_fixtures.hpp"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace {
+
+using canopy::testing::describe;
+using canopy::testing::run_canopy;
+
+const canopy::testing::oracle_case& once_upon_a_time() {
+  static const auto cases = [] {
+    return canopy::testing::load_oracle_cases(canopy::testing::shared_dir() /
+                                              "oracle/stories260K");
+  }();
+  for (const auto& c : cases)
+    if (c.name == "once_upon_a_time")
+      return c;
+  throw std::runtime_error("oracle case once_upon_a_time missing");
+}
+
+/// Little-endian float32 values, as logprobs --format f32 writes them.
+std::vector<float> floats_of(const std::string& bytes) {
+  std::vector<float> out(bytes.size() / 4);
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    std::uint32_t bits = 0;
+    for (int b = 0; b < 4; ++b)
+      bits |= std::uint32_t{static_cast<unsigned char>(bytes[4 * i + b])} << (8 * b);
+    std::memcpy(&out[i], &bits, 4);
+  }
+  return out;
+}
+
+TEST(CliLogprobs, TextAllPositionsMatchesOracle) {
+  CANOPY_SHARED_PATH_OR_SKIP(model, "models/stories260K/stories260K.bin");
+  CANOPY_SHARED_PATH_OR_SKIP(oracle, "oracle/stories260K/cases.json");
+  const auto& want = once_upon_a_time();
+  const auto r = run_canopy(
+      {"logprobs", "--model", model, "--text", "Once upon a time", "--all-positions"});
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  const auto doc = nlohmann::json::parse(r.out);
+  EXPECT_EQ(doc.at("tokens").get<std::vector<int>>(),
+            (std::vector<int>{1, 403, 407, 261, 378}));
+  const auto& rows = doc.at("logprobs");
+  ASSERT_EQ(rows.size(), 5u);
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    const auto row = rows[i].get<std::vector<float>>();
+    ASSERT_EQ(static_cast<std::int64_t>(row.size()), want.vocab);
+    EXPECT_LE(canopy::testing::max_abs_diff(
+                  row.data(), want.row(static_cast<std::int64_t>(i)), row.size()),
+              want.tolerance)
+        << "row " << i;
+  }
+}
+
+TEST(CliLogprobs, F32IsRowsTimesVocabFloats) {
+  CANOPY_SHARED_PATH_OR_SKIP(model, "models/stories260K/stories260K.bin");
+  CANOPY_SHARED_PATH_OR_SKIP(oracle, "oracle/stories260K/cases.json");
+  const auto& want = once_upon_a_time();
+  canopy::testing::temp_dir dir;
+  const auto file = dir.path / "rows.f32";
+  auto r = run_canopy({"logprobs", "--model", model, "--tokens", "1,403,407,261,378",
+                       "--all-positions", "--format", "f32", "--out", file.string()});
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  EXPECT_TRUE(r.out.empty());
+  const auto all = canopy::testing::read_file_bytes(file);
+  ASSERT_EQ(all.size(), 5u * 512 * 4);
+  EXPECT_LE(canopy::testing::max_abs_diff(floats_of(all).data(), want.logprobs.data(),
+                                          want.logprobs.size()),
+            want.tolerance);
+
+  // Without --all-positions, to stdout: the last row only, and nothing else.
+  r = run_canopy(
+      {"logprobs", "--model", model, "--tokens", "1,403,407,261,378", "--format", "f32"});
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  ASSERT_EQ(r.out.size(), 512u * 4);
+  EXPECT_LE(canopy::testing::max_abs_diff(floats_of(r.out).data(), want.row(4), 512),
+            want.tolerance);
+}
+
+TEST(CliSample, GreedyJsonMatchesOracle) {
+  CANOPY_SHARED_PATH_OR_SKIP(model, "models/stories260K/stories260K.bin");
+  CANOPY_SHARED_PATH_OR_SKIP(greedy_file, "oracle/stories260K/greedy.json");
+  const auto greedy = canopy::testing::read_json(greedy_file);
+  ASSERT_EQ(greedy.at("start_tokens"), nlohmann::json::array({1}));
+  const auto all_ids = greedy.at("ids").get<std::vector<int>>();
+  const std::vector<int> ids(all_ids.begin(), all_ids.begin() + 20);
+
+  const auto r = run_canopy({"sample", "--model", model, "--tokens", "1", "--max-tokens",
+                             "20", "--temperature", "0", "--format", "json"});
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  // One JSON document on one line, nothing else.
+  ASSERT_FALSE(r.out.empty());
+  EXPECT_EQ(r.out.find('\n'), r.out.size() - 1) << r.out;
+  const auto doc = nlohmann::json::parse(r.out);
+  EXPECT_EQ(doc.at("ids").get<std::vector<int>>(), ids);
+
+  // The text is what those ids add after BOS: run.c's output, a prefix of the oracle's
+  // 200-token text, and detokenize's bytes for the same ids.
+  const auto text = doc.at("text").get<std::string>();
+  EXPECT_EQ(greedy.at("text").get<std::string>().rfind(text, 0), 0u) << text;
+  std::string ids_arg = "1";
+  for (const int id : ids)
+    ids_arg += "," + std::to_string(id);
+  const auto decoded = run_canopy({"detokenize", "--model", model, "--tokens", ids_arg});
+  ASSERT_EQ(decoded.exit_code, 0) << describe(decoded);
+  EXPECT_EQ(text, decoded.out);
+}
+
+TEST(CliSample, TextFormatPrintsIdsThenText) {
+  CANOPY_SHARED_PATH_OR_SKIP(model, "models/stories260K/stories260K.bin");
+  const auto r = run_canopy({"sample", "--model", model, "--text", "Once upon a time",
+                             "--max-tokens", "3", "--temperature", "0"});
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  // greedy.json ids 4..6 follow "Once upon a time": ',' ' there' ' was'.
+  EXPECT_EQ(r.out, "432,383,286\n, there was\n");
+}
+
+TEST(CliMakeModel, WritesADirectoryThatLogprobsServes) {
+  for (const char* arch : {"llama", "gpt2"}) {
+    canopy::testing::temp_dir dir;
+    const auto out = (dir.path / "model").string();
+    auto r = run_canopy({"make-model", "--arch", arch, "--hidden", "32", "--layers", "2",
+                         "--heads", "4", "--vocab", "64", "--context", "32", "--seed",
+                         "7", "--out", out});
+    ASSERT_EQ(r.exit_code, 0) << describe(r);
+    EXPECT_EQ(r.out.rfind(
+                  "wrote " + out + ": arch=" + arch + " hidden=32 layers=2 heads=4 ", 0),
+              0u)
+        << r.out;
+    EXPECT_NE(r.out.find(" vocab=64 context=32 seed=7 parameters="), std::string::npos)
+        << r.out;
+    EXPECT_TRUE(std::filesystem::exists(dir.path / "model" / "config.json"));
+    EXPECT_TRUE(std::filesystem::exists(dir.path / "model" / "model.safetensors"));
+
+    r = run_canopy({"logprobs", "--model", out, "--tokens", "1,2,3"});
+    ASSERT_EQ(r.exit_code, 0) << arch << ": " << describe(r);
+    const auto doc = nlohmann::json::parse(r.out);
+    const auto& rows = doc.at("logprobs");
+    ASSERT_EQ(rows.size(), 1u);
+    const auto row = rows[0].get<std::vector<double>>();
+    ASSERT_EQ(row.size(), 64u);
+    double total = 0;
+    for (const double lp : row)
+      total += std::exp(lp);
+    EXPECT_NEAR(total, 1.0, 1e-4) << arch;
+  }
+}
+
+} // namespace
