@@ -40,8 +40,8 @@ struct target_check {
 /// miss queries/s (misses) >= 100k, tokens computed == unique tokens for smc, scoring
 /// and misses. A model: tokens computed / unique <= 1.02 for smc and scoring, and SMC
 /// with KV reuse at least 10x faster than without (full vs no-kv).
-/// With a model, also the SMC passes' GFLOP/s at least half of `matmul_gflops` (the
-/// goal is set for a synthetic Llama of ~100M parameters at batch 64).
+/// With a model, also the scoring passes' GFLOP/s at least half of `matmul_gflops`
+/// (the goal is set for a synthetic Llama of ~100M parameters at batch 64).
 std::vector<target_check> evaluate_targets(const std::vector<bench_result>& results,
                                            const engine_config& config, double matmul_gflops);
 /// The targets section printed after the table.

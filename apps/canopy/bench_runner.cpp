@@ -79,7 +79,11 @@ check_rule check_rule_for(const engine_config& config, bench_variant variant) {
     request.items.push_back(std::move(item));
     return model->run(request).items.front().logprobs;
   };
+  // A batched pass over cached KV rounds differently from one pass over the whole
+  // sequence; through a deep model with large logits that reaches ~1e-4 at values
+  // near -16 (a 100M-parameter synthetic Llama), a few float32 ulps per layer.
   rule.tolerance_abs = 1e-4;
+  rule.tolerance_rel = 2e-5;
   return rule;
 }
 

@@ -43,8 +43,8 @@ std::string difference(const at::Tensor& row, const std::vector<float>& expected
     return what.str();
   }
   const float* values = row.data_ptr<float>();
-  const bool exact = rule.tolerance_abs == 0;
-  const double slack = relative_slack(rule.dtype);
+  const bool exact = rule.tolerance_abs == 0 && rule.tolerance_rel == 0;
+  const double slack = relative_slack(rule.dtype) + rule.tolerance_rel;
   for (std::size_t v = 0; v < expected.size(); ++v) {
     const bool same =
       exact ? std::memcmp(values + v, &expected[v], sizeof(float)) == 0
@@ -53,7 +53,7 @@ std::string difference(const at::Tensor& row, const std::vector<float>& expected
     if (!same) {
       what << "entry " << v << " is " << values[v] << ", the reference " << expected[v];
       if (!exact)
-        what << " (tolerance " << rule.tolerance_abs << ")";
+        what << " (tolerance " << rule.tolerance_abs << " + " << slack << " x |reference|)";
       return what.str();
     }
   }

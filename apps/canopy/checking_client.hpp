@@ -31,7 +31,8 @@ using reference_row_fn = std::function<std::vector<float>(const token_seq&)>;
 struct check_rule {
   reference_row_fn reference;
   std::string dtype = "float32"; // how answers are rounded: float32, float16, bfloat16
-  double tolerance_abs = 0;      // 0: bit for bit
+  double tolerance_abs = 0;      // 0 (and tolerance_rel 0): bit for bit
+  double tolerance_rel = 0;      // times |reference|, added to tolerance_abs
 };
 
 class checking_client final : public query_client {
