@@ -1,11 +1,13 @@
 #pragma once
-// Helpers for the checkpoint tests: scratch directories, raw file I/O, a llama2.c
+// Helpers for the checkpoint tests (scratch files from scratch_files.hpp): a llama2.c
 // encoder (the inverse of the loader, to build .bin files from synthetic weights), and
 // an assertion that a call throws checkpoint_error whose message names what it must.
 // Thread contract: test-thread only.
 
 #include <canopy/backends/checkpoint.hpp>
 #include <canopy/backends/synthetic_checkpoint.hpp>
+
+#include "scratch_files.hpp"
 
 #include <gtest/gtest.h>
 
@@ -20,41 +22,6 @@
 #include <unistd.h>
 
 namespace canopy::testing {
-
-/// A fresh directory under the system temp dir, removed with everything in it.
-class scratch_dir {
-public:
-  scratch_dir() {
-    static std::atomic<int> counter{0};
-    path_ =
-        std::filesystem::temp_directory_path() /
-        ("canopy-ckpt-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
-    std::filesystem::remove_all(path_);
-    std::filesystem::create_directories(path_);
-  }
-  ~scratch_dir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  scratch_dir(const scratch_dir&) = delete;
-  scratch_dir& operator=(const scratch_dir&) = delete;
-
-  const std::filesystem::path& path() const { return path_; }
-  std::filesystem::path operator/(const std::string& name) const { return path_ / name; }
-
-private:
-  std::filesystem::path path_;
-};
-
-inline std::string read_bytes(const std::filesystem::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-inline void write_bytes(const std::filesystem::path& file, const std::string& bytes) {
-  std::ofstream out(file, std::ios::binary | std::ios::trunc);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-}
 
 inline std::string view_bytes(const backends::tensor_view& view) {
   return {reinterpret_cast<const char*>(view.data), backends::byte_size(view)};

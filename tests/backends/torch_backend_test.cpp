@@ -22,12 +22,7 @@ using canopy::testing::load_oracle_cases;
 using canopy::testing::max_abs_diff;
 using canopy::testing::oracle_case;
 
-struct model_fixture {
-  const char* model;  // under ../shared
-  const char* oracle; // under ../shared
-};
-
-void PrintTo(const model_fixture& f, std::ostream* os) { *os << f.model; }
+using canopy::testing::model_fixture;
 
 std::vector<std::uint32_t> all_rows(std::size_t n) {
   std::vector<std::uint32_t> rows(n);
@@ -69,14 +64,9 @@ protected:
   std::vector<oracle_case> cases;
 };
 
-#define LOAD_FIXTURES()                                                                 \
-  CANOPY_SHARED_PATH_OR_SKIP(model_dir, GetParam().model);                              \
-  CANOPY_SHARED_PATH_OR_SKIP(oracle_dir, GetParam().oracle);                            \
-  model_path = model_dir;                                                               \
-  cases = load_oracle_cases(oracle_dir)
 
 TEST_P(torch_backend_fidelity, every_row_of_every_case_in_one_pass_matches_the_oracle) {
-  LOAD_FIXTURES();
+  CANOPY_LOAD_ORACLE_MODEL();
   auto backend = make();
   for (const auto& c : cases) {
     ASSERT_EQ(backend->info().vocab_size, c.vocab) << c.name;
@@ -91,7 +81,7 @@ TEST_P(torch_backend_fidelity, every_row_of_every_case_in_one_pass_matches_the_o
 }
 
 TEST_P(torch_backend_fidelity, a_ragged_batch_matches_each_item_alone) {
-  LOAD_FIXTURES();
+  CANOPY_LOAD_ORACLE_MODEL();
   auto backend = make();
   // Prime the KV of a 3-token prefix of every case, then one pass of mixed items:
   // whole cases without a prefix, and continuations of different lengths.
@@ -122,7 +112,7 @@ TEST_P(torch_backend_fidelity, a_ragged_batch_matches_each_item_alone) {
 }
 
 TEST_P(torch_backend_fidelity, extending_token_by_token_reuses_kv_and_matches) {
-  LOAD_FIXTURES();
+  CANOPY_LOAD_ORACLE_MODEL();
   auto backend = make();
   const auto& c = cases.back(); // the longest
   kv_handle last = no_kv;
@@ -139,15 +129,8 @@ TEST_P(torch_backend_fidelity, extending_token_by_token_reuses_kv_and_matches) {
   EXPECT_EQ(backend->kv_entries(), c.tokens.size());
 }
 
-INSTANTIATE_TEST_SUITE_P(
-  shared_models, torch_backend_fidelity,
-  ::testing::Values(model_fixture{"models/stories260K/stories260K.bin", "oracle/stories260K"},
-                    model_fixture{"models/stories260K/hf", "oracle/stories260K"},
-                    model_fixture{"models/gpt2-synthetic", "oracle/gpt2-synthetic"}),
-  [](const auto& info) {
-    return std::string(info.index == 0 ? "stories260K_bin"
-                       : info.index == 1 ? "stories260K_hf" : "gpt2_synthetic");
-  });
+INSTANTIATE_TEST_SUITE_P(shared_models, torch_backend_fidelity, canopy::testing::oracle_models(),
+                         canopy::testing::oracle_model_name);
 
 class torch_backend_kv : public ::testing::Test {
 protected:

@@ -25,12 +25,7 @@ using canopy::testing::load_oracle_cases;
 using canopy::testing::max_abs_diff;
 using canopy::testing::oracle_case;
 
-struct model_fixture {
-  const char* model;  // under ../shared
-  const char* oracle; // under ../shared
-};
-
-void PrintTo(const model_fixture& f, std::ostream* os) { *os << f.model; }
+using canopy::testing::model_fixture;
 
 token_seq prefix(const token_seq& s, std::size_t n) {
   return token_seq(s.begin(), s.begin() + static_cast<std::ptrdiff_t>(n));
@@ -59,14 +54,9 @@ protected:
   std::vector<oracle_case> cases;
 };
 
-#define LOAD_FIXTURES()                                                                 \
-  CANOPY_SHARED_PATH_OR_SKIP(model_dir, GetParam().model);                              \
-  CANOPY_SHARED_PATH_OR_SKIP(oracle_dir, GetParam().oracle);                            \
-  model_path = model_dir;                                                               \
-  cases = load_oracle_cases(oracle_dir)
 
 TEST_P(model_fidelity, uncached_rows_match) {
-  LOAD_FIXTURES();
+  CANOPY_LOAD_ORACLE_MODEL();
   engine lm{config()};
   for (const auto& c : cases)
     for (std::size_t i = 0; i < c.tokens.size(); ++i)
@@ -77,7 +67,7 @@ TEST_P(model_fidelity, uncached_rows_match) {
 }
 
 TEST_P(model_fidelity, sync_rows_match_computed_and_then_as_cache_hits) {
-  LOAD_FIXTURES();
+  CANOPY_LOAD_ORACLE_MODEL();
   engine lm{config()};
   for (const auto& c : cases) {
     // The whole case first: its rows at every position are stored, so the shorter
@@ -92,7 +82,7 @@ TEST_P(model_fidelity, sync_rows_match_computed_and_then_as_cache_hits) {
 }
 
 TEST_P(model_fidelity, async_batched_with_unrelated_queries_rows_match) {
-  LOAD_FIXTURES();
+  CANOPY_LOAD_ORACLE_MODEL();
   engine lm{config()};
   std::mt19937 rng(7);
   std::uniform_int_distribution<int> token(0, static_cast<int>(cases[0].vocab) - 1);
@@ -118,7 +108,7 @@ TEST_P(model_fidelity, async_batched_with_unrelated_queries_rows_match) {
 }
 
 TEST_P(model_fidelity, after_cache_kv_of_a_prefix_only_the_rest_is_computed) {
-  LOAD_FIXTURES();
+  CANOPY_LOAD_ORACLE_MODEL();
   for (const auto& c : cases) {
     engine lm{config()};
     const auto k = c.tokens.size() / 2;
@@ -135,7 +125,7 @@ TEST_P(model_fidelity, after_cache_kv_of_a_prefix_only_the_rest_is_computed) {
 }
 
 TEST_P(model_fidelity, extending_token_by_token_computes_each_token_once) {
-  LOAD_FIXTURES();
+  CANOPY_LOAD_ORACLE_MODEL();
   engine lm{config()};
   std::uint64_t tokens = 0;
   for (const auto& c : cases) {
@@ -150,7 +140,7 @@ TEST_P(model_fidelity, extending_token_by_token_computes_each_token_once) {
 }
 
 TEST_P(model_fidelity, after_the_prefix_kv_was_evicted_rows_are_recomputed_the_same) {
-  LOAD_FIXTURES();
+  CANOPY_LOAD_ORACLE_MODEL();
   // A KV budget of a few dozen tokens: other sequences push the prefix's KV out.
   engine probe{config()};
   const auto per_token = probe.model().kv_bytes_per_token;
@@ -173,15 +163,8 @@ TEST_P(model_fidelity, after_the_prefix_kv_was_evicted_rows_are_recomputed_the_s
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-  shared_models, model_fidelity,
-  ::testing::Values(model_fixture{"models/stories260K/stories260K.bin", "oracle/stories260K"},
-                    model_fixture{"models/stories260K/hf", "oracle/stories260K"},
-                    model_fixture{"models/gpt2-synthetic", "oracle/gpt2-synthetic"}),
-  [](const auto& info) {
-    return std::string(info.index == 0 ? "stories260K_bin"
-                       : info.index == 1 ? "stories260K_hf" : "gpt2_synthetic");
-  });
+INSTANTIATE_TEST_SUITE_P(shared_models, model_fidelity, canopy::testing::oracle_models(),
+                         canopy::testing::oracle_model_name);
 
 class greedy_from_bos : public ::testing::TestWithParam<const char*> {};
 

@@ -3,8 +3,11 @@
 // as the oracle README describes: cases.json plus rows x vocab little-endian float32.
 // Thread contract: pure functions.
 
+#include "shared_fixtures.hpp"
+
 #include <canopy/cache/types.hpp>
 
+#include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -72,4 +75,33 @@ inline double max_abs_diff(const float* a, const float* b, std::size_t n) {
   return worst;
 }
 
+/// A checkpoint under ../shared and the oracle directory its numbers must match.
+struct model_fixture {
+  const char* model;  // under ../shared
+  const char* oracle; // under ../shared
+  const char* name;   // for test names
+};
+
+inline void PrintTo(const model_fixture& f, std::ostream* os) { *os << f.model; }
+
+/// Every checkpoint with oracle cases: stories260K in both forms, gpt2-synthetic.
+inline auto oracle_models() {
+  return ::testing::Values(
+    model_fixture{"models/stories260K/stories260K.bin", "oracle/stories260K", "stories260K_bin"},
+    model_fixture{"models/stories260K/hf", "oracle/stories260K", "stories260K_hf"},
+    model_fixture{"models/gpt2-synthetic", "oracle/gpt2-synthetic", "gpt2_synthetic"});
+}
+
+inline std::string oracle_model_name(const ::testing::TestParamInfo<model_fixture>& info) {
+  return info.param.name;
+}
+
 } // namespace canopy::testing
+
+/// In a test of a fixture parameterized by model_fixture with members `model_path` and
+/// `cases`: sets them, or ends the test as CANOPY_SHARED_PATH_OR_SKIP does.
+#define CANOPY_LOAD_ORACLE_MODEL()                                                      \
+  CANOPY_SHARED_PATH_OR_SKIP(model_dir, GetParam().model);                              \
+  CANOPY_SHARED_PATH_OR_SKIP(oracle_dir, GetParam().oracle);                            \
+  model_path = model_dir;                                                               \
+  cases = ::canopy::testing::load_oracle_cases(oracle_dir)
