@@ -4,6 +4,7 @@
 #include <canopy/backends/byte_level_alphabet.hpp>
 
 #include "gpt2_pretokenizer.hpp"
+#include "symbol_chain.hpp"
 #include "tokenizer_files.hpp"
 
 #include <nlohmann/json.hpp>
@@ -208,22 +209,17 @@ void gpt2_bpe_tokenizer::bpe(std::string_view word, std::vector<token_id>& out) 
     return a.rank > b.rank || (a.rank == b.rank && a.left > b.left);
   };
   std::priority_queue<candidate, std::vector<candidate>, decltype(later)> heap(later);
-  constexpr std::size_t none = static_cast<std::size_t>(-1);
-  std::vector<std::size_t> prev(n), next(n);
-  for (std::size_t i = 0; i < n; ++i) {
-    prev[i] = i == 0 ? none : i - 1;
-    next[i] = i + 1 == n ? none : i + 1;
-  }
+  symbol_chain chain(std::move(symbols));
   const auto consider = [&](std::size_t left, std::size_t right) {
-    if (left == none || right == none)
+    if (left == symbol_chain::none || right == symbol_chain::none)
       return;
-    auto it = merges_.find(pair_key(symbols[left], symbols[right]));
+    auto it = merges_.find(pair_key(chain.at(left), chain.at(right)));
     if (it != merges_.end())
-      heap.push(candidate{it->second.rank, left, right, symbols[left], symbols[right], it->second.result});
+      heap.push(candidate{it->second.rank, left, right, chain.at(left), chain.at(right),
+                          it->second.result});
   };
   for (std::size_t i = 0; i + 1 < n; ++i)
     consider(i, i + 1);
-  std::vector<bool> alive(n, true);
   std::vector<candidate> round;
   while (!heap.empty()) {
     round.clear();
@@ -233,20 +229,14 @@ void gpt2_bpe_tokenizer::bpe(std::string_view word, std::vector<token_id>& out) 
       heap.pop();
     }
     for (const candidate& c : round) {
-      if (!alive[c.left] || next[c.left] != c.right || symbols[c.left] != c.left_id ||
-          symbols[c.right] != c.right_id)
+      if (!chain.stands(c.left, c.right, c.left_id, c.right_id))
         continue;  // stale, or overlapping a merge just made in this round
-      symbols[c.left] = c.result;
-      alive[c.right] = false;
-      next[c.left] = next[c.right];
-      if (next[c.right] != none)
-        prev[next[c.right]] = c.left;
-      consider(prev[c.left], c.left);
-      consider(c.left, next[c.left]);
+      chain.merge(c.left, c.right, c.result);
+      consider(chain.prev(c.left), c.left);
+      consider(c.left, chain.next(c.left));
     }
   }
-  for (std::size_t i = 0; i != none; i = next[i])  // symbol 0 is never merged away
-    out.push_back(symbols[i]);
+  chain.append_to(out);
 }
 
 std::vector<cache::token_id> gpt2_bpe_tokenizer::encode(std::string_view text) const {

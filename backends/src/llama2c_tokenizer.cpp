@@ -1,6 +1,7 @@
 // llama2.c tokenizer.bin and run.c's encode/decode (see llama2c_tokenizer.hpp).
 #include <canopy/backends/llama2c_tokenizer.hpp>
 
+#include "symbol_chain.hpp"
 #include "tokenizer_files.hpp"
 
 #include <cstdint>
@@ -160,49 +161,36 @@ std::vector<cache::token_id> llama2c_tokenizer::encode(std::string_view text) co
     return a.score < b.score || (a.score == b.score && a.left > b.left);
   };
   std::priority_queue<candidate, std::vector<candidate>, decltype(lower_priority)> heap(lower_priority);
-  constexpr std::size_t none = static_cast<std::size_t>(-1);
   const std::size_t n = symbols.size();
-  std::vector<std::size_t> prev(n), next(n);
-  for (std::size_t i = 0; i < n; ++i) {
-    prev[i] = i == 0 ? none : i - 1;
-    next[i] = i + 1 == n ? none : i + 1;
-  }
+  symbol_chain chain(std::move(symbols));
   std::string pair;
   const auto consider = [&](std::size_t left, std::size_t right) {
-    if (left == none || right == none)
+    if (left == symbol_chain::none || right == symbol_chain::none)
       return;
-    pair = pieces_[static_cast<std::size_t>(symbols[left])];
-    pair += pieces_[static_cast<std::size_t>(symbols[right])];
+    pair = pieces_[static_cast<std::size_t>(chain.at(left))];
+    pair += pieces_[static_cast<std::size_t>(chain.at(right))];
     auto id = lookup(pair);
     if (!id)
       return;
     const float score = scores_[static_cast<std::size_t>(*id)];
     if (score > merge_floor)  // also false for NaN, as in run.c
-      heap.push(candidate{score, left, right, symbols[left], symbols[right], *id});
+      heap.push(candidate{score, left, right, chain.at(left), chain.at(right), *id});
   };
   for (std::size_t i = 0; i + 1 < n; ++i)
     consider(i, i + 1);
-  std::vector<bool> alive(n, true);
   while (!heap.empty()) {
     const candidate c = heap.top();
     heap.pop();
-    if (!alive[c.left] || next[c.left] != c.right || symbols[c.left] != c.left_id ||
-        symbols[c.right] != c.right_id)
+    if (!chain.stands(c.left, c.right, c.left_id, c.right_id))
       continue;
-    symbols[c.left] = c.result;
-    alive[c.right] = false;
-    next[c.left] = next[c.right];
-    if (next[c.right] != none)
-      prev[next[c.right]] = c.left;
-    consider(prev[c.left], c.left);
-    consider(c.left, next[c.left]);
+    chain.merge(c.left, c.right, c.result);
+    consider(chain.prev(c.left), c.left);
+    consider(c.left, chain.next(c.left));
   }
 
   std::vector<token_id> ids;
   ids.reserve(n);
-  for (std::size_t i = 0; i < n; ++i)
-    if (alive[i])
-      ids.push_back(symbols[i]);
+  chain.append_to(ids);
   return ids;
 }
 
