@@ -1,45 +1,12 @@
 #include "ragged_attention.hpp"
 
 #include "cpu_attention.hpp"
+#include "torch_weights.hpp"
 
 #include <cmath>
 #include <stdexcept>
 
 namespace canopy::backends {
-
-namespace {
-
-at::Tensor index_tensor(const std::vector<std::int64_t>& values, at::Device device) {
-  auto t = at::empty({static_cast<std::int64_t>(values.size())}, at::kLong);
-  std::copy(values.begin(), values.end(), t.data_ptr<std::int64_t>());
-  return t.to(device);
-}
-
-} // namespace
-
-device_layout to_device(const pass_layout& layout, at::Device device, at::ScalarType dtype) {
-  device_layout out;
-  out.host = &layout;
-  out.packed_rows = layout.packed_rows;
-  out.positions = index_tensor(layout.positions, device);
-  out.prefix_slots = index_tensor(layout.prefix_slots, device);
-  out.identity = layout.identity;
-  for (const auto& g : layout.groups) {
-    device_layout::group d;
-    d.items = g.items;
-    d.queries = g.queries;
-    d.keys = g.keys;
-    d.query_index = index_tensor(g.query_index, device);
-    d.key_index = index_tensor(g.key_index, device);
-    auto mask = at::empty({g.items, 1, 1, g.queries, g.keys}, at::kFloat);
-    std::copy(g.mask.begin(), g.mask.end(), mask.data_ptr<float>());
-    d.mask = mask.to(device, dtype);
-    d.result_rows = index_tensor(g.result_rows, device);
-    d.result_targets = index_tensor(g.result_targets, device);
-    out.groups.push_back(std::move(d));
-  }
-  return out;
-}
 
 namespace {
 
@@ -69,38 +36,62 @@ at::Tensor aten_attention_group(const at::Tensor& q_src, const at::Tensor& keys,
 
 } // namespace
 
-at::Tensor ragged_attention(const at::Tensor& q, const at::Tensor& keys,
-                            const at::Tensor& values, const device_layout& layout,
-                            attention_kernel kernel) {
-  const auto T = q.size(0), H = q.size(1), hd = q.size(2);
-  const bool loops_apply = q.is_cpu() && q.scalar_type() == at::kFloat;
+device_layout to_device(const pass_layout& layout, at::Device device, at::ScalarType dtype,
+                        attention_kernel kernel) {
+  const bool loops_apply = device.is_cpu() && dtype == at::kFloat;
   if (kernel == attention_kernel::cpu_loops && !loops_apply)
     throw std::invalid_argument("the attention loops need float32 CPU tensors");
-  // Scaling q once is cheaper than scaling every score.
-  const auto scaled = (q * (1.0 / std::sqrt(static_cast<double>(hd)))).contiguous();
+  device_layout out;
+  out.host = &layout;
+  out.positions = index_tensor(layout.positions, device);
+  for (const auto& g : layout.groups) {
+    device_layout::group d;
+    d.loops = kernel == attention_kernel::cpu_loops ||
+              (kernel == attention_kernel::automatic && loops_apply &&
+               g.queries <= max_queries_for_loops);
+    if (!d.loops) {
+      d.items = g.items;
+      d.queries = g.queries;
+      d.keys = g.keys;
+      d.query_index = index_tensor(g.query_index, device);
+      d.key_index = index_tensor(g.key_index, device);
+      auto mask = at::empty({g.items, 1, 1, g.queries, g.keys}, at::kFloat);
+      std::copy(g.mask.begin(), g.mask.end(), mask.data_ptr<float>());
+      d.mask = mask.to(device, dtype);
+      d.result_rows = index_tensor(g.result_rows, device);
+      d.result_targets = index_tensor(g.result_targets, device);
+    }
+    out.groups.push_back(std::move(d));
+  }
+  return out;
+}
+
+at::Tensor ragged_attention(const at::Tensor& q, const at::Tensor& keys,
+                            const at::Tensor& values, const device_layout& layout) {
+  const auto T = q.size(0), H = q.size(1), hd = q.size(2);
+  const bool identity = layout.host->identity;
   at::Tensor out, q_src, q_c, keys_c, values_c;
   for (std::size_t i = 0; i < layout.groups.size(); ++i) {
     const auto& g = layout.groups[i];
-    const bool loops = kernel == attention_kernel::cpu_loops ||
-                       (kernel == attention_kernel::automatic && loops_apply &&
-                        g.queries <= max_queries_for_loops);
-    if (!loops && layout.identity)
-      return aten_attention_group(scaled, keys, values, g, true, H, hd);
+    if (!g.loops && (identity || !q_src.defined())) {
+      // Scaling q once is cheaper than scaling every score (the loops scale theirs).
+      const auto scaled = q * (1.0 / std::sqrt(static_cast<double>(hd)));
+      if (identity)
+        return aten_attention_group(scaled.contiguous(), keys, values, g, true, H, hd);
+      // Padded query rows read the zero row appended here.
+      q_src = at::cat({scaled, at::zeros({1, H, hd}, q.options())});
+    }
     if (!out.defined())
       out = at::empty({T, H * hd}, q.options());
-    if (loops) {
+    if (g.loops) {
       if (!q_c.defined()) {
         q_c = q.contiguous();
         keys_c = keys.contiguous();
         values_c = values.contiguous();
       }
-      // The loops scale the scores themselves.
       cpu_attention_group(q_c, keys_c, values_c, layout.host->groups[i], out);
       continue;
     }
-    // Padded query rows read the zero row appended here.
-    if (!q_src.defined())
-      q_src = at::cat({scaled, at::zeros({1, H, hd}, q.options())});
     const auto og = aten_attention_group(q_src, keys, values, g, false, H, hd);
     out.index_copy_(0, g.result_targets, og.index_select(0, g.result_rows));
   }

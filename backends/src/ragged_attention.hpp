@@ -11,9 +11,19 @@
 
 namespace canopy::backends {
 
-/// A pass_layout's index and mask tensors on the model's device.
+/// How a group is computed: the ATen formulation (gathered keys, a masked batched
+/// matmul; any device and dtype) or cpu_attention_group's loops (float32 on the CPU).
+/// `automatic` takes the loops where they apply and a group has few queries per item,
+/// else ATen.
+enum class attention_kernel { automatic, aten, cpu_loops };
+
+/// A pass_layout made ready for the model's device, with each group's kernel chosen
+/// once per pass (not per layer). Only ATen groups get device tensors; the loops read
+/// the host layout.
 struct device_layout {
   struct group {
+    bool loops = false;        // computed by cpu_attention_group
+    // ATen groups only:
     std::int64_t items = 0, queries = 0, keys = 0;
     at::Tensor query_index;    // [G*n_max] int64
     at::Tensor key_index;      // [G*L_max] int64
@@ -21,27 +31,20 @@ struct device_layout {
     at::Tensor result_rows;    // [n_real] int64
     at::Tensor result_targets; // [n_real] int64
   };
-  std::int64_t packed_rows = 0; // T
-  const pass_layout* host = nullptr; // the layout these tensors were made from
-  at::Tensor positions;         // [T] int64
-  at::Tensor prefix_slots;      // packed: [P] int64
+  const pass_layout* host = nullptr; // the layout this was made from
+  at::Tensor positions;              // [T] int64
   std::vector<group> groups;
-  bool identity = false;
 };
 
-device_layout to_device(const pass_layout& layout, at::Device device, at::ScalarType dtype);
+/// Throws std::invalid_argument when `kernel` is cpu_loops but the device or dtype is
+/// not float32 on the CPU.
+device_layout to_device(const pass_layout& layout, at::Device device, at::ScalarType dtype,
+                        attention_kernel kernel = attention_kernel::automatic);
 
 /// q: [T, H, hd]; keys, values: the key source [rows, KV, hd] the layout's key
 /// indices point into (see pass_layout), with H a multiple of KV (query head h reads
 /// KV head h / (H / KV), as HF's repeat_kv). Returns [T, H * hd].
-/// How a group is computed: the ATen formulation (gathered keys, a masked batched
-/// matmul; any device and dtype) or cpu_attention_group's loops (float32 on the CPU).
-/// `automatic` takes the loops where they apply and each group has few queries per
-/// item, else ATen.
-enum class attention_kernel { automatic, aten, cpu_loops };
-
 at::Tensor ragged_attention(const at::Tensor& q, const at::Tensor& keys,
-                            const at::Tensor& values, const device_layout& layout,
-                            attention_kernel kernel = attention_kernel::automatic);
+                            const at::Tensor& values, const device_layout& layout);
 
 } // namespace canopy::backends

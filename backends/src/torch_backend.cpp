@@ -3,6 +3,7 @@
 #include "kv_slots.hpp"
 #include "pass_kv.hpp"
 #include "pass_layout.hpp"
+#include "torch_weights.hpp"
 #include "transformer.hpp"
 
 #include <ATen/Parallel.h>
@@ -81,12 +82,6 @@ private:
   std::vector<kv_slots::slot> taken_;
   bool committed_ = false;
 };
-
-at::Tensor long_tensor(const std::vector<std::int64_t>& values, at::Device device) {
-  auto t = at::empty({static_cast<std::int64_t>(values.size())}, at::kLong);
-  std::copy(values.begin(), values.end(), t.data_ptr<std::int64_t>());
-  return t.to(device);
-}
 
 class torch_backend final : public backend_i {
 public:
@@ -173,10 +168,11 @@ public:
       }
     }
     const auto on_device = to_device(layout, device_, dtype_);
-    const pass_kv kv{kv_.get(), pooled, long_tensor(store_rows, device_),
-                     long_tensor(store_slots, device_), on_device.prefix_slots};
+    const pass_kv kv{kv_.get(), pooled, index_tensor(store_rows, device_),
+                     index_tensor(store_slots, device_),
+                     index_tensor(layout.prefix_slots, device_)};
     const auto logprobs =
-      model_->forward(long_tensor(tokens, device_), on_device, kv, long_tensor(rows, device_))
+      model_->forward(index_tensor(tokens, device_), on_device, kv, index_tensor(rows, device_))
         .to(at::kCPU)
         .contiguous();
 

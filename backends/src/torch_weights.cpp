@@ -1,5 +1,6 @@
 #include "torch_weights.hpp"
 
+#include <algorithm>
 #include <cstring>
 
 namespace canopy::backends {
@@ -26,6 +27,12 @@ at::Tensor load_weight(const checkpoint& ckpt, const std::string& name, at::Scal
   auto host = at::empty(view.shape, at::TensorOptions().dtype(scalar_type(view.dtype)));
   std::memcpy(host.data_ptr(), view.data, host.numel() * element_size(view.dtype));
   return host.to(device, dtype);
+}
+
+at::Tensor index_tensor(const std::vector<std::int64_t>& values, at::Device device) {
+  auto t = at::empty({static_cast<std::int64_t>(values.size())}, at::kLong);
+  std::copy(values.begin(), values.end(), t.data_ptr<std::int64_t>());
+  return t.to(device);
 }
 
 at::Tensor in_out(const at::Tensor& weight) {

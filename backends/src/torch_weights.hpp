@@ -7,7 +7,9 @@
 
 #include <ATen/ATen.h>
 
+#include <cstdint>
 #include <string>
+#include <vector>
 
 namespace canopy::backends {
 
@@ -21,6 +23,9 @@ at::Tensor load_weight(const checkpoint& ckpt, const std::string& name, at::Scal
 // rows by each weight; OpenBLAS ran x W on a contiguous [in, out] copy faster than
 // x W^T: with 46 rows, 126 against 89 GFLOP/s for a 768 x 32000 head and 89 against
 // 84 for 768 x 2304 (the ceiling: 200). The copy costs the tied embedding's size once.
+/// An int64 tensor of `values` on `device` (indices built on the host for a pass).
+at::Tensor index_tensor(const std::vector<std::int64_t>& values, at::Device device);
+
 /// A contiguous [in, out] copy of an [out, in] weight.
 at::Tensor in_out(const at::Tensor& weight);
 

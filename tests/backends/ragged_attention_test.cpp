@@ -95,14 +95,14 @@ at::Tensor run(const scenario& s, bool pooled, attention_kernel kernel) {
     }
   const auto zero_row = s.pool_k.size(0) - 1;
   const auto layout = build_pass_layout(items, pooled ? zero_row : -1);
-  const auto d = to_device(layout, at::kCPU, at::kFloat);
+  const auto d = to_device(layout, at::kCPU, at::kFloat, kernel);
   if (pooled)
-    return ragged_attention(s.q, s.pool_k, s.pool_v, d, kernel);
+    return ragged_attention(s.q, s.pool_k, s.pool_v, d);
   auto index = at::tensor(prefix, at::kLong);
   auto zero = at::zeros({1, KV, hd});
   auto keys = at::cat({s.pool_k.index_select(0, index), s.new_k, zero});
   auto values = at::cat({s.pool_v.index_select(0, index), s.new_v, zero});
-  return ragged_attention(s.q, keys, values, d, kernel);
+  return ragged_attention(s.q, keys, values, d);
 }
 
 TEST(ragged_attention, both_kernels_and_key_sources_match_each_item_alone) {
