@@ -266,6 +266,7 @@ void dispatch(batcher_pointer self, std::vector<entry_id> ids, const prepared_ba
   }
   bump(st.metrics->batches);
   bump(st.metrics->batched_queries, batch.entries.size());
+  st.metrics->batch_size.observe(double(batch.entries.size()));
 
   auto batch_id = st.next_batch++;
   auto pass = batch.pass;
@@ -287,6 +288,12 @@ void dispatch(batcher_pointer self, std::vector<entry_id> ids, const prepared_ba
 
 void maybe_flush(batcher_pointer self) {
   auto& st = self->state;
+  // The queue-depth gauge is refreshed on every way out: a flush is considered after
+  // every change of the queue.
+  struct publish_depth {
+    batcher_state& st;
+    ~publish_depth() { st.metrics->queue_depth.store(st.pending.size(), std::memory_order_relaxed); }
+  } publish{st};
   if (st.preparing)
     return;
   if (st.pending.empty()) {
@@ -376,6 +383,34 @@ void enqueue(batcher_pointer self, const query& q, waiter w) {
   maybe_flush(self);
 }
 
+/// Removes the waiters (sink, tickets[i]) from the entries of sequences[i]. An entry
+/// left without waiters stays where it is and is dropped when its turn comes
+/// (drop_if_abandoned, or dispatch for one being prepared); one already computing
+/// finishes, and its rows are cached.
+void withdraw(batcher_pointer self, const answer_sink& sink,
+              const std::vector<std::uint64_t>& tickets,
+              const std::vector<cache::token_seq>& sequences) {
+  auto& st = self->state;
+  auto remove_from = [&](batch_entry& entry, std::uint64_t ticket) {
+    auto& ws = entry.waiters;
+    ws.erase(std::remove_if(ws.begin(), ws.end(),
+                            [&](const waiter& w) { return w.ticket == ticket && w.sink == sink; }),
+             ws.end());
+  };
+  for (std::size_t i = 0; i < tickets.size() && i < sequences.size(); ++i) {
+    if (st.options.merge_duplicates) {
+      auto it = st.by_key.find(sequences[i]);
+      if (it != st.by_key.end())
+        remove_from(st.entries.at(it->second), tickets[i]);
+      continue;
+    }
+    // Without merging there is no index by sequence; cancellations are rare.
+    for (auto& [id, entry] : st.entries)
+      if (entry.q.tokens == sequences[i])
+        remove_from(entry, tickets[i]);
+  }
+}
+
 void cancel_all(batcher_pointer self) {
   auto& st = self->state;
   auto cancelled = make_error(errc::cancelled, "reset_async_queries() cancelled the query");
@@ -460,6 +495,10 @@ batcher_actor::behavior_type batcher(batcher_pointer self, batcher_options optio
     [=](cancel_atom) {
       cancel_all(self);
       return true;
+    },
+    [=](cancel_atom, const answer_sink& sink, const std::vector<std::uint64_t>& tickets,
+        const std::vector<cache::token_seq>& sequences) {
+      withdraw(self, sink, tickets, sequences);
     },
   };
 }

@@ -173,6 +173,12 @@ cache_actor::behavior_type cache(cache_actor::stateful_pointer<cache_state> self
       self->state.after_change();
     },
     [=](connect_atom, const batcher_actor& batcher) { self->state.batcher = batcher; },
+    [=](cancel_atom, answer_sink& sink, std::vector<std::uint64_t>& tickets,
+        std::vector<cache::token_seq>& sequences) {
+      if (self->state.batcher)
+        self->send(self->state.batcher, cancel_atom::value, std::move(sink), std::move(tickets),
+                   std::move(sequences));
+    },
     [=](clear_atom) {
       self->state.trie->clear();
       self->state.after_change();

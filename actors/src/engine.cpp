@@ -178,32 +178,17 @@ std::vector<token_seq> engine::batch_sample(const std::vector<token_seq>& prompt
                                             std::size_t max_tokens,
                                             const std::vector<std::int32_t>& eos_token_ids,
                                             double temperature, std::uint64_t seed) {
-  std::vector<token_seq> generated(prompts.size());
-  std::vector<std::mt19937_64> streams;
-  for (std::size_t i = 0; i < prompts.size(); ++i)
-    streams.push_back(actors::sampling_stream(seed, i));
-  std::vector<bool> done(prompts.size(), max_tokens == 0);
-  for (std::size_t step = 0; step < max_tokens; ++step) {
+  actors::sampling_run run(prompts, max_tokens, eos_token_ids, temperature, seed);
+  while (!run.finished()) {
     std::vector<std::pair<std::size_t, std::future<at::Tensor>>> asked;
-    for (std::size_t i = 0; i < prompts.size(); ++i) {
-      if (done[i])
-        continue;
-      token_seq context = prompts[i];
-      context.insert(context.end(), generated[i].begin(), generated[i].end());
+    for (auto& [i, context] : run.next_queries())
       asked.emplace_back(i, next_token_logprobs(std::move(context)));
-    }
-    if (asked.empty())
-      break;
     for (auto& [i, future] : asked) {
       auto row = future.get();
-      auto token = actors::sample_token(row.data_ptr<float>(), row.numel(), temperature,
-                                        streams[i]);
-      generated[i].push_back(token);
-      done[i] = std::find(eos_token_ids.begin(), eos_token_ids.end(), token) !=
-                eos_token_ids.end();
+      run.advance(i, row.data_ptr<float>(), row.numel());
     }
   }
-  return generated;
+  return run.generated();
 }
 
 void engine::cache_kv(const token_seq& prompt) {

@@ -56,6 +56,13 @@ void engine_metrics::count_pass(const backends::pass_result& result) {
   compute_ns.fetch_add(result.compute_ns, std::memory_order_relaxed);
 }
 
+void engine_metrics::count_error(messages::errc code) {
+  auto index = static_cast<std::size_t>(code);
+  if (code == messages::errc::none || index >= errors_by_code.size())
+    index = static_cast<std::size_t>(messages::errc::backend_failure);
+  bump(errors_by_code[index]);
+}
+
 engine_stats engine_metrics::snapshot() const {
   auto get = [](const std::atomic<std::uint64_t>& c) {
     return c.load(std::memory_order_relaxed);
@@ -86,6 +93,14 @@ engine_stats engine_metrics::snapshot() const {
   s.latency_p50_us = latency.percentile_us(0.50);
   s.latency_p90_us = latency.percentile_us(0.90);
   s.latency_p99_us = latency.percentile_us(0.99);
+  s.latency_seconds = latency_seconds.snapshot();
+  s.batch_size = batch_size.snapshot();
+  for (std::size_t code = 0; code < errors_by_code.size(); ++code)
+    if (auto n = get(errors_by_code[code]))
+      s.errors_by_code.emplace_back(
+        std::string(messages::to_string(static_cast<messages::errc>(code))), n);
+  s.queue_depth = get(queue_depth);
+  s.in_flight = get(in_flight);
   return s;
 }
 
@@ -110,7 +125,11 @@ std::string engine_stats::to_json() const {
                {"kv", kv_bytes}, {"kv_budget_per_worker", kv_budget_bytes}}},
     {"latency_us", {{"p50", latency_p50_us}, {"p90", latency_p90_us},
                     {"p99", latency_p99_us}}},
+    {"queue_depth", queue_depth}, {"in_flight", in_flight},
   };
+  auto& errors = j["errors_by_code"] = nlohmann::json::object();
+  for (const auto& [code, n] : errors_by_code)
+    errors[code] = n;
   return j.dump();
 }
 

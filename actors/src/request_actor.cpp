@@ -36,13 +36,20 @@ caf::error pass_error(const caf::error& e) {
   return e;
 }
 
+void count_failure(engine_metrics& metrics, const caf::error& e) {
+  bump(metrics.failed);
+  metrics.count_error(code_of(e));
+}
+
 /// Registers an accepted query and returns its ticket.
 std::uint64_t accept(request_pointer self, std::size_t tokens, answer_fn answer) {
   auto& st = self->state;
   bump(st.metrics->queries);
   bump(st.metrics->tokens_requested, tokens);
+  bump(st.metrics->in_flight);
   auto ticket = st.next_ticket++;
-  st.outstanding.emplace(ticket, request_state::pending{std::move(answer), self->clock().now()});
+  st.outstanding.emplace(ticket,
+                         request_state::pending{std::move(answer), self->clock().now(), {}});
   return ticket;
 }
 
@@ -55,25 +62,38 @@ void complete(request_pointer self, std::uint64_t ticket,
     return;
   auto pending = std::move(it->second);
   st.outstanding.erase(it);
-  bump(result ? st.metrics->answered : st.metrics->failed);
-  st.metrics->latency.record(self->clock().now() - pending.accepted);
+  if (pending.caller)
+    st.by_caller.erase(*pending.caller);
+  st.metrics->in_flight.fetch_sub(1, std::memory_order_relaxed);
+  if (result)
+    bump(st.metrics->answered);
+  else
+    count_failure(*st.metrics, result.error());
+  auto latency = self->clock().now() - pending.accepted;
+  st.metrics->latency.record(latency);
+  st.metrics->latency_seconds.observe(std::chrono::duration<double>(latency).count());
   pending.answer(std::move(result));
 }
 
 /// Rejects a query before it enters the pipeline.
 void reject(request_pointer self, const caf::error& e, const answer_fn& answer) {
   bump(self->state.metrics->queries);
-  bump(self->state.metrics->failed);
+  count_failure(*self->state.metrics, e);
   answer(e);
 }
 
-void ask(request_pointer self, query q, answer_fn answer) {
+void ask(request_pointer self, query q, answer_fn answer,
+         std::optional<caller_key> caller = std::nullopt) {
   auto& st = self->state;
   if (auto e = validate_tokens(q.tokens, st.model))
     return reject(self, e, answer);
   if (q.timeout.count() == 0)
     q.timeout = st.options.query_timeout;
   auto ticket = accept(self, q.tokens.size(), std::move(answer));
+  if (caller) {
+    st.outstanding.at(ticket).caller = caller;
+    st.by_caller.emplace(std::move(*caller), request_state::cancellable{ticket, q.tokens});
+  }
   if (q.timeout.count() > 0)
     self->delayed_send(self, q.timeout, timeout_atom::value, ticket);
   self->send(st.cache, lookup_atom::value, std::move(q), ticket,
@@ -111,6 +131,36 @@ answer_fn to_promise(caf::typed_response_promise<shared_logprobs> promise) {
     else
       promise.deliver(std::move(result.error()));
   };
+}
+
+/// Answers (answer_atom, id, ...) to a sink.
+answer_fn to_sink(request_pointer self, answer_sink sink, std::uint64_t id) {
+  return [self, sink = std::move(sink), id](caf::expected<shared_logprobs> result) {
+    if (result)
+      self->send(sink, answer_atom::value, id, std::move(*result));
+    else
+      self->send(sink, answer_atom::value, id, std::move(result.error()));
+  };
+}
+
+void cancel_for(request_pointer self, const answer_sink& sink,
+                const std::vector<std::uint64_t>& ids) {
+  auto& st = self->state;
+  std::vector<std::uint64_t> tickets;
+  std::vector<cache::token_seq> sequences;
+  for (auto id : ids) {
+    auto it = st.by_caller.find(caller_key{sink.address(), id});
+    if (it == st.by_caller.end())
+      continue; // answered already
+    tickets.push_back(it->second.ticket);
+    sequences.push_back(std::move(it->second.tokens));
+    complete(self, tickets.back(), make_error(errc::cancelled, "the caller cancelled the query"));
+  }
+  // Through the cache, the path the queries took, so the batcher sees the withdrawal
+  // after the queries themselves.
+  if (!tickets.empty())
+    self->send(st.cache, cancel_atom::value, caf::actor_cast<answer_sink>(self),
+               std::move(tickets), std::move(sequences));
 }
 
 } // namespace
@@ -158,6 +208,12 @@ request_actor(request_pointer self, request_options options, backends::model_inf
     },
     [=](logprobs_atom, const query& q, const reply_callback& callback) {
       ask(self, q, callback.fn);
+    },
+    [=](logprobs_atom, query& q, std::uint64_t id, const answer_sink& sink) {
+      ask(self, std::move(q), to_sink(self, sink, id), caller_key{sink.address(), id});
+    },
+    [=](cancel_atom, const answer_sink& sink, const std::vector<std::uint64_t>& ids) {
+      cancel_for(self, sink, ids);
     },
     [=](uncached_atom, const cache::token_seq& tokens) {
       auto promise = self->make_response_promise<shared_logprobs>();

@@ -30,4 +30,43 @@ std::int32_t sample_token(const float* logprobs, std::size_t vocab, double tempe
   return static_cast<std::int32_t>(std::min<std::size_t>(it - cumulative.begin(), vocab - 1));
 }
 
+sampling_run::sampling_run(std::vector<cache::token_seq> prompts, std::size_t max_tokens,
+                           std::vector<std::int32_t> eos_token_ids, double temperature,
+                           std::uint64_t seed)
+  : prompts_(std::move(prompts)), generated_(prompts_.size()),
+    hit_eos_(prompts_.size(), false), max_tokens_(max_tokens), eos_(std::move(eos_token_ids)),
+    temperature_(temperature) {
+  for (std::size_t i = 0; i < prompts_.size(); ++i)
+    streams_.push_back(sampling_stream(seed, i));
+}
+
+bool sampling_run::finished(std::size_t i) const {
+  return hit_eos_[i] || generated_[i].size() >= max_tokens_;
+}
+
+bool sampling_run::finished() const {
+  for (std::size_t i = 0; i < prompts_.size(); ++i)
+    if (!finished(i))
+      return false;
+  return true;
+}
+
+std::vector<std::pair<std::size_t, cache::token_seq>> sampling_run::next_queries() const {
+  std::vector<std::pair<std::size_t, cache::token_seq>> queries;
+  for (std::size_t i = 0; i < prompts_.size(); ++i) {
+    if (finished(i))
+      continue;
+    cache::token_seq context = prompts_[i];
+    context.insert(context.end(), generated_[i].begin(), generated_[i].end());
+    queries.emplace_back(i, std::move(context));
+  }
+  return queries;
+}
+
+void sampling_run::advance(std::size_t i, const float* logprobs, std::size_t vocab) {
+  auto token = sample_token(logprobs, vocab, temperature_, streams_[i]);
+  generated_[i].push_back(token);
+  hit_eos_[i] = std::find(eos_.begin(), eos_.end(), token) != eos_.end();
+}
+
 } // namespace canopy::actors

@@ -5,6 +5,7 @@
 #include "bench_runner.hpp"
 #include "cli_args.hpp"
 #include "commands.hpp"
+#include "http_load_command.hpp"
 #include "matmul_ceiling.hpp"
 #include "process_memory.hpp"
 
@@ -50,7 +51,9 @@ const char* const usage =
     "mock's row bit for bit; a model run alone on the whole sequence within 1e-4 +\n"
     "2e-5 x |value|); a mismatch makes the exit code 1. After the table, a targets\n"
     "section compares the results with the engine's goals (informational: the exit\n"
-    "code does not depend on it).\n";
+    "code does not depend on it).\n"
+    "With --target http://HOST:PORT it measures a running `canopy serve` over HTTP\n"
+    "instead ('canopy bench --target URL --help' lists those options).\n";
 
 std::vector<flag_spec> bench_flags() {
   const workload_options d;
@@ -212,6 +215,8 @@ nlohmann::json options_json(const workload_options& o, std::int64_t vocab) {
 } // namespace
 
 int bench_command(const std::vector<std::string>& argv) {
+  if (names_http_target(argv))
+    return http_load_command(argv);
   const auto flags = bench_flags();
   const auto args = parse_args(argv, flags);
   if (args.help) {

@@ -33,6 +33,8 @@ const subcommand subcommands[] = {
     {"tokenize", "print the ids of a text under the model's tokenizer", tokenize_command},
     {"detokenize", "write the exact bytes of token ids", detokenize_command},
     {"vocab", "list the bytes of every token id, in hex", vocab_command},
+    {"serve", "serve the engine over HTTP (JSON and binary log-probs, metrics)",
+     serve_command},
     {"make-model", "write a seeded synthetic llama or gpt2 checkpoint (HF directory)",
      make_model_command},
 };

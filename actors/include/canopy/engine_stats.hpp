@@ -4,9 +4,18 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace canopy {
+
+/// A histogram as Prometheus reports it.
+struct histogram_snapshot {
+  std::vector<double> upper_bounds;  // ascending; an implicit last bucket is +Inf
+  std::vector<std::uint64_t> counts; // [upper_bounds + 1] per bucket, NOT cumulative
+  double sum = 0;                    // of the observed values
+  std::uint64_t count = 0;           // observations
+};
 
 struct engine_stats {
   std::uint64_t queries = 0;            // accepted or rejected calls
@@ -35,6 +44,13 @@ struct engine_stats {
   double latency_p50_us = 0;            // accepted query to answer
   double latency_p90_us = 0;
   double latency_p99_us = 0;
+  histogram_snapshot latency_seconds;   // accepted query to answer, answered or failed
+  histogram_snapshot batch_size;        // distinct queries per pass
+  /// Failed answers by error code name (empty_sequence, cancelled, ...); codes that
+  /// never failed a query are left out.
+  std::vector<std::pair<std::string, std::uint64_t>> errors_by_code;
+  std::uint64_t queue_depth = 0;        // distinct queries waiting in the batcher
+  std::uint64_t in_flight = 0;          // accepted queries not answered yet
 
   std::string to_json() const;
 };

@@ -3,7 +3,9 @@
 // each counter is exact; a snapshot across counters is not a single instant.
 // Thread contract: any thread.
 
+#include <canopy/actors/bucket_histogram.hpp>
 #include <canopy/backends/backend.hpp>
+#include <canopy/messages/errors.hpp>
 #include <canopy/engine_stats.hpp>
 
 #include <array>
@@ -42,10 +44,18 @@ struct engine_metrics {
   std::unique_ptr<std::atomic<std::uint64_t>[]> kv_bytes; // [workers]
   std::uint32_t workers;
   latency_histogram latency;
+  // Gauges: written by the batcher (queue) and the request actors (in flight).
+  std::atomic<std::uint64_t> queue_depth{0}, in_flight{0};
+  std::array<std::atomic<std::uint64_t>, 32> errors_by_code{}; // [errc]
+  bucket_histogram latency_seconds{bucket_histogram::latency_bounds()};
+  bucket_histogram batch_size{bucket_histogram::size_bounds()};
 
   engine_stats snapshot() const;
   /// Counts what a finished pass computed.
   void count_pass(const backends::pass_result& result);
+  /// Counts a query answered with an error (codes outside Canopy's count as
+  /// backend_failure, as the API reports them).
+  void count_error(messages::errc code);
 };
 
 inline void bump(std::atomic<std::uint64_t>& counter, std::uint64_t n = 1) {

@@ -5,18 +5,21 @@
 // (answer_atom, ticket, ...) that comes back to the caller's response promise or
 // callback, or deadline_exceeded when the query's timeout fires first. It remembers
 // every query it has not answered yet, so that shutting down answers them all (no
-// caller ever hangs).
+// caller ever hangs). Queries a sink sent under its own ids can be cancelled by those
+// ids; the batcher then withdraws them, so work nobody waits for is not computed.
 // Thread contract: the state is touched only by the actor.
 
 #include <canopy/actors/engine_metrics.hpp>
 #include <canopy/backends/backend.hpp>
 #include <canopy/messages/actor_interfaces.hpp>
 
+#include <caf/actor_addr.hpp>
 #include <caf/actor_clock.hpp>
 
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <unordered_map>
 #include <vector>
 
@@ -25,6 +28,19 @@ namespace canopy::actors {
 struct request_options {
   caf::timespan query_timeout{0}; // 0: none
   caf::timespan pass_timeout{std::chrono::minutes(10)};
+};
+
+/// A query a sink asked for under its own id.
+struct caller_key {
+  caf::actor_addr sink;
+  std::uint64_t id = 0;
+  bool operator==(const caller_key& other) const { return id == other.id && sink == other.sink; }
+};
+
+struct caller_key_hash {
+  std::size_t operator()(const caller_key& key) const {
+    return std::hash<caf::actor_addr>{}(key.sink) ^ (key.id * 0x9E3779B97F4A7C15ULL);
+  }
 };
 
 struct request_state {
@@ -39,8 +55,15 @@ struct request_state {
   struct pending {
     std::function<void(caf::expected<messages::shared_logprobs>)> answer;
     caf::actor_clock::time_point accepted;
+    std::optional<caller_key> caller; // when cancellable by the caller's id
   };
   std::unordered_map<std::uint64_t, pending> outstanding; // by ticket
+  /// What a cancellation needs: the ticket, and the sequence the batcher keys it by.
+  struct cancellable {
+    std::uint64_t ticket = 0;
+    cache::token_seq tokens;
+  };
+  std::unordered_map<caller_key, cancellable, caller_key_hash> by_caller;
   std::uint64_t next_ticket = 0;
 
   static inline const char* name = "canopy.request";

@@ -2,11 +2,16 @@
 // Drawing the next token from a log-prob row: argmax at temperature 0, else from
 // softmax(logprobs / temperature). Each sampled sequence owns a random stream derived
 // from (seed, index), so batch_sample's prompts do not share one seed.
-// Thread contract: pure functions; a stream belongs to one sequence.
+// Thread contract: pure functions; a stream, like a sampling_run, belongs to one
+// thread at a time.
+
+#include <canopy/cache/types.hpp>
 
 #include <cstddef>
 #include <cstdint>
 #include <random>
+#include <utility>
+#include <vector>
 
 namespace canopy::actors {
 
@@ -16,5 +21,33 @@ std::mt19937_64 sampling_stream(std::uint64_t seed, std::uint64_t index);
 /// Draws a token id from logprobs[0..vocab).
 std::int32_t sample_token(const float* logprobs, std::size_t vocab, double temperature,
                           std::mt19937_64& stream);
+
+/// Several prompts sampled together, one token per step each, until max_tokens or an
+/// EOS id. engine::batch_sample drives it with futures and the HTTP gateway with
+/// messages, so both draw exactly the same tokens for the same seed.
+class sampling_run {
+public:
+  sampling_run(std::vector<cache::token_seq> prompts, std::size_t max_tokens,
+               std::vector<std::int32_t> eos_token_ids, double temperature, std::uint64_t seed);
+
+  /// The contexts to query this step: (prompt index, prompt + generated so far), for
+  /// every prompt not finished; empty once all are.
+  std::vector<std::pair<std::size_t, cache::token_seq>> next_queries() const;
+  /// Draws prompt i's next token from the row after its current context.
+  void advance(std::size_t i, const float* logprobs, std::size_t vocab);
+  bool finished() const;
+  /// The generated tokens of each prompt (without the prompt).
+  const std::vector<cache::token_seq>& generated() const { return generated_; }
+
+private:
+  bool finished(std::size_t i) const;
+  std::vector<cache::token_seq> prompts_;
+  std::vector<cache::token_seq> generated_;  // [prompts]
+  std::vector<std::mt19937_64> streams_;     // [prompts]
+  std::vector<bool> hit_eos_;                // [prompts]
+  std::size_t max_tokens_;
+  std::vector<std::int32_t> eos_;
+  double temperature_;
+};
 
 } // namespace canopy::actors

@@ -61,6 +61,10 @@ using batcher_actor = caf::typed_actor<
   // INTERNAL: the queries that were in the mailbox with the first one are enqueued;
   // an idle worker may take them now (flush_when_idle).
   caf::reacts_to<idle_atom>,
+  // Withdraws waiters (their sink, tickets and sequences) whose callers cancelled; an
+  // entry left with nobody waiting is dropped when its turn comes, not computed.
+  caf::reacts_to<cancel_atom, answer_sink, std::vector<std::uint64_t>,
+                 std::vector<cache::token_seq>>,
   // reset_async_queries(): every waiting query gets errc::cancelled.
   caf::replies_to<cancel_atom>::with<bool>>;
 
@@ -78,6 +82,10 @@ using cache_actor = caf::typed_actor<
   caf::reacts_to<forget_atom, cache::worker_id>,
   // Wiring, sent once before any query: the batcher that misses are forwarded to.
   caf::reacts_to<connect_atom, batcher_actor>,
+  // Passes a withdrawal on to the batcher. It travels the path the misses took, so
+  // it reaches the batcher after the queries it withdraws.
+  caf::reacts_to<cancel_atom, answer_sink, std::vector<std::uint64_t>,
+                 std::vector<cache::token_seq>>,
   // Drops every unlocked row and KV entry.
   caf::replies_to<clear_atom>::with<bool>,
   // Drops every unlocked KV entry.
@@ -94,6 +102,13 @@ using engine_actor = answer_sink::extend<
   caf::replies_to<logprobs_atom, query>::with<shared_logprobs>,
   // The same, answered through a callback (in-process callers only).
   caf::reacts_to<logprobs_atom, query, reply_callback>,
+  // The same, answered as (answer_atom, id, row | error) to the caller's sink, with no
+  // response handler per query: for callers with thousands in flight (the HTTP
+  // gateway). Ids are the caller's own.
+  caf::reacts_to<logprobs_atom, query, std::uint64_t, answer_sink>,
+  // Cancels the sink's queries with these ids: each is answered errc::cancelled now,
+  // and one nobody else waits for is not computed.
+  caf::reacts_to<cancel_atom, answer_sink, std::vector<std::uint64_t>>,
   // The reference path: no cache, no batching, no KV kept.
   caf::replies_to<uncached_atom, cache::token_seq>::with<shared_logprobs>,
   // The reference path, answered through a callback.

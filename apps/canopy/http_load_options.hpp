@@ -1,0 +1,52 @@
+#pragma once
+// `canopy bench --target URL`: the command line of the HTTP load generator, parsed and
+// checked before any connection opens.
+// Thread contract: plain values and functions, used from main's thread.
+
+#include "cli_args.hpp"
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace canopy::app {
+
+/// hits: a fixed set of sequences, warmed once, then asked for at random (cache hits);
+/// misses: every request a fresh random sequence (cache misses).
+enum class http_workload { hits, misses };
+/// What a request asks for with its Accept header: JSON or the binary row format.
+enum class http_payload { json, binary };
+
+std::string_view to_string(http_workload w);
+std::string_view to_string(http_payload p);
+
+/// Where the server listens.
+struct http_target {
+  std::string url;  // as given, without a trailing slash: "http://127.0.0.1:8080"
+  std::string host; // "127.0.0.1", "localhost", "::1" (brackets removed)
+  std::string port; // "8080"
+};
+
+struct http_load_options {
+  http_target target;
+  std::vector<http_workload> workloads;
+  std::vector<http_payload> payloads;
+  std::vector<std::size_t> connections; // one run per count, in the order given
+  double duration_s = 3;                // of each run
+  std::size_t sequence_length = 16;     // tokens per request
+  std::size_t hit_sequences = 256;      // hits: the set asked for again and again
+  std::uint64_t seed = 1;               // of the hits set and of the choices among it
+  std::string auth_token;               // empty: no Authorization header
+  bool json = false;                    // one JSON document instead of the table
+};
+
+/// The load generator's own flags (engine settings do not apply to a remote server).
+std::vector<flag_spec> http_load_flags();
+
+/// Throws usage_error naming the flag at fault. The sequence length is checked against
+/// the served model later, once it is known.
+http_load_options http_load_options_of(const parsed_args& args);
+
+} // namespace canopy::app

@@ -1,0 +1,137 @@
+// canopy serve: the engine over HTTP/1.1 (README: "HTTP API"). The engine runs inside
+// this program's own actor system (the host-system form), next to the gateway actors
+// that turn requests into engine queries; Asio threads run the connections.
+
+#include "cli_args.hpp"
+#include "commands.hpp"
+
+#include <canopy/engine.hpp>
+#include <canopy/messages/registration.hpp>
+#include <canopy/server/api_router.hpp>
+#include <canopy/server/gateway_actor.hpp>
+#include <canopy/server/http_server.hpp>
+
+#include <caf/actor_system.hpp>
+#include <caf/actor_system_config.hpp>
+#include <caf/send.hpp>
+
+#include <algorithm>
+#include <csignal>
+#include <fstream>
+#include <iostream>
+#include <thread>
+
+namespace canopy::app {
+
+namespace {
+
+const char* const usage =
+    "Usage: canopy serve [--host H] [--port P] [--auth-token-file F] [options]\n"
+    "                    [engine settings]\n\n"
+    "Serves the engine over HTTP/1.1 (README: \"HTTP API\"): POST /v1/logprobs,\n"
+    "/v1/sample, /v1/tokenize, /v1/detokenize, /v1/cache/kv, /v1/cache/clear; GET\n"
+    "/v1/vocab, /v1/model, /healthz, /metrics. Prints 'canopy serve: listening on\n"
+    "http://HOST:PORT' once it accepts connections. SIGTERM or SIGINT: stops accepting,\n"
+    "answers what is in flight, exits 0.\n";
+
+std::vector<flag_spec> serve_flags() {
+  return {
+    {"host", "H", "address to bind (default 127.0.0.1: this machine only)"},
+    {"port", "P", "port to bind (default 8080; 0: any free port, printed)"},
+    {"auth-token-file", "FILE",
+     "require 'Authorization: Bearer <token>' (the file's first line) on every request "
+     "but GET /healthz"},
+    {"io-threads", "N", "threads running the connections (default 1)"},
+    {"gateways", "N", "gateway actors turning requests into queries (default: cores)"},
+    {"max-body-bytes", "N", "larger request bodies get 413 unread (default 16 MiB)"},
+    {"max-header-bytes", "N", "larger header sections get 431 (default 16 KiB)"},
+    {"header-timeout-ms", "MS", "a header section must arrive within this (default 10000)"},
+    {"body-timeout-ms", "MS", "a body must arrive within this (default 60000)"},
+    {"idle-timeout-ms", "MS", "an idle keep-alive connection is closed after (default 120000)"},
+    {"max-connections", "N", "connections beyond this are closed at once (default 10000)"},
+    {"max-batch", "N", "sequences in one request (default 1024)"},
+    {"max-rows", "N", "log-prob rows in one answer (default 16384)"},
+    {"max-sample-tokens", "N", "max_tokens of one sample request (default 4096)"},
+  };
+}
+
+std::string read_token_file(const std::string& path) {
+  std::ifstream in(path);
+  std::string token;
+  if (!in || !std::getline(in, token))
+    throw usage_error("--auth-token-file " + path + ": cannot read a line from the file");
+  while (!token.empty() && std::isspace(static_cast<unsigned char>(token.back())))
+    token.pop_back();
+  if (token.empty())
+    throw usage_error("--auth-token-file " + path + ": the first line is empty");
+  return token;
+}
+
+server::server_options options_from(const parsed_args& args) {
+  server::server_options o;
+  o.host = args.text("host", o.host);
+  auto port = args.count("port", o.port);
+  if (port > 65535)
+    throw usage_error("--port: " + std::to_string(port) + " is not a port (0..65535)");
+  o.port = static_cast<std::uint16_t>(port);
+  if (args.has("auth-token-file"))
+    o.auth_token = read_token_file(args.text("auth-token-file", ""));
+  o.io_threads = static_cast<std::uint32_t>(args.count("io-threads", o.io_threads, 1));
+  o.max_body_bytes = args.count("max-body-bytes", o.max_body_bytes, 1);
+  o.max_header_bytes = args.count("max-header-bytes", o.max_header_bytes, 256);
+  auto ms = [&](const char* flag, std::chrono::milliseconds fallback) {
+    return std::chrono::milliseconds(args.count(flag, fallback.count(), 1));
+  };
+  o.header_timeout = ms("header-timeout-ms", o.header_timeout);
+  o.body_timeout = ms("body-timeout-ms", o.body_timeout);
+  o.idle_timeout = ms("idle-timeout-ms", o.idle_timeout);
+  o.max_connections = args.count("max-connections", o.max_connections, 1);
+  o.max_batch = args.count("max-batch", o.max_batch, 1);
+  o.max_rows = args.count("max-rows", o.max_rows, 1);
+  o.max_sample_tokens = args.count("max-sample-tokens", o.max_sample_tokens, 1);
+  return o;
+}
+
+std::size_t core_count() { return std::max(2u, std::thread::hardware_concurrency()); }
+
+} // namespace
+
+int serve_command(const std::vector<std::string>& argv) {
+  const auto flags = serve_flags();
+  const auto args = parse_args(argv, flags);
+  if (args.help) {
+    print_usage(std::cout, usage, flags);
+    return 0;
+  }
+  const auto options = options_from(args);
+  const auto gateway_count = args.count("gateways", core_count(), 1);
+  // A client that closes its socket mid-answer must not kill the server.
+  std::signal(SIGPIPE, SIG_IGN);
+
+  caf::actor_system_config system_config;
+  messages::add_message_types(system_config);
+  auto threads = args.config.scheduler_threads ? args.config.scheduler_threads : core_count();
+  system_config.set("scheduler.max-threads", static_cast<std::size_t>(threads));
+  caf::actor_system system{system_config};
+  {
+    engine lm{system, args.config};
+    std::vector<server::gateway_actor> gateways;
+    for (std::size_t i = 0; i < gateway_count; ++i)
+      gateways.push_back(server::spawn_gateway(system, lm.handle()));
+    auto metrics = std::make_shared<server::server_metrics>();
+    server::api_router router{lm, gateways, metrics, options};
+    server::http_server http{options, router, metrics};
+    const auto& model = lm.model();
+    std::cout << "canopy serve: model " << model.name << " (vocab " << model.vocab_size
+              << ", context " << model.context_length << ")\n"
+              << "canopy serve: listening on http://" << options.host << ':' << http.port()
+              << std::endl;
+    http.run();
+    for (const auto& g : gateways)
+      caf::anon_send_exit(g, caf::exit_reason::user_shutdown);
+  }
+  std::cerr << "canopy serve: stopped\n";
+  return 0;
+}
+
+} // namespace canopy::app

@@ -1,0 +1,58 @@
+"""The bodies of ``canopy serve``'s requests and the readings of its JSON answers.
+
+Kept apart from the transport so that what is sent can be checked without a server.
+Semantics follow genlm-backend's ``AsyncLM`` where the server's differ (noted here).
+"""
+
+import operator
+import secrets
+
+JSON = "application/json"
+BINARY = "application/octet-stream"
+WIRE_DTYPES = ("float32", "float16")
+
+
+def token_list(token_ids):
+    """``token_ids`` (ints, numpy ints, a 1-D tensor...) as a list of Python ints.
+
+    Floats are refused rather than truncated: a float id is a caller's bug.
+    """
+    return [operator.index(token) for token in token_ids]
+
+
+def logprobs_body(sequences, batch, all_positions=False, dtype="float32"):
+    """POST /v1/logprobs: one sequence as "tokens", or several as "batch"."""
+    body = {"batch": sequences} if batch else {"tokens": sequences[0]}
+    if all_positions:
+        body["all_positions"] = True
+    if dtype != "float32":
+        body["dtype"] = dtype
+    return body
+
+
+def sample_body(prompts, batch, max_tokens, eos_token_ids, temperature, seed):
+    """POST /v1/sample. ``seed=None`` draws a fresh seed, so unseeded calls differ as
+    genlm-backend's do (the server alone would use seed 0 every time)."""
+    body = {"batch": prompts} if batch else {"tokens": prompts[0]}
+    body.update(max_tokens=operator.index(max_tokens),
+                eos_token_ids=token_list(eos_token_ids),
+                temperature=float(temperature),
+                seed=secrets.randbits(64) if seed is None else operator.index(seed))
+    return body
+
+
+def generated_ids(tokens, eos_token_ids):
+    """The generated ids without the EOS that ended them.
+
+    The engine returns a drawn EOS as the last id; genlm-backend's ``sample`` stops
+    before appending it, and callers of this client expect that.
+    """
+    if tokens and tokens[-1] in eos_token_ids:
+        return tokens[:-1]
+    return tokens
+
+
+def vocab_bytes(answer):
+    """``GET /v1/vocab``'s answer as genlm-backend's ``byte_vocab``: bytes, None for
+    tokens with no bytes (control tokens)."""
+    return [None if hex_bytes is None else bytes.fromhex(hex_bytes) for hex_bytes in answer["vocab"]]

@@ -1,0 +1,252 @@
+"""``CanopyLM``: genlm-backend's ``AsyncLM`` interface, answered by ``canopy serve``."""
+
+import asyncio
+import json
+import threading
+from urllib.parse import urlsplit
+
+import numpy as np
+
+from . import api
+from .arrays import array_converter
+from .errors import CanopyProtocolError, server_error
+from .http_connection import encode_request
+from .loop_thread import LoopThread
+from .pool import ConnectionPool
+from .wire import decode_logprobs
+
+
+class CanopyLM:
+    """A language model served by ``canopy serve``, with genlm-backend's ``AsyncLM`` methods.
+
+    Args:
+        url: the server, ``http://HOST:PORT`` (a path prefix is kept, for proxies).
+        auth_token: sent as ``Authorization: Bearer`` when the server needs one.
+        max_connections: keep-alive connections open at most; more concurrent
+            requests wait for one.
+        array: "auto" (torch tensors when torch imports, else numpy), "numpy", "torch".
+        timeout: seconds for one request, queueing for a connection included; None
+            waits forever. A request past it raises ``asyncio.TimeoutError``.
+        dtype: how rows travel, "float32" or "float16" (half the bytes, ~1e-3
+            relative rounding); results are float32 either way.
+        max_batch: sequences per request; larger batches are split into requests
+            sent concurrently (the server refuses more than its limit, 1024 by default).
+
+    Every request runs on the client's own event-loop thread (see ``loop_thread``), so
+    the async methods work from any event loop and the sync ones from any thread,
+    inside a running loop or not. Differences from genlm-backend: no ``tokenizer``
+    attribute (use ``tokenize``/``detokenize``/``byte_vocab``) and no
+    ``reset_async_queries`` (the HTTP API has none; cancelling a task abandons its
+    request).
+    """
+
+    def __init__(self, url="http://127.0.0.1:8080", auth_token=None, max_connections=64,
+                 array="auto", timeout=300.0, dtype="float32", max_batch=1024):
+        parts = urlsplit(url)
+        if parts.scheme != "http" or not parts.hostname:
+            raise ValueError(f"url must be http://HOST[:PORT], not {url!r}")
+        if max_batch < 1:
+            raise ValueError(f"max_batch must be at least 1, not {max_batch}")
+        if dtype not in api.WIRE_DTYPES:
+            raise ValueError(f"dtype must be one of {api.WIRE_DTYPES}, not {dtype!r}")
+        self._to_array = array_converter(array)
+        self._dtype = dtype
+        self._max_batch = max_batch
+        self._timeout = timeout
+        self._prefix = parts.path.rstrip("/")
+        self._host = parts.netloc
+        self._auth = {} if auth_token is None else {"Authorization": f"Bearer {auth_token}"}
+        self._pool = ConnectionPool(parts.hostname, parts.port or 80, max_connections)
+        self._io = LoopThread(name=f"canopy-client {parts.netloc}")
+        self._closed = False
+        self._lazy_lock = threading.Lock()
+        self._model_info = None
+        self._byte_vocab = None
+
+    # -- next-token log-probabilities ------------------------------------------------
+
+    async def next_token_logprobs(self, token_ids):
+        """Log-probabilities of the token after ``token_ids``: float32 ``[vocab]``."""
+        rows = await self._run_async(self._score([api.token_list(token_ids)], batch=False))
+        return self._to_array(rows[0])
+
+    def next_token_logprobs_sync(self, token_ids):
+        """``next_token_logprobs``, blocking."""
+        rows = self._run(self._score([api.token_list(token_ids)], batch=False))
+        return self._to_array(rows[0])
+
+    async def batch_next_token_logprobs(self, token_ids_list):
+        """One row per sequence: float32 ``[len(token_ids_list), vocab]``."""
+        sequences = [api.token_list(token_ids) for token_ids in token_ids_list]
+        return self._to_array(await self._run_async(self._score_batch(sequences)))
+
+    def batch_next_token_logprobs_sync(self, token_ids_list):
+        """``batch_next_token_logprobs``, blocking."""
+        sequences = [api.token_list(token_ids) for token_ids in token_ids_list]
+        return self._to_array(self._run(self._score_batch(sequences)))
+
+    async def prefix_logprobs(self, token_ids):
+        """A row after every prefix, in one request: float32 ``[len(token_ids), vocab]``,
+        row i the distribution after ``token_ids[:i + 1]`` (scoring a whole text)."""
+        tokens = api.token_list(token_ids)
+        return self._to_array(await self._run_async(
+            self._score([tokens], batch=False, all_positions=True)))
+
+    # -- sampling --------------------------------------------------------------------
+
+    async def sample(self, prompt_token_ids, max_tokens, eos_token_ids, temperature=1.0, seed=None):
+        """Generated ids after the prompt (a drawn EOS ends them and is left out).
+
+        Temperature 0 is greedy. The same seed gives the same ids; ``None`` a fresh one.
+        """
+        body = api.sample_body([api.token_list(prompt_token_ids)], False, max_tokens,
+                               eos_token_ids, temperature, seed)
+        answer = await self._run_async(self._post_json("/v1/sample", body))
+        return api.generated_ids(answer["tokens"], body["eos_token_ids"])
+
+    async def batch_sample(self, prompt_token_ids_list, max_tokens, eos_token_ids,
+                           temperature=1.0, seed=None):
+        """``sample`` for each prompt in one request; prompt i draws from the stream
+        ``(seed, i)``, so equal prompts give independent samples."""
+        prompts = [api.token_list(prompt) for prompt in prompt_token_ids_list]
+        body = api.sample_body(prompts, True, max_tokens, eos_token_ids, temperature, seed)
+        answer = await self._run_async(self._post_json("/v1/sample", body))
+        return [api.generated_ids(result["tokens"], body["eos_token_ids"])
+                for result in answer["results"]]
+
+    # -- caches ----------------------------------------------------------------------
+
+    def clear_cache(self):
+        """Drop the server's cached rows and KV (shared by every client of the server)."""
+        self._run(self._post_json("/v1/cache/clear", {}))
+
+    def clear_kv_cache(self):
+        """Drop the server's cached KV, keeping its cached rows."""
+        self._run(self._post_json("/v1/cache/clear", {"kv_only": True}))
+
+    def cache_kv(self, prompt_tokens):
+        """Compute and keep the prompt's KV on the server; returns once it is cached."""
+        self._run(self._post_json("/v1/cache/kv", {"tokens": api.token_list(prompt_tokens)}))
+
+    # -- model and vocabulary --------------------------------------------------------
+
+    @property
+    def model_info(self):
+        """``GET /v1/model``: name, architecture, vocab_size, context_length, dtype,
+        devices, tokenizer (fetched once: the model is fixed while the server runs)."""
+        with self._lazy_lock:
+            if self._model_info is None:
+                self._model_info = self._run(self._get_json("/v1/model"))
+            return self._model_info
+
+    @property
+    def vocab_size(self):
+        return self.model_info["vocab_size"]
+
+    @property
+    def byte_vocab(self):
+        """Each id's exact bytes, None for control tokens (fetched once)."""
+        with self._lazy_lock:
+            if self._byte_vocab is None:
+                self._byte_vocab = api.vocab_bytes(self._run(self._get_json("/v1/vocab")))
+            return self._byte_vocab
+
+    def tokenize(self, text):
+        """The model tokenizer's ids for ``text``."""
+        return self._run(self._post_json("/v1/tokenize", {"text": text}))["tokens"]
+
+    def detokenize(self, token_ids):
+        """The exact bytes ``token_ids`` stand for (not always valid UTF-8)."""
+        answer = self._run(self._post_json("/v1/detokenize", {"tokens": api.token_list(token_ids)}))
+        return bytes.fromhex(answer["hex"])
+
+    # -- lifetime --------------------------------------------------------------------
+
+    def close(self):
+        """Close the connections and stop the client's thread. Requests still in
+        flight end with ``CancelledError``; later calls raise ``RuntimeError``."""
+        if not self._closed:
+            self._closed = True
+            self._io.stop(self._pool.close())
+
+    async def aclose(self):
+        self.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info):
+        self.close()
+
+    async def __aenter__(self):
+        return self
+
+    async def __aexit__(self, *exc_info):
+        self.close()
+
+    # -- running requests on the client's loop ---------------------------------------
+
+    def _run(self, coroutine):
+        self._check_open(coroutine)
+        return self._io.run(coroutine)
+
+    async def _run_async(self, coroutine):
+        self._check_open(coroutine)
+        return await self._io.run_async(coroutine)
+
+    def _check_open(self, coroutine):
+        if self._closed:
+            coroutine.close()  # never started: close it rather than warn it was never awaited
+            raise RuntimeError("this CanopyLM is closed")
+
+    # The coroutines below run on the client's loop.
+
+    async def _score_batch(self, sequences):
+        chunks = [sequences[i:i + self._max_batch]
+                  for i in range(0, len(sequences), self._max_batch)] or [[]]
+        parts = await asyncio.gather(*(self._score(chunk, batch=True) for chunk in chunks))
+        return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+    async def _score(self, sequences, batch, all_positions=False):
+        """Rows for ``sequences``, checked to answer exactly what was asked."""
+        body = api.logprobs_body(sequences, batch, all_positions, self._dtype)
+        response = await self._call("POST", "/v1/logprobs", body, accept=api.BINARY)
+        if response.headers.get("content-type", "").split(";")[0].strip() != api.BINARY:
+            raise CanopyProtocolError(
+                f"asked for {api.BINARY}, got {response.headers.get('content-type')!r}", response.status)
+        answer = decode_logprobs(response.body)
+        if answer.sequences != sequences:
+            raise CanopyProtocolError("the answer is for other token sequences than the request's")
+        expected_rows = sum(map(len, sequences)) if all_positions else len(sequences)
+        if answer.ids is not None or answer.rows.shape[0] != expected_rows:
+            raise CanopyProtocolError(
+                f"expected {expected_rows} dense rows, got {answer.rows.shape[0]} "
+                f"{'dense' if answer.ids is None else 'top-k'}")
+        return answer.rows
+
+    async def _post_json(self, path, body):
+        return _json(await self._call("POST", path, body))
+
+    async def _get_json(self, path):
+        return _json(await self._call("GET", path))
+
+    async def _call(self, method, path, body=None, accept=api.JSON):
+        headers = {"Accept": accept, **self._auth}
+        payload = b""
+        if body is not None:
+            headers["Content-Type"] = api.JSON
+            payload = json.dumps(body, separators=(",", ":")).encode()
+        request = encode_request(method, self._prefix + path, self._host, headers, payload)
+        response = await asyncio.wait_for(self._pool.request(request), self._timeout)
+        if response.status >= 400:
+            raise server_error(response.status, response.body)
+        if not 200 <= response.status < 300:
+            raise CanopyProtocolError(f"unexpected HTTP status {response.status}", response.status)
+        return response
+
+
+def _json(response):
+    try:
+        return json.loads(response.body)
+    except ValueError as error:
+        raise CanopyProtocolError(f"answer is not JSON: {error}", response.status) from None

@@ -1,0 +1,31 @@
+#pragma once
+// An API error: an HTTP status, a stable machine-readable code and a message naming
+// what is wrong. Every error response has the body
+//   {"error": {"code": "<code>", "message": "<message>"}}
+// Thread contract: plain values and pure functions.
+
+#include <canopy/messages/errors.hpp>
+#include <canopy/server/http_message.hpp>
+
+#include <string>
+#include <string_view>
+
+namespace canopy::server {
+
+struct api_error {
+  int status = 400;
+  std::string code;    // e.g. "malformed_json", "token_out_of_range", "not_found"
+  std::string message; // names the field or value at fault
+};
+
+/// The response carrying `error` (JSON body as above; a 405 should add an Allow header
+/// itself).
+http_response to_response(const api_error& error);
+
+/// An engine error as an API error: the errc's name as the code, and its HTTP status:
+/// 400 for input the client can fix (empty_sequence, token_out_of_range,
+/// sequence_too_long, invalid_request, no_tokenizer), 504 deadline_exceeded,
+/// 409 cancelled, 503 worker_lost / no_workers / shutting_down, 500 otherwise.
+api_error from_engine_error(messages::errc code, std::string message);
+
+} // namespace canopy::server

@@ -1,0 +1,97 @@
+#pragma once
+// The bodies of the API's POST requests, parsed and checked. A parse never throws:
+// it returns the request or an api_error (status 400 unless noted) whose message
+// names the field at fault ("tokens[3] is not an integer", "batch has 2000 sequences,
+// more than the limit of 1024"). Token ids are checked for type and int32 range here;
+// the engine checks them against the vocabulary and context. An integer is a number
+// written without fraction or exponent (7.0 and "7" are not); numbers past 64 bits are
+// out of range. Bodies nesting deeper than 8 levels are refused (invalid_request), and
+// any bytes are safe (not UTF-8 inside a string: malformed_json).
+// Thread contract: pure functions.
+
+#include <canopy/cache/types.hpp>
+#include <canopy/server/api_error.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+namespace canopy::server {
+
+/// One sequence as the client gave it: token ids, or text for the model's tokenizer.
+struct sequence_input {
+  std::optional<cache::token_seq> tokens;
+  std::optional<std::string> text;
+};
+
+/// Limits a request must respect (from server_options).
+struct request_limits {
+  std::size_t max_batch = 1024;         // sequences in one request
+  std::size_t max_sample_tokens = 4096; // max_tokens of a sample request
+};
+
+enum class wire_dtype { float32, float16 };
+
+/// POST /v1/logprobs: exactly one of "tokens", "text", "batch" (a list whose entries
+/// are token lists or texts). Options: "all_positions" (bool), "top_k" (int >= 1),
+/// "priority" (int32), "deadline_ms" (number > 0), "dtype" ("float32" | "float16",
+/// binary responses only).
+struct logprobs_request {
+  std::vector<sequence_input> sequences; // one unless `batch`
+  bool batch = false;                    // the client sent "batch": answer "results"
+  bool all_positions = false;            // a row after every prefix, not only the last
+  std::optional<std::size_t> top_k;
+  std::int32_t priority = 0;
+  double deadline_ms = 0;                // 0: none
+  wire_dtype dtype = wire_dtype::float32;
+};
+
+/// POST /v1/sample: "tokens" | "text" | "batch" as above, "max_tokens" (int >= 0,
+/// required, at most the limit), "temperature" (number >= 0, default 1), "seed"
+/// (uint64, default 0), "eos_token_ids" (list of ids, default none).
+struct sample_request {
+  std::vector<sequence_input> prompts;
+  bool batch = false;
+  std::size_t max_tokens = 0;
+  double temperature = 1.0;
+  std::uint64_t seed = 0;
+  std::vector<std::int32_t> eos_token_ids;
+};
+
+/// POST /v1/tokenize: {"text": "..."}.
+struct tokenize_request {
+  std::string text;
+};
+
+/// POST /v1/detokenize: {"tokens": [...]}; an empty list is allowed (it reads as "").
+struct detokenize_request {
+  cache::token_seq tokens;
+};
+
+/// POST /v1/cache/kv: {"tokens": [...]} or {"text": "..."}.
+struct cache_kv_request {
+  sequence_input prompt;
+};
+
+/// POST /v1/cache/clear: {} or {"kv_only": true}; an empty body counts as {}.
+struct cache_clear_request {
+  bool kv_only = false;
+};
+
+template <class T>
+using parsed = std::variant<T, api_error>;
+
+parsed<logprobs_request> parse_logprobs_request(std::string_view body,
+                                                const request_limits& limits);
+parsed<sample_request> parse_sample_request(std::string_view body,
+                                            const request_limits& limits);
+parsed<tokenize_request> parse_tokenize_request(std::string_view body);
+parsed<detokenize_request> parse_detokenize_request(std::string_view body);
+parsed<cache_kv_request> parse_cache_kv_request(std::string_view body);
+parsed<cache_clear_request> parse_cache_clear_request(std::string_view body);
+
+} // namespace canopy::server

@@ -1,0 +1,54 @@
+#pragma once
+// The API: routes each HTTP request to its handler. Requests that need the engine's
+// queries (logprobs, sample, cache) become gateway jobs, answered when the gateway's
+// `done` runs (JSON or the binary row format, with Server-Timing); the rest (health,
+// model, vocabulary, metrics, tokenize, detokenize) are answered at once from the
+// engine's own thread-safe methods and answers prepared at start. Unknown paths get
+// 404, known paths with the wrong method 405.
+// Thread contract: handle() and cancel() from any number of I/O threads at once; the
+// router holds no mutable state of its own beyond what it was given.
+
+#include <canopy/engine.hpp>
+#include <canopy/server/api_requests.hpp>
+#include <canopy/server/gateway_actor.hpp>
+#include <canopy/server/http_message.hpp>
+#include <canopy/server/server_metrics.hpp>
+#include <canopy/server/server_options.hpp>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace canopy::server {
+
+class api_router : public request_handler {
+public:
+  /// `gateways` must not be empty; `engine` and the gateways outlive the router.
+  api_router(canopy::engine& engine, std::vector<gateway_actor> gateways,
+             std::shared_ptr<server_metrics> metrics, const server_options& options);
+
+  void handle(request_id id, http_request request, respond_fn respond) override;
+  void cancel(request_id id) override;
+
+private:
+  const gateway_actor& gateway_of(request_id id) const;
+  void logprobs(request_id id, const http_request& request, respond_fn respond);
+  void sample(request_id id, const http_request& request, respond_fn respond);
+  void cache_kv(request_id id, const http_request& request, respond_fn respond);
+  void cache_clear(const http_request& request, respond_fn respond);
+  http_response tokenize(const http_request& request) const;
+  http_response detokenize(const http_request& request) const;
+  http_response metrics() const;
+  /// Token ids of a sequence given as ids or text; an error names sequence `index`.
+  parsed<cache::token_seq> resolve(const sequence_input& input) const;
+
+  canopy::engine& engine_;
+  std::vector<gateway_actor> gateways_;
+  std::shared_ptr<server_metrics> metrics_;
+  request_limits limits_;
+  std::size_t max_rows_;
+  std::string model_body_;  // GET /v1/model, fixed at start
+  std::string vocab_body_;  // GET /v1/vocab, fixed at start ("" without a tokenizer)
+};
+
+} // namespace canopy::server

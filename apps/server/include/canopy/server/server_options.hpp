@@ -1,0 +1,33 @@
+#pragma once
+// The settings of `canopy serve` that are not engine settings: where to listen, who
+// may talk, and the limits that keep a hostile or broken client from hurting others.
+// Thread contract: plain value.
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace canopy::server {
+
+struct server_options {
+  std::string host = "127.0.0.1";   // loopback unless told otherwise
+  std::uint16_t port = 8080;        // 0: any free port (the server reports it)
+  std::string auth_token;           // empty: no auth; else "Authorization: Bearer <it>"
+  std::uint32_t io_threads = 1;     // Asio threads running the connections
+  std::size_t max_body_bytes = 16u << 20;   // larger bodies: 413, before reading them
+  std::size_t max_header_bytes = 16u << 10; // larger header sections: 431
+  std::chrono::milliseconds header_timeout{10000}; // whole header section must arrive
+                                                   // within this (slowloris): 408
+  std::chrono::milliseconds body_timeout{60000};   // and the body within this: 408
+  std::chrono::milliseconds idle_timeout{120000};  // keep-alive connection with no
+                                                   // request for this long is closed,
+                                                   // as is one whose answer's write
+                                                   // makes no progress for this long
+  std::size_t max_connections = 10000;      // further connections are closed at once
+  std::size_t max_batch = 1024;             // sequences in one request
+  std::size_t max_rows = 16384;             // log-prob rows in one response
+  std::size_t max_sample_tokens = 4096;     // max_tokens of one sample request
+};
+
+} // namespace canopy::server

@@ -1,0 +1,44 @@
+#include <canopy/server/api_error.hpp>
+
+#include <nlohmann/json.hpp>
+
+namespace canopy::server {
+
+http_response to_response(const api_error& error) {
+  http_response response;
+  response.status = error.status;
+  nlohmann::json body = {{"error", {{"code", error.code}, {"message", error.message}}}};
+  // Messages may quote client bytes that are not UTF-8: replace, never throw.
+  response.body = body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  return response;
+}
+
+api_error from_engine_error(messages::errc code, std::string message) {
+  using messages::errc;
+  int status = 500;
+  switch (code) {
+  case errc::empty_sequence:
+  case errc::token_out_of_range:
+  case errc::sequence_too_long:
+  case errc::invalid_request:
+  case errc::no_tokenizer:
+    status = 400;
+    break;
+  case errc::deadline_exceeded:
+    status = 504;
+    break;
+  case errc::cancelled:
+    status = 409;
+    break;
+  case errc::worker_lost:
+  case errc::no_workers:
+  case errc::shutting_down:
+    status = 503;
+    break;
+  default:
+    break;
+  }
+  return {status, std::string(messages::to_string(code)), std::move(message)};
+}
+
+} // namespace canopy::server

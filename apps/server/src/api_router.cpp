@@ -1,0 +1,351 @@
+#include <canopy/server/api_router.hpp>
+
+#include <canopy/server/prometheus_text.hpp>
+
+#include <caf/send.hpp>
+#include <nlohmann/json.hpp>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+
+namespace canopy::server {
+
+namespace {
+
+using json = nlohmann::json;
+
+std::string dump(const json& j) {
+  // Text from the model (detokenized bytes) may not be UTF-8: replace, never throw.
+  return j.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+http_response json_response(const json& body) {
+  http_response r;
+  r.body = dump(body);
+  return r;
+}
+
+/// Server-Timing lets a client tell the server's overhead from the engine's time.
+void add_server_timing(http_response& r, double engine_ms) {
+  char text[48];
+  std::snprintf(text, sizeof text, "engine;dur=%.3f", engine_ms);
+  r.headers.emplace_back("Server-Timing", text);
+}
+
+http_response ok_response(double engine_ms) {
+  auto r = json_response({{"ok", true}});
+  add_server_timing(r, engine_ms);
+  return r;
+}
+
+std::string to_hex(std::string_view bytes) {
+  static constexpr char digits[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(bytes.size() * 2);
+  for (unsigned char c : bytes) {
+    out += digits[c >> 4];
+    out += digits[c & 15];
+  }
+  return out;
+}
+
+std::string_view path_of(std::string_view target) {
+  return target.substr(0, target.find('?'));
+}
+
+bool wants_binary(const http_request& request) {
+  return request.accept.find("application/octet-stream") != std::string::npos;
+}
+
+api_error engine_error(const canopy::error& e) {
+  // canopy::error's what() starts with "<code>: "; the API carries the code apart.
+  std::string message = e.what();
+  auto prefix = std::string(messages::to_string(e.code())) + ": ";
+  if (message.rfind(prefix, 0) == 0)
+    message.erase(0, prefix.size());
+  return from_engine_error(e.code(), std::move(message));
+}
+
+std::string model_body(const canopy::engine& engine) {
+  const auto& info = engine.model();
+  // name is "<architecture> <source>": report the file name, not where it lives.
+  auto space = info.name.find(' ');
+  std::string architecture = info.name.substr(0, space);
+  std::string source =
+      space == std::string::npos
+          ? std::string()
+          : std::filesystem::path(info.name.substr(space + 1)).filename().string();
+  const auto& config = engine.config();
+  return dump({{"name", source.empty() ? architecture : architecture + " " + source},
+               {"architecture", architecture},
+               {"backend", config.backend},
+               {"vocab_size", info.vocab_size},
+               {"context_length", info.context_length},
+               {"dtype", config.backend == "mock" ? "float32" : config.dtype},
+               {"logprob_dtype", config.logprob_dtype},
+               {"devices", config.device_list()},
+               {"tokenizer", engine.has_tokenizer()}});
+}
+
+std::string vocab_body(const canopy::engine& engine) {
+  if (!engine.has_tokenizer())
+    return {};
+  json vocab = json::array();
+  for (const auto& bytes : engine.byte_vocab())
+    vocab.push_back(bytes ? json(to_hex(*bytes)) : json(nullptr));
+  return dump({{"vocab", std::move(vocab)}});
+}
+
+/// Unpacks a parse: the request, or nullptr after answering its error.
+template <class T> T* parsed_or_respond(parsed<T>& result, const respond_fn& respond) {
+  if (auto* error = std::get_if<api_error>(&result)) {
+    respond(to_response(*error));
+    return nullptr;
+  }
+  return &std::get<T>(result);
+}
+
+} // namespace
+
+api_router::api_router(canopy::engine& engine, std::vector<gateway_actor> gateways,
+                       std::shared_ptr<server_metrics> metrics,
+                       const server_options& options)
+    : engine_(engine), gateways_(std::move(gateways)),
+      metrics_(std::move(metrics)), limits_{options.max_batch, options.max_sample_tokens},
+      max_rows_(options.max_rows), model_body_(model_body(engine)),
+      vocab_body_(vocab_body(engine)) {}
+
+const gateway_actor& api_router::gateway_of(request_id id) const {
+  return gateways_[id % gateways_.size()];
+}
+
+void api_router::handle(request_id id, http_request request, respond_fn respond) {
+  struct route {
+    std::string_view path;
+    std::string_view method;
+    void (*run)(api_router&, request_id, http_request&, respond_fn&);
+  };
+  static const std::array<route, 10> routes{{
+      {"/v1/logprobs", "POST",
+       [](api_router& r, request_id id, http_request& q, respond_fn& a) {
+         r.logprobs(id, q, std::move(a));
+       }},
+      {"/v1/sample", "POST",
+       [](api_router& r, request_id id, http_request& q, respond_fn& a) {
+         r.sample(id, q, std::move(a));
+       }},
+      {"/v1/cache/kv", "POST",
+       [](api_router& r, request_id id, http_request& q, respond_fn& a) {
+         r.cache_kv(id, q, std::move(a));
+       }},
+      {"/v1/cache/clear", "POST",
+       [](api_router& r, request_id, http_request& q, respond_fn& a) {
+         r.cache_clear(q, std::move(a));
+       }},
+      {"/v1/tokenize", "POST",
+       [](api_router& r, request_id, http_request& q, respond_fn& a) {
+         a(r.tokenize(q));
+       }},
+      {"/v1/detokenize", "POST",
+       [](api_router& r, request_id, http_request& q, respond_fn& a) {
+         a(r.detokenize(q));
+       }},
+      {"/v1/vocab", "GET",
+       [](api_router& r, request_id, http_request&, respond_fn& a) {
+         if (r.vocab_body_.empty())
+           return a(to_response(
+               from_engine_error(messages::errc::no_tokenizer,
+                                 "the model has no tokenizer, so no byte vocabulary")));
+         http_response response;
+         response.body = r.vocab_body_;
+         a(std::move(response));
+       }},
+      {"/v1/model", "GET",
+       [](api_router& r, request_id, http_request&, respond_fn& a) {
+         http_response response;
+         response.body = r.model_body_;
+         a(std::move(response));
+       }},
+      {"/healthz", "GET",
+       [](api_router&, request_id, http_request&, respond_fn& a) {
+         a(json_response({{"status", "ok"}}));
+       }},
+      {"/metrics", "GET",
+       [](api_router& r, request_id, http_request&, respond_fn& a) { a(r.metrics()); }},
+  }};
+  auto path = path_of(request.target);
+  for (const auto& route : routes) {
+    if (route.path != path)
+      continue;
+    if (request.method != route.method) {
+      auto response =
+          to_response({405, "method_not_allowed",
+                       request.method + " is not allowed on " + std::string(path) +
+                           "; use " + std::string(route.method)});
+      response.headers.emplace_back("Allow", std::string(route.method));
+      return respond(std::move(response));
+    }
+    return route.run(*this, id, request, respond);
+  }
+  respond(to_response({404, "not_found", "no such route: " + std::string(path)}));
+}
+
+void api_router::cancel(request_id id) {
+  caf::anon_send(gateway_of(id), messages::cancel_atom::value, id);
+}
+
+parsed<cache::token_seq> api_router::resolve(const sequence_input& input) const {
+  if (input.tokens)
+    return *input.tokens;
+  try {
+    return engine_.tokenize(*input.text);
+  } catch (const canopy::error& e) {
+    return engine_error(e);
+  }
+}
+
+void api_router::logprobs(request_id id, const http_request& request,
+                          respond_fn respond) {
+  auto result = parse_logprobs_request(request.body, limits_);
+  auto* req = parsed_or_respond(result, respond);
+  if (!req)
+    return;
+  logprobs_job job;
+  std::size_t rows = 0;
+  for (const auto& input : req->sequences) {
+    auto tokens = resolve(input);
+    auto* ids = parsed_or_respond(tokens, respond);
+    if (!ids)
+      return;
+    rows += req->all_positions ? ids->size() : 1;
+    job.sequences.push_back(std::move(*ids));
+  }
+  if (rows > max_rows_)
+    return respond(
+        to_response({400, "batch_too_large",
+                     "the request asks for " + std::to_string(rows) +
+                         " rows, more than the limit of " + std::to_string(max_rows_)}));
+  job.all_positions = req->all_positions;
+  job.priority = req->priority;
+  job.deadline_ms = req->deadline_ms;
+  row_format format{req->batch, req->all_positions, req->top_k, req->dtype};
+  job.done = [respond = std::move(respond), format,
+              binary = wants_binary(request)](gateway_reply reply) {
+    if (reply.error)
+      return respond(to_response(*reply.error));
+    http_response response;
+    if (binary) {
+      response.content_type = "application/octet-stream";
+      response.body = encode_binary(reply.answers, format);
+    } else {
+      response.body = encode_json(reply.answers, format);
+    }
+    add_server_timing(response, reply.engine_ms);
+    respond(std::move(response));
+  };
+  caf::anon_send(gateway_of(id), messages::logprobs_atom::value, id, std::move(job));
+}
+
+void api_router::sample(request_id id, const http_request& request, respond_fn respond) {
+  auto result = parse_sample_request(request.body, limits_);
+  auto* req = parsed_or_respond(result, respond);
+  if (!req)
+    return;
+  sample_job job;
+  for (const auto& input : req->prompts) {
+    auto tokens = resolve(input);
+    auto* ids = parsed_or_respond(tokens, respond);
+    if (!ids)
+      return;
+    job.prompts.push_back(std::move(*ids));
+  }
+  job.max_tokens = req->max_tokens;
+  job.eos_token_ids = req->eos_token_ids;
+  job.temperature = req->temperature;
+  job.seed = req->seed;
+  job.done = [this, respond = std::move(respond),
+              batch = req->batch](gateway_reply reply) {
+    if (reply.error)
+      return respond(to_response(*reply.error));
+    json results = json::array();
+    for (const auto& generated : reply.generated) {
+      json one = {{"tokens", generated}};
+      if (engine_.has_tokenizer()) {
+        try {
+          one["text"] = engine_.detokenize(generated);
+        } catch (const canopy::error&) {
+          // ids past the tokenizer (a padded head): the ids alone stand
+        }
+      }
+      results.push_back(std::move(one));
+    }
+    auto response = json_response(batch ? json{{"results", std::move(results)}}
+                                        : std::move(results.at(0)));
+    add_server_timing(response, reply.engine_ms);
+    respond(std::move(response));
+  };
+  caf::anon_send(gateway_of(id), sample_atom::value, id, std::move(job));
+}
+
+void api_router::cache_kv(request_id id, const http_request& request,
+                          respond_fn respond) {
+  auto result = parse_cache_kv_request(request.body);
+  auto* req = parsed_or_respond(result, respond);
+  if (!req)
+    return;
+  auto tokens = resolve(req->prompt);
+  auto* ids = parsed_or_respond(tokens, respond);
+  if (!ids)
+    return;
+  cache_kv_job job{std::move(*ids), [respond = std::move(respond)](gateway_reply reply) {
+                     respond(reply.error ? to_response(*reply.error)
+                                         : ok_response(reply.engine_ms));
+                   }};
+  caf::anon_send(gateway_of(id), cache_kv_atom::value, id, std::move(job));
+}
+
+void api_router::cache_clear(const http_request& request, respond_fn respond) {
+  auto result = parse_cache_clear_request(request.body);
+  auto* req = parsed_or_respond(result, respond);
+  if (!req)
+    return;
+  clear_job job{req->kv_only, [respond = std::move(respond)](gateway_reply reply) {
+                  respond(reply.error ? to_response(*reply.error)
+                                      : ok_response(reply.engine_ms));
+                }};
+  caf::anon_send(gateways_.front(), messages::clear_atom::value, std::move(job));
+}
+
+http_response api_router::tokenize(const http_request& request) const {
+  auto result = parse_tokenize_request(request.body);
+  if (auto* error = std::get_if<api_error>(&result))
+    return to_response(*error);
+  try {
+    return json_response(
+        {{"tokens", engine_.tokenize(std::get<tokenize_request>(result).text)}});
+  } catch (const canopy::error& e) {
+    return to_response(engine_error(e));
+  }
+}
+
+http_response api_router::detokenize(const http_request& request) const {
+  auto result = parse_detokenize_request(request.body);
+  if (auto* error = std::get_if<api_error>(&result))
+    return to_response(*error);
+  try {
+    auto bytes = engine_.detokenize(std::get<detokenize_request>(result).tokens);
+    return json_response({{"text", bytes}, {"hex", to_hex(bytes)}});
+  } catch (const canopy::error& e) {
+    return to_response(engine_error(e));
+  }
+}
+
+http_response api_router::metrics() const {
+  http_response response;
+  response.content_type = prometheus_content_type;
+  response.body = prometheus_text(engine_.stats(), metrics_->snapshot());
+  return response;
+}
+
+} // namespace canopy::server

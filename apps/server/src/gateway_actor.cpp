@@ -1,0 +1,292 @@
+#include <canopy/server/gateway_actor.hpp>
+
+#include <canopy/actors/sampling.hpp>
+#include <canopy/messages/errors.hpp>
+
+#include <caf/actor_system.hpp>
+#include <caf/stateful_actor.hpp>
+
+#include <chrono>
+#include <unordered_map>
+
+namespace canopy::server {
+
+namespace {
+
+using namespace messages;
+using steady = std::chrono::steady_clock;
+
+enum class job_kind { logprobs, sample, cache_kv };
+
+/// A job in flight. Its queries of the current step have the ids
+/// [first_query, first_query + queries); `remaining` of them are unanswered.
+struct open_job {
+  job_kind kind = job_kind::logprobs;
+  gateway_done done;
+  steady::time_point started;
+  std::uint64_t first_query = 0;
+  std::uint32_t queries = 0;
+  std::uint32_t remaining = 0;
+  std::vector<scored_sequence> answers;    // logprobs
+  std::optional<actors::sampling_run> run; // sample
+};
+
+/// Where a query's answer goes: its job, and the sequence (or prompt) and row in it.
+struct query_slot {
+  request_id request = 0;
+  std::uint32_t sequence = 0;
+  std::uint32_t row = 0;
+};
+
+struct gateway_state {
+  engine_actor engine;
+  std::unordered_map<request_id, open_job> jobs;
+  std::unordered_map<std::uint64_t, query_slot> queries; // by query id
+  std::uint64_t next_query = 1;
+
+  static inline const char* name = "canopy.gateway";
+};
+
+using gateway_pointer = gateway_actor::stateful_pointer<gateway_state>;
+
+api_error to_api_error(const caf::error& e) {
+  auto code = code_of(e);
+  if (code == errc::none)
+    return from_engine_error(errc::backend_failure, caf::to_string(e));
+  return from_engine_error(code, message_of(e));
+}
+
+/// Starts a step: the job's queries get consecutive ids from here.
+void begin_step(gateway_pointer self, open_job& job, std::uint32_t queries) {
+  job.first_query = self->state.next_query;
+  job.queries = queries;
+  job.remaining = queries;
+}
+
+void send_query(gateway_pointer self, request_id request, query q, std::uint32_t sequence,
+                std::uint32_t row) {
+  auto& st = self->state;
+  auto id = st.next_query++;
+  st.queries.emplace(id, query_slot{request, sequence, row});
+  self->send(st.engine, logprobs_atom::value, std::move(q), id,
+             caf::actor_cast<answer_sink>(self));
+}
+
+/// Withdraws a job's unanswered queries from the engine.
+void cancel_queries(gateway_pointer self, const open_job& job) {
+  auto& st = self->state;
+  std::vector<std::uint64_t> ids;
+  for (auto id = job.first_query; id < job.first_query + job.queries; ++id)
+    if (st.queries.erase(id) > 0)
+      ids.push_back(id);
+  if (!ids.empty())
+    self->send(st.engine, cancel_atom::value, caf::actor_cast<answer_sink>(self),
+               std::move(ids));
+}
+
+void finish(gateway_pointer self, request_id request, gateway_reply reply) {
+  auto& st = self->state;
+  auto it = st.jobs.find(request);
+  if (it == st.jobs.end())
+    return;
+  auto job = std::move(it->second);
+  st.jobs.erase(it);
+  if (reply.error)
+    cancel_queries(self, job);
+  reply.engine_ms =
+      std::chrono::duration<double, std::milli>(steady::now() - job.started).count();
+  job.done(std::move(reply));
+}
+
+void fail(gateway_pointer self, request_id request, api_error error) {
+  gateway_reply reply;
+  reply.error = std::move(error);
+  finish(self, request, std::move(reply));
+}
+
+open_job& open(gateway_pointer self, request_id request, job_kind kind,
+               gateway_done done) {
+  open_job job;
+  job.kind = kind;
+  job.done = std::move(done);
+  job.started = steady::now();
+  return self->state.jobs.insert_or_assign(request, std::move(job)).first->second;
+}
+
+void start_logprobs(gateway_pointer self, request_id request, logprobs_job& in) {
+  auto& job = open(self, request, job_kind::logprobs, std::move(in.done));
+  std::uint32_t rows = 0;
+  for (std::size_t s = 0; s < in.sequences.size(); ++s) {
+    if (in.sequences[s].empty())
+      return fail(
+          self, request,
+          {400, "empty_sequence", "sequence " + std::to_string(s) + " has no tokens"});
+    rows += in.all_positions ? static_cast<std::uint32_t>(in.sequences[s].size()) : 1;
+  }
+  begin_step(self, job, rows);
+  job.answers.resize(in.sequences.size());
+  auto timeout = std::chrono::duration_cast<caf::timespan>(
+      std::chrono::duration<double, std::milli>(in.deadline_ms));
+  for (std::uint32_t s = 0; s < in.sequences.size(); ++s) {
+    auto& tokens = in.sequences[s];
+    auto& answer = job.answers[s];
+    if (in.all_positions) {
+      answer.rows.resize(tokens.size());
+      for (std::uint32_t r = 0; r < tokens.size(); ++r)
+        send_query(
+            self, request,
+            query{{tokens.begin(), tokens.begin() + r + 1}, in.priority, false, timeout},
+            s, r);
+    } else {
+      answer.rows.resize(1);
+      send_query(self, request, query{tokens, in.priority, false, timeout}, s, 0);
+    }
+    answer.tokens = std::move(tokens);
+  }
+}
+
+/// Sends the sampling run's next step, or finishes the job when every prompt is done.
+void step_sampling(gateway_pointer self, request_id request, open_job& job) {
+  auto next = job.run->next_queries();
+  if (next.empty()) {
+    gateway_reply reply;
+    reply.generated = job.run->generated();
+    return finish(self, request, std::move(reply));
+  }
+  begin_step(self, job, static_cast<std::uint32_t>(next.size()));
+  for (auto& [prompt, context] : next)
+    send_query(self, request, query{std::move(context)},
+               static_cast<std::uint32_t>(prompt), 0);
+}
+
+void start_sample(gateway_pointer self, request_id request, sample_job& in) {
+  auto& job = open(self, request, job_kind::sample, std::move(in.done));
+  job.run.emplace(std::move(in.prompts), in.max_tokens, std::move(in.eos_token_ids),
+                  in.temperature, in.seed);
+  step_sampling(self, request, job);
+}
+
+void on_row(gateway_pointer self, std::uint64_t query_id, const shared_logprobs& answer) {
+  auto& st = self->state;
+  auto slot_it = st.queries.find(query_id);
+  if (slot_it == st.queries.end())
+    return; // its job failed or was cancelled
+  auto slot = slot_it->second;
+  st.queries.erase(slot_it);
+  auto it = st.jobs.find(slot.request);
+  if (it == st.jobs.end())
+    return;
+  auto& job = it->second;
+  --job.remaining;
+  switch (job.kind) {
+  case job_kind::logprobs:
+    job.answers[slot.sequence].rows[slot.row] = answer.row;
+    if (job.remaining == 0) {
+      gateway_reply reply;
+      reply.answers = std::move(job.answers);
+      finish(self, slot.request, std::move(reply));
+    }
+    break;
+  case job_kind::sample: {
+    const auto& row = *answer.row;
+    if (const float* values = row.float32_data()) {
+      job.run->advance(slot.sequence, values, row.vocab());
+    } else {
+      std::vector<float> decoded(row.vocab());
+      row.decode(decoded.data());
+      job.run->advance(slot.sequence, decoded.data(), decoded.size());
+    }
+    if (job.remaining == 0)
+      step_sampling(self, slot.request, job);
+    break;
+  }
+  case job_kind::cache_kv:
+    finish(self, slot.request, gateway_reply{});
+    break;
+  }
+}
+
+void on_error(gateway_pointer self, std::uint64_t query_id, const caf::error& e) {
+  auto& st = self->state;
+  auto slot_it = st.queries.find(query_id);
+  if (slot_it == st.queries.end())
+    return;
+  auto request = slot_it->second.request;
+  st.queries.erase(slot_it);
+  fail(self, request, to_api_error(e));
+}
+
+/// Every open job ends with `error` (the engine or the gateway is going away).
+void fail_all(gateway_pointer self, const api_error& error) {
+  std::vector<request_id> open_requests;
+  for (const auto& [request, job] : self->state.jobs)
+    open_requests.push_back(request);
+  for (auto request : open_requests)
+    fail(self, request, error);
+}
+
+gateway_actor::behavior_type gateway(gateway_pointer self, engine_actor engine) {
+  self->state.engine = std::move(engine);
+  self->monitor(self->state.engine);
+  self->set_down_handler([=](caf::down_msg&) {
+    fail_all(self, from_engine_error(errc::shutting_down, "the engine stopped"));
+  });
+  self->set_exit_handler([=](caf::exit_msg& msg) {
+    fail_all(self, from_engine_error(errc::shutting_down, "the server is stopping"));
+    self->quit(msg.reason);
+  });
+  return {
+      [=](answer_atom, std::uint64_t id, const shared_logprobs& row) {
+        on_row(self, id, row);
+      },
+      [=](answer_atom, std::uint64_t id, const caf::error& e) { on_error(self, id, e); },
+      [=](answer_atom, const answer_batch& batch) {
+        for (std::size_t i = 0; i < batch.tickets.size(); ++i)
+          on_row(self, batch.tickets[i], batch.rows[i]);
+      },
+      [=](logprobs_atom, request_id request, logprobs_job& job) {
+        start_logprobs(self, request, job);
+      },
+      [=](sample_atom, request_id request, sample_job& job) {
+        start_sample(self, request, job);
+      },
+      [=](cache_kv_atom, request_id request, cache_kv_job& in) {
+        auto& job = open(self, request, job_kind::cache_kv, std::move(in.done));
+        begin_step(self, job, 1);
+        send_query(self, request, query{std::move(in.prompt), 0, true, caf::timespan{0}},
+                   0, 0);
+      },
+      [=](clear_atom, clear_job& job) {
+        auto done = std::move(job.done);
+        auto reply_with = [done](std::optional<api_error> error) {
+          gateway_reply reply;
+          reply.error = std::move(error);
+          done(std::move(reply));
+        };
+        auto answered = [reply_with](bool) { reply_with(std::nullopt); };
+        auto failed = [reply_with](caf::error& e) { reply_with(to_api_error(e)); };
+        if (job.kv_only)
+          self->request(self->state.engine, caf::infinite, clear_kv_atom::value)
+              .then(answered, failed);
+        else
+          self->request(self->state.engine, caf::infinite, clear_atom::value)
+              .then(answered, failed);
+      },
+      [=](cancel_atom, request_id request) {
+        auto& st = self->state;
+        auto it = st.jobs.find(request);
+        if (it == st.jobs.end())
+          return;
+        cancel_queries(self, it->second);
+        st.jobs.erase(it);
+      },
+  };
+}
+
+} // namespace
+
+gateway_actor spawn_gateway(caf::actor_system& system, engine_actor engine) {
+  return system.spawn(gateway, std::move(engine));
+}
+
+} // namespace canopy::server

@@ -1,0 +1,414 @@
+#include "http_session.hpp"
+
+#include "bearer_auth.hpp"
+
+#include <canopy/server/api_error.hpp>
+
+#include <boost/asio/post.hpp>
+#include <boost/beast/core/string.hpp>
+#include <boost/beast/http/error.hpp>
+#include <boost/beast/http/status.hpp>
+#include <boost/beast/http/write.hpp>
+
+#include <algorithm>
+#include <string_view>
+
+// Note [connection states]
+// A connection runs one event loop, advance(), after every event (bytes read, response
+// written, respond arrived, deadline, drain). It reads the socket whenever its buffer
+// has room, even with a request in flight: that is how a client that leaves is noticed
+// (the read fails: cancel the request, close), and how the next request of a pipelining
+// client is read. The request being read goes waiting -> header (first byte) -> body
+// (header complete) -> complete; a complete request is dispatched once no other is in
+// flight and nothing is being written, so answers leave in request order. A request
+// that breaks a limit makes the connection `failed`: its error answer goes out after
+// the answer in flight, then the connection lingers (send side shut, reading and
+// discarding until the client closes or the linger deadline) so the client reads the
+// error instead of a reset. One timer serves the phase: idle (nothing in flight,
+// nothing read), header and body (from the phase's start), linger. Another closes the
+// connection when a write makes no progress for idle_timeout (a client that stopped
+// reading would otherwise hold its connection, and a drain, forever).
+
+namespace canopy::server {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+
+namespace {
+
+// Bytes asked of one read: big bodies come in this many at a time.
+constexpr std::size_t read_chunk = 16u << 10;
+// The longest wait for a client to close after its last answer.
+constexpr std::chrono::milliseconds linger_limit{1000};
+
+std::string_view to_std(beast::string_view s) {
+  return {s.data(), s.size()};
+}
+
+std::uint32_t header_limit(const server_options& options) {
+  return static_cast<std::uint32_t>(
+      std::min<std::size_t>(options.max_header_bytes, UINT32_MAX));
+}
+
+http_response error_response(int status, std::string code, std::string message) {
+  return to_response(api_error{status, std::move(code), std::move(message)});
+}
+
+http_response parse_error(const beast::error_code& ec, const server_options& options) {
+  if (ec == http::error::header_limit)
+    return error_response(431, "header_too_large",
+                          "the header section is larger than " +
+                              std::to_string(options.max_header_bytes) + " bytes");
+  if (ec == http::error::body_limit)
+    return error_response(413, "payload_too_large",
+                          "the body is larger than " +
+                              std::to_string(options.max_body_bytes) + " bytes");
+  return error_response(400, "malformed_http", "malformed HTTP request: " + ec.message());
+}
+
+http::response<http::string_body> to_wire(http_response response, unsigned version,
+                                          bool keep_alive) {
+  http::response<http::string_body> wire;
+  wire.version(version);
+  wire.result(static_cast<unsigned>(response.status));
+  wire.set(http::field::server, "canopy");
+  wire.set(http::field::content_type, response.content_type);
+  for (const auto& [name, value] : response.headers)
+    wire.insert(name, value);
+  wire.keep_alive(keep_alive);
+  wire.body() = std::move(response.body);
+  wire.prepare_payload();
+  return wire;
+}
+
+} // namespace
+
+http_session::http_session(socket peer, transport_context& context)
+    : context_(context), strand_(peer.get_executor()), socket_(std::move(peer)),
+      read_deadline_(strand_), write_deadline_(strand_),
+      buffer_(header_limit(context.options) + read_chunk) {
+  start_request();
+}
+
+http_session::~http_session() {
+  context_.connections.remove(this);
+  context_.metrics->connection_closed();
+}
+
+void http_session::start() {
+  context_.connections.add(shared_from_this());
+  context_.metrics->connection_accepted();
+  asio::post(strand_, [self = shared_from_this()] { self->advance(); });
+}
+
+void http_session::drain() {
+  asio::post(strand_, [self = shared_from_this()] {
+    self->draining_ = true;
+    self->advance();
+  });
+}
+
+void http_session::advance() {
+  if (closed_)
+    return;
+  // Draining: what is idle, being read or merely waiting its turn is dropped; only an
+  // answer owed to the handler's caller (in flight or being written) is still written.
+  if (draining_ && !in_flight_ && !writing_)
+    return close_now();
+  if (!draining_)
+    progress();
+  update_deadline();
+  read();
+}
+
+void http_session::progress() {
+  while (phase_ != phase::lingering) {
+    parse();
+    if (in_flight_ || writing_)
+      return;
+    if (pending_error_) {
+      auto [done, response] = std::move(*pending_error_);
+      pending_error_.reset();
+      return write(std::move(done), std::move(response));
+    }
+    if (phase_ != phase::complete)
+      return;
+    dispatch();
+  }
+}
+
+void http_session::parse() {
+  if (phase_ == phase::waiting && buffer_.size() > parsed_)
+    phase_ = phase::header; // the header deadline runs from the first byte
+  while ((phase_ == phase::header || phase_ == phase::body) && buffer_.size() > parsed_) {
+    beast::error_code ec;
+    parsed_ += parser_->put(asio::buffer(buffer_.data()) + parsed_, ec);
+    if (ec == http::error::need_more)
+      return;
+    if (ec)
+      return fail(parse_error(ec, context_.options));
+    if (phase_ == phase::header && parser_->is_header_done())
+      on_header();
+    if (phase_ != phase::failed && parser_->is_done()) {
+      phase_ = phase::complete;
+      read_done_ = clock::now();
+    }
+  }
+}
+
+void http_session::on_header() {
+  const auto& request = parser_->get();
+  const auto& token = context_.options.auth_token;
+  bool open = token.empty() ||
+              (request.method() == http::verb::get &&
+               server_metrics::route_label(to_std(request.target())) == "/healthz");
+  if (!open && !bearer_authorized(to_std(request[http::field::authorization]), token)) {
+    // Refused before its body is read, so the connection cannot be reused.
+    auto refusal = error_response(401, "unauthorized",
+                                  "this server needs \"Authorization: Bearer <token>\" "
+                                  "with the right token");
+    refusal.headers.emplace_back("WWW-Authenticate", "Bearer");
+    return fail(std::move(refusal));
+  }
+  phase_ = phase::body;
+  // A client waiting for "100 Continue" gets it only when this request is the next to
+  // be answered; otherwise it sends its body after its own timeout.
+  if (request.version() == 11 && !in_flight_ && !writing_ && !parser_->is_done() &&
+      beast::iequals(request[http::field::expect], "100-continue"))
+    write_continue();
+}
+
+void http_session::fail(http_response response) {
+  exchange done;
+  done.target = std::string(parser_->get().target()); // empty before the start line
+  done.version = parser_->get().version();
+  done.read_done = clock::now();
+  phase_ = phase::failed;
+  pending_error_.emplace(std::move(done), std::move(response));
+}
+
+void http_session::dispatch() {
+  auto message = parser_->release();
+  exchange done{context_.next_id.fetch_add(1, std::memory_order_relaxed),
+                std::string(message.target()),
+                message.version(),
+                message.keep_alive(),
+                read_done_,
+                message.body().size()};
+  http_request request{std::string(message.method_string()), done.target,
+                       std::string(message[http::field::content_type]),
+                       std::string(message[http::field::accept]),
+                       std::move(message.body())};
+  auto id = done.id;
+  in_flight_ = std::move(done);
+  work_.emplace(strand_.get_inner_executor());
+  start_request();
+  context_.handler.handle(id, std::move(request), responder(id));
+}
+
+void http_session::start_request() {
+  parser_.emplace();
+  parser_->header_limit(header_limit(context_.options));
+  parser_->body_limit(context_.options.max_body_bytes);
+  phase_ = phase::waiting;
+  ++request_seq_;
+}
+
+respond_fn http_session::responder(request_id id) {
+  return [gate = context_.gate, weak = weak_from_this(), id](http_response response) {
+    gate->run_if_open([&] {
+      auto self = weak.lock();
+      if (!self)
+        return;
+      // The strand copy first: `self` moves into the handler, which the io_context
+      // owns and destroys, so the connection never dies on this thread.
+      auto on = self->strand_;
+      asio::post(on,
+                 [self = std::move(self), id, response = std::move(response)]() mutable {
+                   self->on_response(id, std::move(response));
+                 });
+    });
+  };
+}
+
+void http_session::on_response(request_id id, http_response response) {
+  // Cancelled (the client left), or a second respond for the same request.
+  if (closed_ || !in_flight_ || in_flight_->id != id)
+    return;
+  auto done = std::move(*in_flight_);
+  in_flight_.reset();
+  work_.reset();
+  write(std::move(done), std::move(response));
+  advance();
+}
+
+void http_session::write(exchange done, http_response response) {
+  done.keep_alive = done.keep_alive && !draining_;
+  response_ = to_wire(std::move(response), done.version, done.keep_alive);
+  written_ = std::move(done);
+  start_write();
+}
+
+void http_session::write_continue() {
+  response_ = {};
+  response_.version(11);
+  response_.result(http::status::continue_);
+  written_.reset();
+  start_write();
+}
+
+void http_session::start_write() {
+  writing_ = true;
+  serializer_.emplace(response_);
+  write_some();
+}
+
+void http_session::write_some() {
+  auto self = shared_from_this();
+  write_deadline_.arm(context_.options.idle_timeout, [self] { self->close_now(); });
+  http::async_write_some(socket_, *serializer_, [self](error_code ec, std::size_t) {
+    self->on_written_some(ec);
+  });
+}
+
+void http_session::on_written_some(error_code ec) {
+  if (!closed_ && !ec && !serializer_->is_done())
+    return write_some();
+  writing_ = false;
+  write_deadline_.disarm();
+  if (closed_)
+    return;
+  if (ec)
+    return close_now();
+  on_written();
+}
+
+void http_session::on_written() {
+  if (written_) {
+    context_.metrics->request_done(written_->target, response_.result_int(),
+                                   clock::now() - written_->read_done, written_->body_in,
+                                   response_.body().size());
+    if (!written_->keep_alive)
+      return finish();
+  }
+  advance();
+}
+
+void http_session::finish() {
+  phase_ = phase::lingering;
+  error_code ignored;
+  socket_.shutdown(asio::ip::tcp::socket::shutdown_send, ignored);
+  advance();
+}
+
+void http_session::read() {
+  if (reading_ || closed_)
+    return;
+  buffer_.consume(phase_ == phase::lingering ? buffer_.size() : parsed_);
+  parsed_ = 0;
+  auto room = buffer_.max_size() - buffer_.size();
+  // Full: a complete request waits its turn; reading resumes once it is dispatched.
+  if (room == 0)
+    return;
+  reading_ = true;
+  socket_.async_read_some(buffer_.prepare(std::min(room, read_chunk)),
+                          [self = shared_from_this()](error_code ec, std::size_t bytes) {
+                            self->on_read(ec, bytes);
+                          });
+}
+
+void http_session::on_read(error_code ec, std::size_t bytes) {
+  reading_ = false;
+  if (closed_)
+    return;
+  if (ec) // the client closed or reset: whatever it asked is abandoned
+    return close_now();
+  buffer_.commit(bytes);
+  advance();
+}
+
+http_session::deadline http_session::wanted_deadline() const {
+  switch (phase_) {
+  case phase::waiting:
+    return in_flight_ || writing_ ? deadline::none : deadline::idle;
+  case phase::header:
+    return deadline::header;
+  case phase::body:
+    return deadline::body;
+  case phase::lingering:
+    return deadline::linger;
+  case phase::complete:
+  case phase::failed:
+    break;
+  }
+  return deadline::none;
+}
+
+void http_session::update_deadline() {
+  auto wanted = wanted_deadline();
+  if (wanted == armed_ && request_seq_ == armed_seq_)
+    return;
+  armed_ = wanted;
+  armed_seq_ = request_seq_;
+  const auto& options = context_.options;
+  clock::duration after{};
+  switch (wanted) {
+  case deadline::none:
+    return read_deadline_.disarm();
+  case deadline::idle:
+    after = options.idle_timeout;
+    break;
+  case deadline::header:
+    after = options.header_timeout;
+    break;
+  case deadline::body:
+    after = options.body_timeout;
+    break;
+  case deadline::linger:
+    after = std::min<clock::duration>(options.idle_timeout, linger_limit);
+    break;
+  }
+  read_deadline_.arm(after, [self = shared_from_this()] { self->on_deadline(); });
+}
+
+void http_session::on_deadline() {
+  if (closed_)
+    return;
+  const auto& options = context_.options;
+  switch (armed_) {
+  case deadline::header:
+    fail(error_response(408, "request_timeout",
+                        "the header section did not arrive within " +
+                            std::to_string(options.header_timeout.count()) + " ms"));
+    return advance();
+  case deadline::body:
+    fail(error_response(408, "request_timeout",
+                        "the body did not arrive within " +
+                            std::to_string(options.body_timeout.count()) + " ms"));
+    return advance();
+  case deadline::none:
+  case deadline::idle:
+  case deadline::linger:
+    break;
+  }
+  close_now();
+}
+
+void http_session::close_now() {
+  if (closed_)
+    return;
+  closed_ = true;
+  if (in_flight_) {
+    context_.metrics->request_cancelled();
+    context_.handler.cancel(in_flight_->id);
+    in_flight_.reset();
+  }
+  work_.reset();
+  read_deadline_.disarm();
+  write_deadline_.disarm();
+  error_code ignored;
+  socket_.close(ignored);
+}
+
+} // namespace canopy::server

@@ -1,0 +1,126 @@
+#pragma once
+// One HTTP/1.1 connection. It reads requests under the transport's limits (header
+// bytes and time, body bytes and time, auth), hands each complete one to the
+// request_handler, writes the answers back in request order, and closes when the
+// client leaves, a deadline passes, an error answer was written or the server drains.
+// See Note [connection states] in http_session.cpp.
+// Thread contract: start() and drain() from any thread; everything else runs on the
+// connection's strand. The respond callbacks it gives out may be called from any
+// thread, even after the server is gone (they reach it through the post_gate).
+
+#include "expiry_timer.hpp"
+#include "transport_context.hpp"
+
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/http/message.hpp>
+#include <boost/beast/http/parser.hpp>
+#include <boost/beast/http/serializer.hpp>
+#include <boost/beast/http/string_body.hpp>
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+
+namespace canopy::server {
+
+class http_session : public std::enable_shared_from_this<http_session> {
+public:
+  using strand = boost::asio::strand<boost::asio::io_context::executor_type>;
+  using socket = boost::asio::ip::tcp::socket::rebind_executor<strand>::other;
+
+  http_session(socket peer, transport_context& context);
+  ~http_session();
+  http_session(const http_session&) = delete;
+  http_session& operator=(const http_session&) = delete;
+
+  /// Registers with the context's connection_registry and starts reading.
+  void start();
+  /// The server drains: finish the request in flight (if any), then close.
+  void drain();
+
+private:
+  using clock = std::chrono::steady_clock;
+  using error_code = boost::system::error_code;
+
+  // Where the request being read stands, or what the connection does instead.
+  enum class phase { waiting, header, body, complete, failed, lingering };
+  // What read_deadline_ guards.
+  enum class deadline { none, idle, header, body, linger };
+
+  // What writing a response and counting it need to know about its request.
+  struct exchange {
+    request_id id = 0; // 0: answered by the transport itself
+    std::string target;
+    unsigned version = 11;
+    bool keep_alive = false;
+    clock::time_point read_done;
+    std::size_t body_in = 0;
+  };
+
+  void advance();
+  void progress();
+  void parse();
+  void on_header();
+  void fail(http_response response);
+  void dispatch();
+  void start_request();
+  respond_fn responder(request_id id);
+  void on_response(request_id id, http_response response);
+  void write(exchange done, http_response response);
+  void write_continue();
+  void start_write();
+  void write_some();
+  void on_written_some(error_code ec);
+  void on_written();
+  void finish();
+  void read();
+  void on_read(error_code ec, std::size_t bytes);
+  deadline wanted_deadline() const;
+  void update_deadline();
+  void on_deadline();
+  void close_now();
+
+  transport_context& context_;
+  const strand strand_;
+  socket socket_;
+  expiry_timer<strand> read_deadline_;  // armed_ for the read side
+  expiry_timer<strand> write_deadline_; // a write that makes no progress
+
+  // Bytes read and not yet given to the parser are [parsed_, size()). It is only
+  // consumed while no read is pending (a read fills its prepared tail).
+  boost::beast::flat_buffer buffer_;
+  std::size_t parsed_ = 0;
+  std::optional<boost::beast::http::request_parser<boost::beast::http::string_body>>
+      parser_;
+  phase phase_ = phase::waiting;
+  std::uint64_t request_seq_ = 0; // parsers started, so each request gets own deadlines
+  clock::time_point read_done_;   // of the complete request not yet dispatched
+
+  std::optional<exchange> in_flight_; // handed to the handler, not answered yet
+  // While a request is in flight the io_context must not run out of work, even with
+  // no read pending (drain, full buffer).
+  std::optional<boost::asio::executor_work_guard<boost::asio::io_context::executor_type>>
+      work_;
+  std::optional<std::pair<exchange, http_response>> pending_error_; // after in_flight_
+  boost::beast::http::response<boost::beast::http::string_body> response_; // writing
+  std::optional<boost::beast::http::response_serializer<boost::beast::http::string_body>>
+      serializer_;                  // of response_
+  std::optional<exchange> written_; // of response_; empty while "100 Continue" goes out
+
+  bool reading_ = false;
+  bool writing_ = false;
+  bool draining_ = false;
+  bool closed_ = false;
+  deadline armed_ = deadline::none;
+  std::uint64_t armed_seq_ = 0; // request_seq_ when armed_ was armed
+};
+
+} // namespace canopy::server

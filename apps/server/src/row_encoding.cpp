@@ -1,0 +1,244 @@
+#include <canopy/server/row_encoding.hpp>
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <numeric>
+#include <stdexcept>
+
+namespace canopy::server {
+
+namespace {
+
+/// One row as the wire carries it: every value (dense), or the k largest with their
+/// ids. Reuses its buffers from row to row, so a response allocates them once.
+class row_reader {
+public:
+  struct view {
+    const float* values;
+    const std::int32_t* ids; // [cols]; nullptr when dense
+    std::size_t cols;
+  };
+
+  explicit row_reader(std::optional<std::size_t> top_k) : top_k_(top_k) {}
+
+  /// Valid until the next read.
+  view read(const cache::logprob_row& row) {
+    const std::size_t vocab = row.vocab();
+    const float* values = row.float32_data(); // stored float32: no copy
+    if (values == nullptr) {
+      decoded_.resize(vocab);
+      row.decode(decoded_.data());
+      values = decoded_.data();
+    }
+    if (!top_k_)
+      return {values, nullptr, vocab};
+    const std::size_t k = std::min(*top_k_, vocab);
+    order_.resize(vocab);
+    std::iota(order_.begin(), order_.end(), 0);
+    // NaN ranks with -inf so the order stays strict-weak; ties go to the lower id.
+    const auto rank = [values](std::int32_t id) {
+      const float v = values[id];
+      return std::isnan(v) ? -std::numeric_limits<float>::infinity() : v;
+    };
+    std::partial_sort(order_.begin(), order_.begin() + static_cast<std::ptrdiff_t>(k),
+                      order_.end(), [&](std::int32_t a, std::int32_t b) {
+                        const float ra = rank(a), rb = rank(b);
+                        return ra > rb || (ra == rb && a < b);
+                      });
+    picked_.resize(k);
+    for (std::size_t i = 0; i < k; ++i)
+      picked_[i] = values[order_[i]];
+    return {picked_.data(), order_.data(), k};
+  }
+
+private:
+  std::optional<std::size_t> top_k_;
+  std::vector<float> decoded_; // a row stored as float16/bfloat16, as float32
+  std::vector<std::int32_t> order_;
+  std::vector<float> picked_;
+};
+
+void check(bool condition, const char* what) {
+  if (!condition)
+    throw std::invalid_argument(what);
+}
+
+// ---- JSON ----
+
+void append_number(std::string& out, float value) {
+  if (!std::isfinite(value)) { // JSON has no -inf or NaN
+    out += "null";
+    return;
+  }
+  char buffer[32];
+  const auto end = std::to_chars(buffer, buffer + sizeof buffer, value).ptr;
+  out.append(buffer, end);
+}
+
+void append_number(std::string& out, std::int32_t value) {
+  char buffer[16];
+  const auto end = std::to_chars(buffer, buffer + sizeof buffer, value).ptr;
+  out.append(buffer, end);
+}
+
+template <class T> void append_list(std::string& out, const T* values, std::size_t n) {
+  out += '[';
+  for (std::size_t i = 0; i < n; ++i) {
+    if (i > 0)
+      out += ',';
+    append_number(out, values[i]);
+  }
+  out += ']';
+}
+
+/// {"tokens": [...], "logprobs": ROW-OR-ROWS[, "ids": IDS-OR-IDS]}. The ids are
+/// written into `ids` beside the values, so each row is selected once.
+void append_sequence(std::string& out, const scored_sequence& answer,
+                     const row_format& format, row_reader& reader, std::string& ids) {
+  check(format.all_positions || answer.rows.size() == 1,
+        "encode_json: a sequence without all_positions must have exactly one row");
+  out += "{\"tokens\":";
+  append_list(out, answer.tokens.data(), answer.tokens.size());
+  out += ",\"logprobs\":";
+  ids.clear();
+  if (format.all_positions) {
+    out += '[';
+    ids += '[';
+  }
+  for (std::size_t r = 0; r < answer.rows.size(); ++r) {
+    if (r > 0) {
+      out += ',';
+      ids += ',';
+    }
+    const row_reader::view row = reader.read(*answer.rows[r]);
+    append_list(out, row.values, row.cols);
+    if (row.ids != nullptr)
+      append_list(ids, row.ids, row.cols);
+  }
+  if (format.all_positions) {
+    out += ']';
+    ids += ']';
+  }
+  if (format.top_k) {
+    out += ",\"ids\":";
+    out += ids;
+  }
+  out += '}';
+}
+
+// ---- binary ----
+
+char* put_u16(char* at, std::uint16_t v) {
+  at[0] = static_cast<char>(v & 0xff);
+  at[1] = static_cast<char>(v >> 8);
+  return at + 2;
+}
+
+char* put_u32(char* at, std::uint32_t v) {
+  for (int i = 0; i < 4; ++i)
+    at[i] = static_cast<char>((v >> (8 * i)) & 0xff);
+  return at + 4;
+}
+
+std::uint32_t to_u32(std::size_t n) {
+  check(n <= std::numeric_limits<std::uint32_t>::max(),
+        "encode_binary: a count does not fit the format's u32");
+  return static_cast<std::uint32_t>(n);
+}
+
+char* put_values(char* at, const float* values, std::size_t n, wire_dtype dtype) {
+  if (dtype == wire_dtype::float16) {
+    for (std::size_t i = 0; i < n; ++i)
+      at = put_u16(at, cache::float_to_half(values[i]));
+    return at;
+  }
+  for (std::size_t i = 0; i < n; ++i) {
+    std::uint32_t bits;
+    std::memcpy(&bits, &values[i], sizeof bits);
+    at = put_u32(at, bits);
+  }
+  return at;
+}
+
+} // namespace
+
+std::string encode_json(const std::vector<scored_sequence>& answers,
+                        const row_format& format) {
+  check(format.batch || answers.size() == 1,
+        "encode_json: a response that is not a batch has exactly one answer");
+  std::size_t values = 0, tokens = 0;
+  for (const scored_sequence& answer : answers) {
+    tokens += answer.tokens.size();
+    for (const cache::row_ptr& row : answer.rows)
+      values += format.top_k ? std::min(*format.top_k, row->vocab()) : row->vocab();
+  }
+  // "-1.2345678e-05," is 15 characters; most values are shorter.
+  std::string out;
+  out.reserve(64 * answers.size() + 12 * tokens + 16 * values);
+  std::string ids;
+  row_reader reader(format.top_k);
+  if (format.batch)
+    out += "{\"results\":[";
+  for (std::size_t i = 0; i < answers.size(); ++i) {
+    if (i > 0)
+      out += ',';
+    append_sequence(out, answers[i], format, reader, ids);
+  }
+  if (format.batch)
+    out += "]}";
+  return out;
+}
+
+std::string encode_binary(const std::vector<scored_sequence>& answers,
+                          const row_format& format) {
+  std::size_t rows = 0, total_tokens = 0, vocab = 0;
+  for (const scored_sequence& answer : answers) {
+    if (rows == 0 && !answer.rows.empty())
+      vocab = answer.rows.front()->vocab();
+    rows += answer.rows.size();
+    total_tokens += answer.tokens.size();
+  }
+  const std::size_t cols = format.top_k ? std::min(*format.top_k, vocab) : vocab;
+  const std::size_t element = format.dtype == wire_dtype::float16 ? 2 : 4;
+  const std::size_t id_bytes = format.top_k ? 4 * rows * cols : 0;
+
+  std::string out(32 + 4 * answers.size() + 4 * total_tokens + id_bytes +
+                      element * rows * cols,
+                  '\0');
+  char* at = out.data();
+  std::memcpy(at, "CNPY", 4);
+  put_u16(at + 4, 1);
+  at[6] = static_cast<char>(format.dtype == wire_dtype::float16 ? 2 : 1);
+  at[7] = static_cast<char>(format.top_k ? 1 : 0);
+  at = put_u32(at + 8, to_u32(answers.size()));
+  at = put_u32(at, to_u32(rows));
+  at = put_u32(at, to_u32(cols));
+  at = put_u32(at, to_u32(vocab));
+  at = put_u32(at, to_u32(total_tokens));
+  at = put_u32(at, 0); // reserved
+  for (const scored_sequence& answer : answers)
+    at = put_u32(at, to_u32(answer.tokens.size()));
+  for (const scored_sequence& answer : answers)
+    for (cache::token_id token : answer.tokens)
+      at = put_u32(at, static_cast<std::uint32_t>(token));
+
+  // Ids and values are separate sections; each row writes its part of both.
+  char* ids_at = at;
+  char* values_at = at + id_bytes;
+  row_reader reader(format.top_k);
+  for (const scored_sequence& answer : answers)
+    for (const cache::row_ptr& row : answer.rows) {
+      check(row->vocab() == vocab, "encode_binary: rows of different vocabularies");
+      const row_reader::view view = reader.read(*row);
+      for (std::size_t i = 0; view.ids != nullptr && i < view.cols; ++i)
+        ids_at = put_u32(ids_at, static_cast<std::uint32_t>(view.ids[i]));
+      values_at = put_values(values_at, view.values, view.cols, format.dtype);
+    }
+  return out;
+}
+
+} // namespace canopy::server

@@ -1,0 +1,66 @@
+#include <canopy/server/server_metrics.hpp>
+
+#include <algorithm>
+#include <array>
+
+namespace canopy::server {
+
+namespace {
+
+// The API's paths: the only route labels besides "other", so the label set is fixed.
+constexpr std::array<std::string_view, 10> known_routes = {
+    "/v1/logprobs", "/v1/sample",   "/v1/tokenize",    "/v1/detokenize", "/v1/vocab",
+    "/v1/model",    "/v1/cache/kv", "/v1/cache/clear", "/healthz",       "/metrics"};
+
+} // namespace
+
+server_metrics::server_metrics() : seconds_(actors::bucket_histogram::latency_bounds()) {}
+
+void server_metrics::connection_accepted() {
+  accepted_.fetch_add(1, std::memory_order_relaxed);
+  open_.fetch_add(1, std::memory_order_relaxed);
+}
+
+void server_metrics::connection_refused() {
+  refused_.fetch_add(1, std::memory_order_relaxed);
+}
+
+void server_metrics::connection_closed() {
+  open_.fetch_sub(1, std::memory_order_relaxed);
+}
+
+void server_metrics::request_cancelled() {
+  cancelled_.fetch_add(1, std::memory_order_relaxed);
+}
+
+void server_metrics::request_done(std::string_view target, int status,
+                                  std::chrono::nanoseconds took, std::size_t body_in,
+                                  std::size_t body_out) {
+  in_.fetch_add(body_in, std::memory_order_relaxed);
+  out_.fetch_add(body_out, std::memory_order_relaxed);
+  seconds_.observe(std::chrono::duration<double>(took).count());
+  std::lock_guard<std::mutex> lock(mutex_);
+  ++requests_[{route_label(target), status}];
+}
+
+server_stats server_metrics::snapshot() const {
+  server_stats stats;
+  stats.connections_open = open_.load(std::memory_order_relaxed);
+  stats.connections_accepted = accepted_.load(std::memory_order_relaxed);
+  stats.connections_refused = refused_.load(std::memory_order_relaxed);
+  stats.request_seconds = seconds_.snapshot();
+  stats.bytes_received = in_.load(std::memory_order_relaxed);
+  stats.bytes_sent = out_.load(std::memory_order_relaxed);
+  stats.cancelled_requests = cancelled_.load(std::memory_order_relaxed);
+  std::lock_guard<std::mutex> lock(mutex_);
+  stats.requests.assign(requests_.begin(), requests_.end());
+  return stats;
+}
+
+std::string server_metrics::route_label(std::string_view target) {
+  auto path = target.substr(0, target.find('?'));
+  auto known = std::find(known_routes.begin(), known_routes.end(), path);
+  return std::string(known != known_routes.end() ? *known : "other");
+}
+
+} // namespace canopy::server

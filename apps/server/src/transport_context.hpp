@@ -1,0 +1,33 @@
+#pragma once
+// What every connection of one http_server shares. Owned by the server, which
+// destroys its io_context (and with it every connection) before this.
+// Thread contract: members are read-only or thread-safe themselves; any thread.
+
+#include "connection_registry.hpp"
+#include "post_gate.hpp"
+
+#include <canopy/server/http_message.hpp>
+#include <canopy/server/server_metrics.hpp>
+#include <canopy/server/server_options.hpp>
+
+#include <atomic>
+#include <memory>
+#include <utility>
+
+namespace canopy::server {
+
+struct transport_context {
+  transport_context(server_options options, request_handler& handler,
+                    std::shared_ptr<server_metrics> metrics)
+      : options(std::move(options)), handler(handler), metrics(std::move(metrics)) {}
+
+  const server_options options;
+  request_handler& handler;
+  const std::shared_ptr<server_metrics> metrics;
+  /// Shared with every respond callback, which may outlive the server.
+  const std::shared_ptr<post_gate> gate = std::make_shared<post_gate>();
+  connection_registry connections;
+  std::atomic<request_id> next_id{1};
+};
+
+} // namespace canopy::server

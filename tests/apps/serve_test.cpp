@@ -1,0 +1,308 @@
+// `canopy serve` as a client sees it: the real program on a free loopback port, real
+// sockets, hostile input. Each hostile case gets its 4xx with {"error": {"code",
+// "message"}}, and the server keeps serving everyone else; a valid answer equals the
+// mock model's row; SIGTERM answers what is in flight and exits 0; a client that goes
+// away has its queries cancelled.
+
+#include "raw_http.hpp"
+#include "serve_process.hpp"
+
+#include <canopy/actors/engine_actors.hpp>
+#include <canopy/backends/mock_backend.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <fstream>
+
+using namespace canopy::testing;
+using json = nlohmann::json;
+using namespace std::chrono_literals;
+
+namespace {
+
+const std::vector<std::string> mock_flags = {"--backend", "mock", "--vocab_size", "64",
+                                             "--context_length", "32"};
+
+std::vector<std::string> with(std::vector<std::string> more) {
+  auto args = mock_flags;
+  args.insert(args.end(), more.begin(), more.end());
+  return args;
+}
+
+/// The mock's row after `tokens` under the flags above.
+std::vector<float> mock_row(const std::vector<std::int32_t>& tokens) {
+  canopy::engine_config config;
+  config.backend = "mock";
+  config.vocab_size = 64;
+  config.context_length = 32;
+  auto spec = canopy::actors::backend_spec_for(config, "cpu");
+  return canopy::backends::mock_logprobs(spec.mock, tokens.data(), tokens.size());
+}
+
+std::string error_code(const http_reply& reply) {
+  try {
+    return json::parse(reply.body).at("error").at("code").get<std::string>();
+  } catch (const std::exception&) {
+    return "<not an error body: " + reply.body.substr(0, 200) + ">";
+  }
+}
+
+std::string error_message(const http_reply& reply) {
+  return json::parse(reply.body).at("error").at("message").get<std::string>();
+}
+
+struct served : ::testing::Test {
+  static inline std::unique_ptr<serve_process> server;
+  static void SetUpTestSuite() {
+    server = std::make_unique<serve_process>(
+      with({"--max-body-bytes", "4096", "--max-header-bytes", "1024", "--header-timeout-ms",
+            "300", "--max-batch", "4"}));
+  }
+  static void TearDownTestSuite() {
+    EXPECT_EQ(server->stop(10s), 0) << server->err();
+    server.reset();
+  }
+  std::uint16_t port() const { return server->port(); }
+
+  http_reply post(const std::string& target, const std::string& body) {
+    return exchange(port(), http_post(target, body));
+  }
+
+  /// A valid query still gets the right answer.
+  void expect_still_serving() {
+    auto reply = post("/v1/logprobs", R"({"tokens": [3, 1, 4]})");
+    ASSERT_EQ(reply.status, 200) << reply.body;
+    auto values = json::parse(reply.body).at("logprobs").get<std::vector<float>>();
+    EXPECT_EQ(values, mock_row({3, 1, 4}));
+  }
+};
+
+TEST_F(served, a_valid_query_answers_the_models_row_as_json_and_binary) {
+  auto reply = post("/v1/logprobs", R"({"tokens": [5, 9]})");
+  ASSERT_EQ(reply.status, 200) << reply.body;
+  auto body = json::parse(reply.body);
+  EXPECT_EQ(body.at("tokens").get<std::vector<int>>(), (std::vector<int>{5, 9}));
+  EXPECT_EQ(body.at("logprobs").get<std::vector<float>>(), mock_row({5, 9}));
+  EXPECT_NE(reply.headers["server-timing"].find("engine;dur="), std::string::npos);
+
+  auto binary = exchange(port(), http_post("/v1/logprobs", R"({"tokens": [5, 9]})",
+                                           "Accept: application/octet-stream\r\n"));
+  ASSERT_EQ(binary.status, 200) << binary.body;
+  EXPECT_EQ(binary.headers["content-type"], "application/octet-stream");
+  ASSERT_GE(binary.body.size(), 32u);
+  EXPECT_EQ(binary.body.substr(0, 4), "CNPY");
+  // Header, two sequence fields (length 2 and its ids), then 64 float32 values.
+  const std::size_t values_at = 32 + 4 + 2 * 4;
+  ASSERT_EQ(binary.body.size(), values_at + 64 * 4);
+  std::vector<float> values(64);
+  std::memcpy(values.data(), binary.body.data() + values_at, 64 * 4);
+  EXPECT_EQ(values, mock_row({5, 9}));
+}
+
+TEST_F(served, malformed_json_wrong_types_and_missing_fields_are_400s_that_name_the_fault) {
+  struct hostile {
+    const char* body;
+    const char* code;
+    const char* named; // what the message must mention
+  };
+  const hostile cases[] = {
+    {R"({"tokens": [1, 2)", "malformed_json", ""},
+    {"\xff\xfe{", "malformed_json", ""},
+    {R"([1, 2, 3])", "invalid_request", ""},
+    {R"({"tokens": "1 2 3"})", "invalid_request", "tokens"},
+    {R"({"tokens": [1, "2"]})", "invalid_request", "tokens[1]"},
+    {R"({"tokens": [1, 2.5]})", "invalid_request", "tokens[1]"},
+    {R"({})", "invalid_request", ""},
+    {R"({"tokenz": [1]})", "invalid_request", "tokenz"},
+    {R"({"tokens": [1], "top_k": 0})", "invalid_request", "top_k"},
+  };
+  for (const auto& c : cases) {
+    auto reply = post("/v1/logprobs", c.body);
+    EXPECT_EQ(reply.status, 400) << c.body;
+    EXPECT_EQ(error_code(reply), c.code) << c.body;
+    if (reply.status == 400) {
+      EXPECT_NE(error_message(reply).find(c.named), std::string::npos)
+        << c.body << " -> " << error_message(reply);
+    }
+  }
+  expect_still_serving();
+}
+
+TEST_F(served, token_lists_the_engine_refuses_are_400s_with_the_engines_code) {
+  struct hostile {
+    std::string body;
+    const char* code;
+  };
+  const hostile cases[] = {
+    {R"({"tokens": []})", "empty_sequence"},
+    {R"({"tokens": [1, -1]})", "token_out_of_range"},
+    {R"({"tokens": [1, 64]})", "token_out_of_range"},
+    {R"({"tokens": [1, 99999999999]})", "token_out_of_range"},
+    {json{{"tokens", std::vector<int>(33, 1)}}.dump(), "sequence_too_long"},
+    {R"({"batch": [[1], [2], [3], [4], [5]]})", "batch_too_large"},
+    {R"({"batch": [[1], [2, 64]]})", "token_out_of_range"},
+    {R"({"text": "hello"})", "no_tokenizer"},
+  };
+  for (const auto& c : cases) {
+    auto reply = post("/v1/logprobs", c.body);
+    EXPECT_EQ(reply.status, 400) << c.body << " -> " << reply.body;
+    EXPECT_EQ(error_code(reply), c.code) << c.body;
+  }
+  auto reply = post("/v1/logprobs", R"({"tokens": [1, 64]})");
+  EXPECT_NE(error_message(reply).find("token id 64"), std::string::npos) << reply.body;
+  expect_still_serving();
+}
+
+TEST_F(served, a_body_over_the_limit_is_refused_before_it_is_sent) {
+  raw_connection c(port());
+  // Only the header section: the server must answer from Content-Length alone.
+  c.send("POST /v1/logprobs HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
+         "Content-Length: 100000\r\n\r\n");
+  auto reply = c.read_reply(5s);
+  ASSERT_TRUE(reply);
+  EXPECT_EQ(reply->status, 413);
+  EXPECT_EQ(error_code(*reply), "payload_too_large");
+  expect_still_serving();
+}
+
+TEST_F(served, a_header_section_over_the_limit_is_431) {
+  auto reply = exchange(port(), http_get("/healthz", "X-Filler: " + std::string(2000, 'a') + "\r\n"));
+  EXPECT_EQ(reply.status, 431);
+  EXPECT_EQ(error_code(reply), "header_too_large");
+  expect_still_serving();
+}
+
+TEST_F(served, a_header_section_that_never_finishes_times_out_and_others_are_unaffected) {
+  raw_connection slow(port());
+  slow.send("POST /v1/logprobs HTTP/1.1\r\nHost: t\r\n");
+  // Meanwhile another client is served at once.
+  expect_still_serving();
+  auto started = std::chrono::steady_clock::now();
+  auto reply = slow.read_reply(5s);
+  ASSERT_TRUE(reply);
+  EXPECT_EQ(reply->status, 408);
+  EXPECT_EQ(error_code(*reply), "request_timeout");
+  EXPECT_LT(std::chrono::steady_clock::now() - started, 3s);
+  EXPECT_TRUE(slow.closed_by_server(2s));
+}
+
+TEST_F(served, unknown_routes_are_404_and_wrong_methods_405_with_allow) {
+  auto missing = exchange(port(), http_get("/v1/nothing"));
+  EXPECT_EQ(missing.status, 404);
+  EXPECT_EQ(error_code(missing), "not_found");
+  auto wrong = exchange(port(), http_get("/v1/logprobs"));
+  EXPECT_EQ(wrong.status, 405);
+  EXPECT_EQ(error_code(wrong), "method_not_allowed");
+  EXPECT_EQ(wrong.headers["allow"], "POST");
+  auto traversal = exchange(port(), http_get("/../../etc/passwd"));
+  EXPECT_EQ(traversal.status, 404);
+  expect_still_serving();
+}
+
+TEST_F(served, keep_alive_serves_many_requests_on_one_connection) {
+  raw_connection c(port());
+  for (int i = 0; i < 20; ++i) {
+    c.send(http_post("/v1/logprobs", json{{"tokens", {i % 64, 7}}}.dump()));
+    auto reply = c.read_reply();
+    ASSERT_TRUE(reply) << "request " << i;
+    ASSERT_EQ(reply->status, 200);
+    EXPECT_EQ(json::parse(reply->body).at("logprobs").get<std::vector<float>>(),
+              mock_row({i % 64, 7}));
+  }
+}
+
+TEST_F(served, model_health_vocab_and_metrics_describe_the_server) {
+  auto model = json::parse(exchange(port(), http_get("/v1/model")).body);
+  EXPECT_EQ(model.at("vocab_size"), 64);
+  EXPECT_EQ(model.at("context_length"), 32);
+  EXPECT_EQ(model.at("tokenizer"), false);
+  EXPECT_EQ(json::parse(exchange(port(), http_get("/healthz")).body).at("status"), "ok");
+  auto vocab = exchange(port(), http_get("/v1/vocab"));
+  EXPECT_EQ(vocab.status, 400);
+  EXPECT_EQ(error_code(vocab), "no_tokenizer");
+  auto metrics = exchange(port(), http_get("/metrics"));
+  EXPECT_EQ(metrics.status, 200);
+  EXPECT_NE(metrics.headers["content-type"].find("text/plain"), std::string::npos);
+  EXPECT_NE(metrics.body.find("canopy_queries_total"), std::string::npos) << metrics.body;
+}
+
+TEST_F(served, sample_with_a_seed_is_reproducible_and_greedy_follows_the_argmax) {
+  auto once = post("/v1/sample", R"({"tokens": [1, 2], "max_tokens": 5, "seed": 7})");
+  auto again = post("/v1/sample", R"({"tokens": [1, 2], "max_tokens": 5, "seed": 7})");
+  ASSERT_EQ(once.status, 200) << once.body;
+  EXPECT_EQ(json::parse(once.body).at("tokens"), json::parse(again.body).at("tokens"));
+  EXPECT_EQ(json::parse(once.body).at("tokens").size(), 5u);
+
+  auto greedy = post("/v1/sample", R"({"tokens": [1, 2], "max_tokens": 3, "temperature": 0})");
+  ASSERT_EQ(greedy.status, 200) << greedy.body;
+  std::vector<std::int32_t> context{1, 2};
+  for (auto token : json::parse(greedy.body).at("tokens").get<std::vector<int>>()) {
+    auto row = mock_row(context);
+    EXPECT_EQ(token, std::max_element(row.begin(), row.end()) - row.begin());
+    context.push_back(token);
+  }
+}
+
+TEST(serve_auth, a_bearer_token_guards_everything_but_health) {
+  temp_dir dir;
+  const auto token_file = dir.path / "token";
+  std::ofstream(token_file) << "s3cret-token\n";
+  serve_process server(with({"--auth-token-file", token_file.string()}));
+  const std::string body = R"({"tokens": [1]})";
+  auto none = exchange(server.port(), http_post("/v1/logprobs", body));
+  EXPECT_EQ(none.status, 401);
+  EXPECT_EQ(error_code(none), "unauthorized");
+  auto wrong = exchange(server.port(), http_post("/v1/logprobs", body,
+                                                 "Authorization: Bearer s3cret-tokeX\r\n"));
+  EXPECT_EQ(wrong.status, 401);
+  auto prefix = exchange(server.port(), http_post("/v1/logprobs", body,
+                                                  "Authorization: Bearer s3cret\r\n"));
+  EXPECT_EQ(prefix.status, 401);
+  auto right = exchange(server.port(), http_post("/v1/logprobs", body,
+                                                 "Authorization: Bearer s3cret-token\r\n"));
+  EXPECT_EQ(right.status, 200) << right.body;
+  EXPECT_EQ(exchange(server.port(), http_get("/healthz")).status, 200);
+  EXPECT_EQ(exchange(server.port(), http_get("/metrics")).status, 401);
+  EXPECT_EQ(server.stop(10s), 0);
+}
+
+TEST(serve_lifecycle, sigterm_answers_the_request_in_flight_then_exits_0) {
+  // Every pass takes 400 ms, so the request is surely in flight when SIGTERM lands.
+  serve_process server(with({"--mock_cost_per_pass_us", "400000"}));
+  raw_connection c(server.port());
+  c.send(http_post("/v1/logprobs", R"({"tokens": [2, 7]})"));
+  std::this_thread::sleep_for(100ms);
+  ::kill(server.pid(), SIGTERM);
+  auto reply = c.read_reply(10s);
+  ASSERT_TRUE(reply);
+  EXPECT_EQ(reply->status, 200) << reply->body;
+  EXPECT_EQ(json::parse(reply->body).at("logprobs").get<std::vector<float>>(), mock_row({2, 7}));
+  EXPECT_EQ(server.wait(10s), 0) << server.err();
+}
+
+TEST(serve_lifecycle, a_client_that_leaves_has_its_queries_cancelled) {
+  // Queries wait 500 ms for a batch, long enough to leave first.
+  serve_process server(with({"--flush_when_idle", "false", "--batch_timeout_ms", "500"}));
+  {
+    raw_connection c(server.port());
+    c.send(http_post("/v1/logprobs", R"({"batch": [[1, 2, 3], [4, 5]]})"));
+    std::this_thread::sleep_for(100ms);
+  } // closed with the request in flight
+  std::this_thread::sleep_for(800ms);
+  auto metrics = exchange(server.port(), http_get("/metrics")).body;
+  EXPECT_NE(metrics.find("canopy_tokens_computed_total 0"), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find("code=\"cancelled\""), std::string::npos) << metrics;
+  EXPECT_EQ(server.stop(10s), 0);
+}
+
+TEST(serve_startup, a_port_in_use_is_a_clear_error) {
+  serve_process first(mock_flags);
+  auto taken = run_canopy({"serve", "--port", std::to_string(first.port()), "--backend", "mock"});
+  EXPECT_NE(taken.exit_code, 0);
+  EXPECT_NE(taken.err.find(std::to_string(first.port())), std::string::npos) << describe(taken);
+}
+
+} // namespace

@@ -1,0 +1,92 @@
+"""CanopyLM against `canopy serve --model stories260K.bin`: log-probs equal the
+independent oracle's (shared/oracle) within its tolerance, through the binary wire
+format; tokenizer, vocabulary and greedy decoding agree too.
+
+Needs CANOPY_SHARED_DIR (models/ and oracle/); without it the test skips, or fails
+when CANOPY_REQUIRE_FIXTURES=1 (CI).
+"""
+
+import asyncio
+import json
+import os
+import unittest
+
+import numpy as np
+
+from canopy_server import ServerTestCase
+
+SHARED = os.environ.get("CANOPY_SHARED_DIR", "")
+MODEL = os.path.join(SHARED, "models", "stories260K", "stories260K.bin")
+ORACLE = os.path.join(SHARED, "oracle")
+
+
+def require_fixtures():
+    if SHARED and os.path.isfile(MODEL) and os.path.isdir(os.path.join(ORACLE, "stories260K")):
+        return
+    message = (f"stories260K fixtures not found (CANOPY_SHARED_DIR={SHARED!r} needs "
+               "models/stories260K/stories260K.bin and oracle/stories260K)")
+    if os.environ.get("CANOPY_REQUIRE_FIXTURES") == "1":
+        raise AssertionError(message + " and CANOPY_REQUIRE_FIXTURES=1")
+    raise unittest.SkipTest(message)
+
+
+def load_json(*parts):
+    with open(os.path.join(ORACLE, *parts)) as f:
+        return json.load(f)
+
+
+class Stories260KTest(ServerTestCase):
+    @classmethod
+    def setUpClass(cls):
+        require_fixtures()
+        cls.server_args = ("--model", MODEL)
+        super().setUpClass()
+        cls.cases = load_json("stories260K", "cases.json")
+
+    def oracle_rows(self, case):
+        path = os.path.join(ORACLE, "stories260K", case["file"])
+        return np.fromfile(path, dtype="<f4").reshape(case["rows"], case["vocab"])
+
+    def test_every_row_of_every_case_within_tolerance(self):
+        self.assertEqual(self.lm.vocab_size, self.cases[0]["vocab"])
+        for case in self.cases:
+            with self.subTest(case["name"]):
+                expected = self.oracle_rows(case)
+                rows = asyncio.run(self.lm.prefix_logprobs(case["tokens"]))
+                self.assertEqual(rows.shape, expected.shape)
+                self.assertLessEqual(float(np.abs(rows - expected).max()), case["tolerance_abs"])
+                last = self.lm.next_token_logprobs_sync(case["tokens"])
+                self.assertLessEqual(float(np.abs(last - expected[-1]).max()), case["tolerance_abs"])
+
+    def test_concurrent_next_token_rows_within_tolerance(self):
+        async def every_prefix():
+            queries = [(case, i) for case in self.cases for i in range(case["rows"])]
+            rows = await asyncio.gather(*(self.lm.next_token_logprobs(case["tokens"][:i + 1])
+                                          for case, i in queries))
+            return queries, rows
+
+        self.lm.clear_cache()
+        queries, rows = asyncio.run(every_prefix())
+        for (case, i), row in zip(queries, rows):
+            error = float(np.abs(row - self.oracle_rows(case)[i]).max())
+            self.assertLessEqual(error, case["tolerance_abs"], f"{case['name']} row {i}")
+
+    def test_tokenize_matches_the_oracle_ids(self):
+        for case in self.cases:
+            if "text" in case:
+                self.assertEqual(self.lm.tokenize(case["text"]), case["tokens"], case["name"])
+
+    def test_byte_vocab_matches_the_oracle_bytes(self):
+        vocab = self.lm.byte_vocab
+        self.assertEqual(len(vocab), self.lm.vocab_size)
+        for entry in load_json("tokenizers.json")["token_bytes"]["llama2c_tok512"]:
+            expected = None if entry["hex"] is None else bytes.fromhex(entry["hex"])
+            self.assertEqual(vocab[entry["id"]], expected, entry)
+
+    def test_greedy_sample_from_bos(self):
+        greedy = load_json("stories260K", "greedy.json")
+        ids = asyncio.run(self.lm.sample(greedy["start_tokens"], len(greedy["ids"]), [], temperature=0))
+        self.assertEqual(ids, greedy["ids"])
+        # run.c's decode drops the leading space of the piece after BOS
+        text = self.lm.detokenize(greedy["start_tokens"] + ids)
+        self.assertEqual(text.decode("utf-8"), greedy["text"])

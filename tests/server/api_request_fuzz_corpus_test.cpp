@@ -1,0 +1,198 @@
+// The fuzz entry (tests/fuzz/api_request_fuzz.cpp) on a deterministic set of several
+// thousand mutated valid bodies: bit flips, truncations, evil numbers and strings
+// (bytes that are not UTF-8, lone surrogates, values past every range), deep nesting,
+// dropped and doubled characters, random byte edits. The entry must only ever return;
+// an exception escaping fails here, a broken promise or crash kills the test. Parsing
+// the same inputs directly checks that acceptance and every refusal code really occur.
+
+#include <canopy/server/api_requests.hpp>
+
+#include <gtest/gtest.h>
+
+#include <cctype>
+#include <cstdint>
+#include <set>
+#include <string>
+#include <vector>
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size);
+
+namespace canopy::server {
+namespace {
+
+const std::vector<std::string> seeds{
+    R"({"tokens": [1, 20, 300], "all_positions": true, "top_k": 5, "priority": -2,)"
+    R"( "deadline_ms": 250.5, "dtype": "float16"})",
+    R"({"batch": [[1, 2], "some text \u00e9", [3]]})",
+    R"({"text": "hello", "max_tokens": 16, "temperature": 0.7, "seed": 42,)"
+    R"( "eos_token_ids": [2]})",
+    R"({"batch": [[7], "a"], "max_tokens": 3})",
+    R"({"batch": [[1], [2], "three", [4], [5]], "top_k": 1})", // over max_batch 4
+    R"({"kv_only": true})",
+    R"({"tokens": []})",
+};
+
+std::uint64_t mix(std::uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+  return z ^ (z >> 31);
+}
+
+/// `text` with every run of characters matching `in_run` replaced, in turn, by each
+/// of `replacements` (one input per run and replacement).
+template <class InRun>
+void replace_runs(const std::string& text, const InRun& in_run,
+                  const std::vector<std::string>& replacements,
+                  std::vector<std::string>& out) {
+  for (std::size_t i = 0; i < text.size();) {
+    if (!in_run(text, i)) {
+      ++i;
+      continue;
+    }
+    std::size_t end = i + 1;
+    while (end < text.size() && in_run(text, end))
+      ++end;
+    for (const std::string& r : replacements)
+      out.push_back(text.substr(0, i) + r + text.substr(end));
+    i = end;
+  }
+}
+
+std::vector<std::string> mutations() {
+  const std::vector<std::string> evil_numbers{"-1",
+                                              "0",
+                                              "1.5",
+                                              "7.0",
+                                              "-0",
+                                              "1e2",
+                                              "1e20",
+                                              "1e999",
+                                              "-1e999",
+                                              "1e-400",
+                                              "2147483647",
+                                              "2147483648",
+                                              "-2147483649",
+                                              "4294967296",
+                                              "9223372036854775808",
+                                              "18446744073709551615",
+                                              "18446744073709551616",
+                                              "99999999999999999999",
+                                              "null",
+                                              "\"7\"",
+                                              "[]",
+                                              "[[]]",
+                                              "{}",
+                                              "true",
+                                              ""};
+  const std::vector<std::string> evil_strings{"\"\"",
+                                              "\"\xff\xfe\"",
+                                              "\"\xc0\xaf\"",
+                                              "\"\xed\xa0\x80\"",
+                                              "\"\\ud800\"",
+                                              "\"\\u0000\"",
+                                              std::string("\"\0\"", 3),
+                                              "\"\x01\"",
+                                              "\"\\\"",
+                                              "\"" + std::string(5000, 'x') + "\"",
+                                              "[1]",
+                                              "1",
+                                              "\"[[[[[[[[[[\""};
+  std::vector<std::string> out;
+  for (const std::string& seed : seeds) {
+    out.push_back(seed);
+    for (std::size_t byte = 0; byte < seed.size(); ++byte)
+      for (int bit = 0; bit < 8; ++bit) {
+        std::string m = seed;
+        m[byte] = static_cast<char>(m[byte] ^ (1 << bit));
+        out.push_back(std::move(m));
+      }
+    for (std::size_t n = 0; n < seed.size(); ++n)
+      out.push_back(seed.substr(0, n));
+    replace_runs(
+        seed,
+        [](const std::string& s, std::size_t i) {
+          return std::isdigit(static_cast<unsigned char>(s[i])) || s[i] == '.' ||
+                 (s[i] == '-' && i + 1 < s.size() &&
+                  std::isdigit(static_cast<unsigned char>(s[i + 1])));
+        },
+        evil_numbers, out);
+    // Every string (names included) by an evil one.
+    std::vector<bool> in_string(seed.size(), false);
+    for (std::size_t i = 0, open = 0; i < seed.size(); ++i)
+      if (seed[i] == '"' && (i == 0 || seed[i - 1] != '\\')) {
+        if (open == 0) {
+          open = i + 1;
+        } else {
+          for (std::size_t j = open - 1; j <= i; ++j)
+            in_string[j] = true;
+          open = 0;
+        }
+      }
+    replace_runs(
+        seed, [&](const std::string&, std::size_t i) { return in_string[i]; },
+        evil_strings, out);
+    for (std::size_t i = 0; i < seed.size(); ++i) {
+      out.push_back(seed.substr(0, i) + seed.substr(i + 1));
+      out.push_back(seed.substr(0, i + 1) + seed.substr(i));
+    }
+    // Nesting around the body and around its first value, up to past the bound.
+    for (std::size_t depth = 1; depth <= 12; ++depth) {
+      out.push_back(std::string(depth, '[') + seed + std::string(depth, ']'));
+      const std::size_t colon = seed.find(':');
+      if (colon != std::string::npos)
+        out.push_back(seed.substr(0, colon + 1) + std::string(depth, '[') + "1" +
+                      std::string(depth, ']') +
+                      seed.substr(seed.find_first_of(",}", colon)));
+    }
+  }
+  out.push_back(std::string(100000, '['));
+  out.push_back(std::string(100000, '{'));
+  out.push_back("{\"batch\": [" + std::string(20000, '"') + "]}");
+  // Random edits: 1 to 4 bytes replaced anywhere, seeded.
+  std::uint64_t state = 0xB0D1E5;
+  for (int k = 0; k < 3000; ++k) {
+    std::string m = seeds[mix(++state) % seeds.size()];
+    const int edits = 1 + static_cast<int>(mix(++state) % 4);
+    for (int e = 0; e < edits; ++e) {
+      const std::uint64_t r = mix(++state);
+      m[r % m.size()] = static_cast<char>(r >> 56);
+    }
+    out.push_back(std::move(m));
+  }
+  return out;
+}
+
+TEST(ApiRequestFuzzCorpus, EntryOnlyReturnsAndEveryOutcomeOccurs) {
+  const std::vector<std::string> inputs = mutations();
+  ASSERT_GT(inputs.size(), 8000u);
+  const request_limits limits{4, 64};
+  std::size_t accepted = 0;
+  std::set<std::string> codes;
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    const std::string& input = inputs[i];
+    try {
+      LLVMFuzzerTestOneInput(reinterpret_cast<const std::uint8_t*>(input.data()),
+                             input.size());
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << "input " << i << ": exception escaped the entry: " << e.what();
+    } catch (...) {
+      ADD_FAILURE() << "input " << i << ": non-standard exception escaped the entry";
+    }
+    const auto logprobs = parse_logprobs_request(input, limits);
+    const auto sample = parse_sample_request(input, limits);
+    for (const api_error* error :
+         {std::get_if<api_error>(&logprobs), std::get_if<api_error>(&sample)}) {
+      if (error == nullptr)
+        ++accepted;
+      else
+        codes.insert(error->code);
+    }
+  }
+  EXPECT_GT(accepted, 300u); // harmless edits (bits of text, numbers in range)
+  EXPECT_EQ(codes,
+            (std::set<std::string>{"malformed_json", "invalid_request", "empty_sequence",
+                                   "token_out_of_range", "batch_too_large"}));
+}
+
+} // namespace
+} // namespace canopy::server
