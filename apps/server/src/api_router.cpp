@@ -33,12 +33,6 @@ void add_server_timing(http_response& r, double engine_ms) {
   r.headers.emplace_back("Server-Timing", text);
 }
 
-http_response ok_response(double engine_ms) {
-  auto r = json_response({{"ok", true}});
-  add_server_timing(r, engine_ms);
-  return r;
-}
-
 std::string to_hex(std::string_view bytes) {
   static constexpr char digits[] = "0123456789abcdef";
   std::string out;
@@ -97,6 +91,27 @@ std::string vocab_body(const canopy::engine& engine) {
   return dump({{"vocab", std::move(vocab)}});
 }
 
+/// A job's `done`: answers the job's error, or what `encode` makes of its reply (with
+/// Server-Timing). `done` runs on a gateway actor, which must not die of an exception
+/// while encoding (out of memory): that becomes a 500.
+template <class Encode>
+gateway_done answer_with(respond_fn respond, Encode encode) {
+  return [respond = std::move(respond), encode = std::move(encode)](gateway_reply reply) {
+    if (reply.error)
+      return respond(to_response(*reply.error));
+    http_response response;
+    try {
+      response = encode(reply);
+    } catch (const std::exception& e) {
+      return respond(to_response({500, "internal_error", e.what()}));
+    }
+    add_server_timing(response, reply.engine_ms);
+    respond(std::move(response));
+  };
+}
+
+http_response ok(const gateway_reply&) { return json_response({{"ok", true}}); }
+
 /// Unpacks a parse: the request, or nullptr after answering its error.
 template <class T> T* parsed_or_respond(parsed<T>& result, const respond_fn& respond) {
   if (auto* error = std::get_if<api_error>(&result)) {
@@ -121,12 +136,23 @@ const gateway_actor& api_router::gateway_of(request_id id) const {
 }
 
 void api_router::handle(request_id id, http_request request, respond_fn respond) {
-  struct route {
+  // The transport's I/O threads must not die of a handler's exception (out of memory
+  // while tokenizing, say): it becomes a 500, if the answer is still ours to give.
+  try {
+    dispatch(id, request, respond);
+  } catch (const std::exception& e) {
+    if (respond)
+      respond(to_response({500, "internal_error", e.what()}));
+  }
+}
+
+void api_router::dispatch(request_id id, http_request& request, respond_fn& respond) {
+  struct route_entry {
     std::string_view path;
     std::string_view method;
     void (*run)(api_router&, request_id, http_request&, respond_fn&);
   };
-  static const std::array<route, 10> routes{{
+  static const std::array<route_entry, 10> routes{{
       {"/v1/logprobs", "POST",
        [](api_router& r, request_id id, http_request& q, respond_fn& a) {
          r.logprobs(id, q, std::move(a));
@@ -230,10 +256,8 @@ void api_router::logprobs(request_id id, const http_request& request,
   job.priority = req->priority;
   job.deadline_ms = req->deadline_ms;
   row_format format{req->batch, req->all_positions, req->top_k, req->dtype};
-  job.done = [respond = std::move(respond), format,
-              binary = wants_binary(request)](gateway_reply reply) {
-    if (reply.error)
-      return respond(to_response(*reply.error));
+  job.done = answer_with(std::move(respond), [format, binary = wants_binary(request)](
+                                               const gateway_reply& reply) {
     http_response response;
     if (binary) {
       response.content_type = "application/octet-stream";
@@ -241,9 +265,8 @@ void api_router::logprobs(request_id id, const http_request& request,
     } else {
       response.body = encode_json(reply.answers, format);
     }
-    add_server_timing(response, reply.engine_ms);
-    respond(std::move(response));
-  };
+    return response;
+  });
   caf::anon_send(gateway_of(id), messages::logprobs_atom::value, id, std::move(job));
 }
 
@@ -264,10 +287,8 @@ void api_router::sample(request_id id, const http_request& request, respond_fn r
   job.eos_token_ids = req->eos_token_ids;
   job.temperature = req->temperature;
   job.seed = req->seed;
-  job.done = [this, respond = std::move(respond),
-              batch = req->batch](gateway_reply reply) {
-    if (reply.error)
-      return respond(to_response(*reply.error));
+  job.done = answer_with(std::move(respond), [this, batch = req->batch](
+                                               const gateway_reply& reply) {
     json results = json::array();
     for (const auto& generated : reply.generated) {
       json one = {{"tokens", generated}};
@@ -280,11 +301,9 @@ void api_router::sample(request_id id, const http_request& request, respond_fn r
       }
       results.push_back(std::move(one));
     }
-    auto response = json_response(batch ? json{{"results", std::move(results)}}
-                                        : std::move(results.at(0)));
-    add_server_timing(response, reply.engine_ms);
-    respond(std::move(response));
-  };
+    return json_response(batch ? json{{"results", std::move(results)}}
+                               : std::move(results.at(0)));
+  });
   caf::anon_send(gateway_of(id), sample_atom::value, id, std::move(job));
 }
 
@@ -298,10 +317,7 @@ void api_router::cache_kv(request_id id, const http_request& request,
   auto* ids = parsed_or_respond(tokens, respond);
   if (!ids)
     return;
-  cache_kv_job job{std::move(*ids), [respond = std::move(respond)](gateway_reply reply) {
-                     respond(reply.error ? to_response(*reply.error)
-                                         : ok_response(reply.engine_ms));
-                   }};
+  cache_kv_job job{std::move(*ids), answer_with(std::move(respond), ok)};
   caf::anon_send(gateway_of(id), cache_kv_atom::value, id, std::move(job));
 }
 
@@ -310,10 +326,7 @@ void api_router::cache_clear(const http_request& request, respond_fn respond) {
   auto* req = parsed_or_respond(result, respond);
   if (!req)
     return;
-  clear_job job{req->kv_only, [respond = std::move(respond)](gateway_reply reply) {
-                  respond(reply.error ? to_response(*reply.error)
-                                      : ok_response(reply.engine_ms));
-                }};
+  clear_job job{req->kv_only, answer_with(std::move(respond), ok)};
   caf::anon_send(gateways_.front(), messages::clear_atom::value, std::move(job));
 }
 

@@ -31,6 +31,7 @@ public:
   void cancel(request_id id) override;
 
 private:
+  void dispatch(request_id id, http_request& request, respond_fn& respond);
   const gateway_actor& gateway_of(request_id id) const;
   void logprobs(request_id id, const http_request& request, respond_fn respond);
   void sample(request_id id, const http_request& request, respond_fn respond);
