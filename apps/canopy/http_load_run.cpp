@@ -3,6 +3,7 @@
 #include "cli_args.hpp"
 #include "http_load_connection.hpp"
 #include "http_load_request.hpp"
+#include "open_file_limit.hpp"
 
 #include <algorithm>
 #include <memory>
@@ -134,16 +135,12 @@ http_load_result run_load(const http_load_options& options, const served_model& 
 }
 
 void ensure_descriptors(std::size_t connections) {
-  const rlim_t needed = connections + spare_descriptors;
-  rlimit limit{};
-  if (getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur >= needed)
-    return;
-  if (limit.rlim_max != RLIM_INFINITY && limit.rlim_max < needed)
+  const std::size_t needed = connections + spare_descriptors;
+  const auto allowed = raise_open_file_limit(needed);
+  if (allowed < needed)
     throw usage_error("--connections " + std::to_string(connections) + ": needs " +
                       std::to_string(needed) + " open files, and this process may open " +
-                      std::to_string(limit.rlim_max) + " at most (ulimit -Hn)");
-  limit.rlim_cur = needed;
-  setrlimit(RLIMIT_NOFILE, &limit);
+                      std::to_string(allowed) + " at most (ulimit -Hn)");
 }
 
 } // namespace canopy::app

@@ -4,6 +4,7 @@
 
 #include "cli_args.hpp"
 #include "commands.hpp"
+#include "open_file_limit.hpp"
 
 #include <canopy/engine.hpp>
 #include <canopy/messages/registration.hpp>
@@ -107,6 +108,12 @@ int serve_command(const std::vector<std::string>& argv) {
   const auto gateway_count = args.count("gateways", core_count(), 1);
   // A client that closes its socket mid-answer must not kill the server.
   std::signal(SIGPIPE, SIG_IGN);
+  // Room for every connection allowed, plus the model's files and the engine's own.
+  const auto descriptors = raise_open_file_limit(options.max_connections + 256);
+  if (descriptors < options.max_connections + 64)
+    std::cerr << "canopy serve: warning: the open-file limit is " << descriptors
+              << ", so fewer than --max-connections " << options.max_connections
+              << " connections can be open at once\n";
 
   caf::actor_system_config system_config;
   messages::add_message_types(system_config);
