@@ -25,7 +25,7 @@ std::vector<waiter> take_waiters(batcher_pointer self, entry_id id) {
     return {};
   auto waiters = std::move(it->second.waiters);
   if (st.options.merge_duplicates)
-    st.by_key.erase(it->second.q.tokens);
+    st.by_key.erase(token_view(it->second.q.tokens));
   st.entries.erase(it);
   return waiters;
 }
@@ -355,14 +355,14 @@ void maybe_flush(batcher_pointer self) {
       });
 }
 
-void enqueue(batcher_pointer self, const query& q, waiter w) {
+void enqueue(batcher_pointer self, query& q, waiter w) {
   auto& st = self->state;
   auto t = now(self);
   std::optional<clock_point> deadline;
   if (q.timeout.count() > 0)
     deadline = t + q.timeout;
   if (st.options.merge_duplicates) {
-    auto it = st.by_key.find(q.tokens);
+    auto it = st.by_key.find(token_view(q.tokens));
     if (it != st.by_key.end()) {
       auto& entry = st.entries.at(it->second);
       bump(st.metrics->merged_duplicates);
@@ -375,10 +375,10 @@ void enqueue(batcher_pointer self, const query& q, waiter w) {
     }
   }
   auto id = st.next_entry++;
-  batch_entry entry{q, {std::move(w)}, t, deadline};
-  st.entries.emplace(id, std::move(entry));
+  batch_entry entry{std::move(q), {std::move(w)}, t, deadline};
+  auto& stored = st.entries.emplace(id, std::move(entry)).first->second;
   if (st.options.merge_duplicates)
-    st.by_key.emplace(q.tokens, id);
+    st.by_key.emplace(token_view(stored.q.tokens), id); // entries never move their nodes
   st.pending.push_back(id);
   maybe_flush(self);
 }
@@ -399,7 +399,7 @@ void withdraw(batcher_pointer self, const answer_sink& sink,
   };
   for (std::size_t i = 0; i < tickets.size() && i < sequences.size(); ++i) {
     if (st.options.merge_duplicates) {
-      auto it = st.by_key.find(sequences[i]);
+      auto it = st.by_key.find(token_view(sequences[i]));
       if (it != st.by_key.end())
         remove_from(st.entries.at(it->second), tickets[i]);
       continue;
@@ -466,7 +466,7 @@ batcher_actor::behavior_type batcher(batcher_pointer self, batcher_options optio
     self->quit(msg.reason);
   });
   return {
-    [=](enqueue_atom, const query& q, std::uint64_t ticket, const answer_sink& sink) {
+    [=](enqueue_atom, query& q, std::uint64_t ticket, const answer_sink& sink) {
       enqueue(self, q, waiter{sink, ticket});
     },
     [=](flush_atom, std::uint64_t generation) {

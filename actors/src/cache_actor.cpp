@@ -129,7 +129,7 @@ cache_actor::behavior_type cache(cache_actor::stateful_pointer<cache_state> self
   st.trie = std::make_unique<cache::token_trie>(st.options.trie);
   st.metrics = std::move(metrics);
   return {
-    [=](lookup_atom, const query& q, std::uint64_t ticket, const answer_sink& sink) {
+    [=](lookup_atom, query& q, std::uint64_t ticket, const answer_sink& sink) {
       auto& st = self->state;
       if (st.options.enabled) {
         cache::match_result m;
@@ -144,7 +144,7 @@ cache_actor::behavior_type cache(cache_actor::stateful_pointer<cache_state> self
                    make_error(errc::no_workers, "the engine is not started"));
         return;
       }
-      self->send(st.batcher, enqueue_atom::value, q, ticket, sink);
+      self->send(st.batcher, enqueue_atom::value, std::move(q), ticket, sink);
     },
     [=](prepare_atom, const prepare_request& request) {
       auto& st = self->state;

@@ -32,12 +32,6 @@ derived derive(const bench_result& r) {
           ratio(double(r.repeated_queries), double(r.queries))};
 }
 
-std::string fixed(double value, int decimals) {
-  std::ostringstream s;
-  s << std::fixed << std::setprecision(decimals) << value;
-  return s.str();
-}
-
 constexpr double hit_queries_goal = 300000;
 constexpr double miss_queries_goal = 100000;
 
@@ -46,9 +40,18 @@ bool zero_cost(const engine_config& c) {
 }
 
 // Negative widths are left-aligned.
-constexpr int widths[] = {-8, -12, 8, 8, 10, 9, 9, 9, 9, 8, 9, 6, 6, 9, 9, 8, 8, 8, 4};
+const std::vector<int> widths{-8, -12, 8, 8, 10, 9, 9, 9, 9, 8, 9, 6, 6, 9, 9, 8, 8, 8, 4};
 
-void print_cells(std::ostream& out, const std::vector<std::string>& cells) {
+} // namespace
+
+std::string fixed(double value, int decimals) {
+  std::ostringstream s;
+  s << std::fixed << std::setprecision(decimals) << value;
+  return s.str();
+}
+
+void print_cells(std::ostream& out, const std::vector<int>& widths,
+                 const std::vector<std::string>& cells) {
   for (std::size_t i = 0; i < cells.size(); ++i) {
     const int w = widths[i];
     out << (i ? " " : "") << (w < 0 ? std::left : std::right) << std::setw(w < 0 ? -w : w)
@@ -57,28 +60,27 @@ void print_cells(std::ostream& out, const std::vector<std::string>& cells) {
   out << std::right << '\n';
 }
 
-} // namespace
-
 void print_table_header(std::ostream& out) {
-  print_cells(out, {"workload", "variant", "queries", "seconds", "queries/s", "tok req",
-                    "tok comp", "tok/s", "comp/req", "unique", "comp/uniq", "dup", "batch",
-                    "p50 us", "p99 us", "rss MiB", "eng MiB", "GFLOP/s", "bad"});
+  print_cells(out, widths,
+              {"workload", "variant", "queries", "seconds", "queries/s", "tok req",
+               "tok comp", "tok/s", "comp/req", "unique", "comp/uniq", "dup", "batch",
+               "p50 us", "p99 us", "rss MiB", "eng MiB", "GFLOP/s", "bad"});
 }
 
 void print_table_row(std::ostream& out, const bench_result& r) {
   const auto d = derive(r);
-  print_cells(out, {std::string(to_string(r.workload)), std::string(to_string(r.variant)),
-                    std::to_string(r.queries), fixed(r.seconds, 3),
-                    fixed(d.queries_per_second, 0), std::to_string(r.tokens_requested),
-                    std::to_string(r.tokens_computed), fixed(d.tokens_per_second, 0),
-                    fixed(d.computed_per_requested, 3),
-                    std::to_string(r.unique_tokens), fixed(d.computed_per_unique, 2),
-                    fixed(100 * d.duplicate_share, 0) + "%",
-                    r.mean_batch_size > 0 ? fixed(r.mean_batch_size, 1) : "-",
-                    fixed(r.latency_p50_us, 1), fixed(r.latency_p99_us, 1),
-                    fixed(double(r.peak_rss_bytes) / mib, 0),
-                    fixed(double(r.logprob_bytes + r.kv_bytes) / mib, 1),
-                    r.matmul_flops ? fixed(d.gflops, 1) : "-", std::to_string(r.mismatches)});
+  print_cells(out, widths,
+              {std::string(to_string(r.workload)), std::string(to_string(r.variant)),
+               std::to_string(r.queries), fixed(r.seconds, 3),
+               fixed(d.queries_per_second, 0), std::to_string(r.tokens_requested),
+               std::to_string(r.tokens_computed), fixed(d.tokens_per_second, 0),
+               fixed(d.computed_per_requested, 3), std::to_string(r.unique_tokens),
+               fixed(d.computed_per_unique, 2), fixed(100 * d.duplicate_share, 0) + "%",
+               r.mean_batch_size > 0 ? fixed(r.mean_batch_size, 1) : "-",
+               fixed(r.latency_p50_us, 1), fixed(r.latency_p99_us, 1),
+               fixed(double(r.peak_rss_bytes) / mib, 0),
+               fixed(double(r.logprob_bytes + r.kv_bytes) / mib, 1),
+               r.matmul_flops ? fixed(d.gflops, 1) : "-", std::to_string(r.mismatches)});
 }
 
 void print_table_legend(std::ostream& out) {

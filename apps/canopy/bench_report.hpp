@@ -1,7 +1,7 @@
 #pragma once
 // Bench results as rows of a fixed-width table (printed as each run finishes) or as
 // JSON, with the derived ratios computed in one place; and the engine's targets checked
-// against a run's results.
+// against a run's results. The table printer serves the HTTP load report as well.
 // Thread contract: pure functions.
 
 #include "bench_runner.hpp"
@@ -16,6 +16,13 @@
 #include <vector>
 
 namespace canopy::app {
+
+/// `value` with `decimals` digits after the point.
+std::string fixed(double value, int decimals);
+/// One table line: cells[i] padded to |widths[i]| characters, left-aligned where the
+/// width is negative and right-aligned otherwise, one space between cells.
+void print_cells(std::ostream& out, const std::vector<int>& widths,
+                 const std::vector<std::string>& cells);
 
 void print_table_header(std::ostream& out);
 void print_table_row(std::ostream& out, const bench_result& result);

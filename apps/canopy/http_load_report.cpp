@@ -1,8 +1,5 @@
 #include "http_load_report.hpp"
 
-#include <iomanip>
-#include <sstream>
-
 namespace canopy::app {
 
 namespace {
@@ -10,27 +7,12 @@ namespace {
 constexpr double hit_requests_goal = 20000;
 constexpr double overhead_goal_us = 100;
 
-std::string fixed(double value, int decimals) {
-  std::ostringstream s;
-  s << std::fixed << std::setprecision(decimals) << value;
-  return s.str();
-}
-
 double per_second(const http_load_result& r) {
   return r.seconds > 0 ? double(r.requests) / r.seconds : 0.0;
 }
 
 // Negative widths are left-aligned.
-constexpr int widths[] = {-8, -7, 5, 9, 7, 9, 9, 9, 9, 9, 9, 8, 7, 6};
-
-void print_cells(std::ostream& out, const std::vector<std::string>& cells) {
-  for (std::size_t i = 0; i < cells.size(); ++i) {
-    const int w = widths[i];
-    out << (i ? " " : "") << (w < 0 ? std::left : std::right) << std::setw(w < 0 ? -w : w)
-        << cells[i];
-  }
-  out << std::right << '\n';
-}
+const std::vector<int> widths{-8, -7, 5, 9, 7, 9, 9, 9, 9, 9, 9, 8, 7, 6};
 
 std::string on_connections(std::size_t n) {
   return "on " + std::to_string(n) + " connection" + (n == 1 ? "" : "s");
@@ -56,19 +38,21 @@ double mean_body_bytes(const std::vector<http_load_result>& results,
 } // namespace
 
 void print_http_table_header(std::ostream& out) {
-  print_cells(out, {"workload", "payload", "conns", "requests", "seconds", "req/s",
-                    "p50 us", "p99 us", "ovh p50", "ovh p99", "eng p50", "B/answer",
-                    "cli cpu", "errors"});
+  print_cells(out, widths,
+              {"workload", "payload", "conns", "requests", "seconds", "req/s", "p50 us",
+               "p99 us", "ovh p50", "ovh p99", "eng p50", "B/answer", "cli cpu",
+               "errors"});
 }
 
 void print_http_table_row(std::ostream& out, const http_load_result& r) {
-  print_cells(out, {std::string(to_string(r.workload)), std::string(to_string(r.payload)),
-                    std::to_string(r.connections), std::to_string(r.requests),
-                    fixed(r.seconds, 2), fixed(per_second(r), 0),
-                    fixed(r.latency_p50_us, 1), fixed(r.latency_p99_us, 1),
-                    fixed(r.overhead_p50_us, 1), fixed(r.overhead_p99_us, 1),
-                    fixed(r.engine_p50_us, 1), fixed(r.response_bytes, 0),
-                    fixed(100 * r.client_cpu, 0) + "%", std::to_string(r.errors.total)});
+  print_cells(out, widths,
+              {std::string(to_string(r.workload)), std::string(to_string(r.payload)),
+               std::to_string(r.connections), std::to_string(r.requests),
+               fixed(r.seconds, 2), fixed(per_second(r), 0), fixed(r.latency_p50_us, 1),
+               fixed(r.latency_p99_us, 1), fixed(r.overhead_p50_us, 1),
+               fixed(r.overhead_p99_us, 1), fixed(r.engine_p50_us, 1),
+               fixed(r.response_bytes, 0), fixed(100 * r.client_cpu, 0) + "%",
+               std::to_string(r.errors.total)});
 }
 
 void print_http_table_legend(std::ostream& out) {

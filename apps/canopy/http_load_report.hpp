@@ -1,7 +1,8 @@
 #pragma once
-// The load generator's results: a table row per run (printed as each run finishes) or
-// JSON, the failed requests by kind, the size of one row in each payload, and the
-// serving targets checked (printed by bench_report's print_targets).
+// The load generator's results: a table row per run (printed as each run finishes, by
+// bench_report's print_cells) or JSON, the failed requests by kind, the size of one row
+// in each payload, and the serving targets checked (printed by bench_report's
+// print_targets).
 // Thread contract: pure functions.
 
 #include "bench_report.hpp"

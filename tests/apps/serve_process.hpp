@@ -22,24 +22,12 @@ namespace canopy::testing {
 class serve_process {
 public:
   explicit serve_process(std::vector<std::string> args) {
-    std::vector<std::string> argv_store{CANOPY_CLI, "serve", "--port", "0"};
-    argv_store.insert(argv_store.end(), args.begin(), args.end());
-    std::vector<char*> argv;
-    for (auto& a : argv_store)
-      argv.push_back(a.data());
-    argv.push_back(nullptr);
+    args.insert(args.begin(), {"serve", "--port", "0"});
+    // Close-on-exec: the server keeps only its stdout end of the pipe.
     int out[2];
-    if (::pipe(out) != 0)
+    if (::pipe2(out, O_CLOEXEC) != 0)
       throw std::runtime_error("pipe failed");
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_adddup2(&actions, out[1], 1);
-    posix_spawn_file_actions_addclose(&actions, out[0]);
-    posix_spawn_file_actions_addopen(&actions, 2, err_path_.c_str(),
-                                     O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    const int spawned = posix_spawn(&pid_, CANOPY_CLI, &actions, nullptr, argv.data(), environ);
-    posix_spawn_file_actions_destroy(&actions);
+    const int spawned = spawn_canopy(args, out[1], err_path_, pid_);
     ::close(out[1]);
     out_fd_ = out[0];
     if (spawned != 0)

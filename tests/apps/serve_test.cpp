@@ -4,7 +4,7 @@
 // mock model's row; SIGTERM answers what is in flight and exits 0; a client that goes
 // away has its queries cancelled.
 
-#include "raw_http.hpp"
+#include "http_test_client.hpp"
 #include "serve_process.hpp"
 
 #include <canopy/actors/engine_actors.hpp>
@@ -42,7 +42,14 @@ std::vector<float> mock_row(const std::vector<std::int32_t>& tokens) {
   return canopy::backends::mock_logprobs(spec.mock, tokens.data(), tokens.size());
 }
 
-std::string error_code(const http_reply& reply) {
+/// A POST of a JSON body, as the API's clients send it.
+std::string json_post(const std::string& target, const std::string& body,
+                      const std::string& headers = "") {
+  return make_request("POST", target, body,
+                      "Content-Type: application/json\r\n" + headers);
+}
+
+std::string error_code(const test_response& reply) {
   try {
     return json::parse(reply.body).at("error").at("code").get<std::string>();
   } catch (const std::exception&) {
@@ -50,7 +57,7 @@ std::string error_code(const http_reply& reply) {
   }
 }
 
-std::string error_message(const http_reply& reply) {
+std::string error_message(const test_response& reply) {
   return json::parse(reply.body).at("error").at("message").get<std::string>();
 }
 
@@ -67,8 +74,8 @@ struct served : ::testing::Test {
   }
   std::uint16_t port() const { return server->port(); }
 
-  http_reply post(const std::string& target, const std::string& body) {
-    return exchange(port(), http_post(target, body));
+  test_response post(const std::string& target, const std::string& body) {
+    return exchange(port(), json_post(target, body));
   }
 
   /// A valid query still gets the right answer.
@@ -86,12 +93,12 @@ TEST_F(served, a_valid_query_answers_the_models_row_as_json_and_binary) {
   auto body = json::parse(reply.body);
   EXPECT_EQ(body.at("tokens").get<std::vector<int>>(), (std::vector<int>{5, 9}));
   EXPECT_EQ(body.at("logprobs").get<std::vector<float>>(), mock_row({5, 9}));
-  EXPECT_NE(reply.headers["server-timing"].find("engine;dur="), std::string::npos);
+  EXPECT_NE(reply.header("server-timing").find("engine;dur="), std::string::npos);
 
-  auto binary = exchange(port(), http_post("/v1/logprobs", R"({"tokens": [5, 9]})",
+  auto binary = exchange(port(), json_post("/v1/logprobs", R"({"tokens": [5, 9]})",
                                            "Accept: application/octet-stream\r\n"));
   ASSERT_EQ(binary.status, 200) << binary.body;
-  EXPECT_EQ(binary.headers["content-type"], "application/octet-stream");
+  EXPECT_EQ(binary.header("content-type"), "application/octet-stream");
   ASSERT_GE(binary.body.size(), 32u);
   EXPECT_EQ(binary.body.substr(0, 4), "CNPY");
   // Header, two sequence fields (length 2 and its ids), then 64 float32 values.
@@ -157,11 +164,12 @@ TEST_F(served, token_lists_the_engine_refuses_are_400s_with_the_engines_code) {
 }
 
 TEST_F(served, a_body_over_the_limit_is_refused_before_it_is_sent) {
-  raw_connection c(port());
+  test_client c(port());
   // Only the header section: the server must answer from Content-Length alone.
-  c.send("POST /v1/logprobs HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
-         "Content-Length: 100000\r\n\r\n");
-  auto reply = c.read_reply(5s);
+  ASSERT_TRUE(
+      c.send("POST /v1/logprobs HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
+             "Content-Length: 100000\r\n\r\n"));
+  auto reply = c.read_response(5s);
   ASSERT_TRUE(reply);
   EXPECT_EQ(reply->status, 413);
   EXPECT_EQ(error_code(*reply), "payload_too_large");
@@ -169,44 +177,46 @@ TEST_F(served, a_body_over_the_limit_is_refused_before_it_is_sent) {
 }
 
 TEST_F(served, a_header_section_over_the_limit_is_431) {
-  auto reply = exchange(port(), http_get("/healthz", "X-Filler: " + std::string(2000, 'a') + "\r\n"));
+  auto reply =
+      exchange(port(), make_request("GET", "/healthz", "",
+                                    "X-Filler: " + std::string(2000, 'a') + "\r\n"));
   EXPECT_EQ(reply.status, 431);
   EXPECT_EQ(error_code(reply), "header_too_large");
   expect_still_serving();
 }
 
 TEST_F(served, a_header_section_that_never_finishes_times_out_and_others_are_unaffected) {
-  raw_connection slow(port());
-  slow.send("POST /v1/logprobs HTTP/1.1\r\nHost: t\r\n");
+  test_client slow(port());
+  ASSERT_TRUE(slow.send("POST /v1/logprobs HTTP/1.1\r\nHost: t\r\n"));
   // Meanwhile another client is served at once.
   expect_still_serving();
   auto started = std::chrono::steady_clock::now();
-  auto reply = slow.read_reply(5s);
+  auto reply = slow.read_response(5s);
   ASSERT_TRUE(reply);
   EXPECT_EQ(reply->status, 408);
   EXPECT_EQ(error_code(*reply), "request_timeout");
   EXPECT_LT(std::chrono::steady_clock::now() - started, 3s);
-  EXPECT_TRUE(slow.closed_by_server(2s));
+  EXPECT_TRUE(slow.closed_within(2s));
 }
 
 TEST_F(served, unknown_routes_are_404_and_wrong_methods_405_with_allow) {
-  auto missing = exchange(port(), http_get("/v1/nothing"));
+  auto missing = exchange(port(), make_request("GET", "/v1/nothing"));
   EXPECT_EQ(missing.status, 404);
   EXPECT_EQ(error_code(missing), "not_found");
-  auto wrong = exchange(port(), http_get("/v1/logprobs"));
+  auto wrong = exchange(port(), make_request("GET", "/v1/logprobs"));
   EXPECT_EQ(wrong.status, 405);
   EXPECT_EQ(error_code(wrong), "method_not_allowed");
-  EXPECT_EQ(wrong.headers["allow"], "POST");
-  auto traversal = exchange(port(), http_get("/../../etc/passwd"));
+  EXPECT_EQ(wrong.header("allow"), "POST");
+  auto traversal = exchange(port(), make_request("GET", "/../../etc/passwd"));
   EXPECT_EQ(traversal.status, 404);
   expect_still_serving();
 }
 
 TEST_F(served, keep_alive_serves_many_requests_on_one_connection) {
-  raw_connection c(port());
+  test_client c(port());
   for (int i = 0; i < 20; ++i) {
-    c.send(http_post("/v1/logprobs", json{{"tokens", {i % 64, 7}}}.dump()));
-    auto reply = c.read_reply();
+    ASSERT_TRUE(c.send(json_post("/v1/logprobs", json{{"tokens", {i % 64, 7}}}.dump())));
+    auto reply = c.read_response();
     ASSERT_TRUE(reply) << "request " << i;
     ASSERT_EQ(reply->status, 200);
     EXPECT_EQ(json::parse(reply->body).at("logprobs").get<std::vector<float>>(),
@@ -215,17 +225,19 @@ TEST_F(served, keep_alive_serves_many_requests_on_one_connection) {
 }
 
 TEST_F(served, model_health_vocab_and_metrics_describe_the_server) {
-  auto model = json::parse(exchange(port(), http_get("/v1/model")).body);
+  auto model = json::parse(exchange(port(), make_request("GET", "/v1/model")).body);
   EXPECT_EQ(model.at("vocab_size"), 64);
   EXPECT_EQ(model.at("context_length"), 32);
   EXPECT_EQ(model.at("tokenizer"), false);
-  EXPECT_EQ(json::parse(exchange(port(), http_get("/healthz")).body).at("status"), "ok");
-  auto vocab = exchange(port(), http_get("/v1/vocab"));
+  EXPECT_EQ(
+      json::parse(exchange(port(), make_request("GET", "/healthz")).body).at("status"),
+      "ok");
+  auto vocab = exchange(port(), make_request("GET", "/v1/vocab"));
   EXPECT_EQ(vocab.status, 400);
   EXPECT_EQ(error_code(vocab), "no_tokenizer");
-  auto metrics = exchange(port(), http_get("/metrics"));
+  auto metrics = exchange(port(), make_request("GET", "/metrics"));
   EXPECT_EQ(metrics.status, 200);
-  EXPECT_NE(metrics.headers["content-type"].find("text/plain"), std::string::npos);
+  EXPECT_NE(metrics.header("content-type").find("text/plain"), std::string::npos);
   EXPECT_NE(metrics.body.find("canopy_queries_total"), std::string::npos) << metrics.body;
 }
 
@@ -252,31 +264,33 @@ TEST(serve_auth, a_bearer_token_guards_everything_but_health) {
   std::ofstream(token_file) << "s3cret-token\n";
   serve_process server(with({"--auth-token-file", token_file.string()}));
   const std::string body = R"({"tokens": [1]})";
-  auto none = exchange(server.port(), http_post("/v1/logprobs", body));
+  auto none = exchange(server.port(), json_post("/v1/logprobs", body));
   EXPECT_EQ(none.status, 401);
   EXPECT_EQ(error_code(none), "unauthorized");
-  auto wrong = exchange(server.port(), http_post("/v1/logprobs", body,
-                                                 "Authorization: Bearer s3cret-tokeX\r\n"));
+  auto wrong =
+      exchange(server.port(),
+               json_post("/v1/logprobs", body, "Authorization: Bearer s3cret-tokeX\r\n"));
   EXPECT_EQ(wrong.status, 401);
-  auto prefix = exchange(server.port(), http_post("/v1/logprobs", body,
-                                                  "Authorization: Bearer s3cret\r\n"));
+  auto prefix = exchange(
+      server.port(), json_post("/v1/logprobs", body, "Authorization: Bearer s3cret\r\n"));
   EXPECT_EQ(prefix.status, 401);
-  auto right = exchange(server.port(), http_post("/v1/logprobs", body,
-                                                 "Authorization: Bearer s3cret-token\r\n"));
+  auto right =
+      exchange(server.port(),
+               json_post("/v1/logprobs", body, "Authorization: Bearer s3cret-token\r\n"));
   EXPECT_EQ(right.status, 200) << right.body;
-  EXPECT_EQ(exchange(server.port(), http_get("/healthz")).status, 200);
-  EXPECT_EQ(exchange(server.port(), http_get("/metrics")).status, 401);
+  EXPECT_EQ(exchange(server.port(), make_request("GET", "/healthz")).status, 200);
+  EXPECT_EQ(exchange(server.port(), make_request("GET", "/metrics")).status, 401);
   EXPECT_EQ(server.stop(10s), 0);
 }
 
 TEST(serve_lifecycle, sigterm_answers_the_request_in_flight_then_exits_0) {
   // Every pass takes 400 ms, so the request is surely in flight when SIGTERM lands.
   serve_process server(with({"--mock_cost_per_pass_us", "400000"}));
-  raw_connection c(server.port());
-  c.send(http_post("/v1/logprobs", R"({"tokens": [2, 7]})"));
+  test_client c(server.port());
+  ASSERT_TRUE(c.send(json_post("/v1/logprobs", R"({"tokens": [2, 7]})")));
   std::this_thread::sleep_for(100ms);
   ::kill(server.pid(), SIGTERM);
-  auto reply = c.read_reply(10s);
+  auto reply = c.read_response(10s);
   ASSERT_TRUE(reply);
   EXPECT_EQ(reply->status, 200) << reply->body;
   EXPECT_EQ(json::parse(reply->body).at("logprobs").get<std::vector<float>>(), mock_row({2, 7}));
@@ -287,12 +301,12 @@ TEST(serve_lifecycle, a_client_that_leaves_has_its_queries_cancelled) {
   // Queries wait 500 ms for a batch, long enough to leave first.
   serve_process server(with({"--flush_when_idle", "false", "--batch_timeout_ms", "500"}));
   {
-    raw_connection c(server.port());
-    c.send(http_post("/v1/logprobs", R"({"batch": [[1, 2, 3], [4, 5]]})"));
+    test_client c(server.port());
+    ASSERT_TRUE(c.send(json_post("/v1/logprobs", R"({"batch": [[1, 2, 3], [4, 5]]})")));
     std::this_thread::sleep_for(100ms);
   } // closed with the request in flight
   std::this_thread::sleep_for(800ms);
-  auto metrics = exchange(server.port(), http_get("/metrics")).body;
+  auto metrics = exchange(server.port(), make_request("GET", "/metrics")).body;
   EXPECT_NE(metrics.find("canopy_tokens_computed_total 0"), std::string::npos) << metrics;
   EXPECT_NE(metrics.find("code=\"cancelled\""), std::string::npos) << metrics;
   EXPECT_EQ(server.stop(10s), 0);

@@ -8,6 +8,7 @@
 #include <canopy/backends/safetensors.hpp>
 
 #include "checkpoint_test_support.hpp"
+#include "mutation_corpus.hpp"
 
 #include <gtest/gtest.h>
 
@@ -16,12 +17,10 @@
 #include <string>
 #include <vector>
 
-extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size);
-
 namespace {
 
 using namespace canopy::backends;
-using canopy::testing::le64;
+using namespace canopy::testing;
 
 /// A valid file exercising every header feature: metadata, all dtypes, a scalar, an
 /// empty tensor, padding.
@@ -39,42 +38,31 @@ std::string seed_file() {
       {{"format", "pt"}});
 }
 
-std::uint64_t mix(std::uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-  return z ^ (z >> 31);
+/// The file's length field (little-endian, its first 8 bytes); 0 when it is shorter.
+std::uint64_t header_length(const std::string& file) {
+  if (file.size() < 8)
+    return 0;
+  std::uint64_t length = 0;
+  for (int i = 7; i >= 0; --i)
+    length =
+        (length << 8) | static_cast<unsigned char>(file[static_cast<std::size_t>(i)]);
+  return length;
 }
 
 /// The file with its JSON header replaced (length field recomputed).
 std::string with_header(const std::string& file, const std::string& json) {
-  const std::uint64_t old_length = file.size() >= 8 ? [&] {
-    std::uint64_t v = 0;
-    for (int i = 7; i >= 0; --i)
-      v = (v << 8) | static_cast<unsigned char>(file[static_cast<std::size_t>(i)]);
-    return v;
-  }() : 0;
-  return le64(json.size()) + json + file.substr(8 + old_length);
+  return le64(json.size()) + json + file.substr(8 + header_length(file));
 }
 
 std::vector<std::string> mutations() {
   const std::string base = seed_file();
-  std::uint64_t length = 0;
-  for (int i = 7; i >= 0; --i)
-    length =
-        (length << 8) | static_cast<unsigned char>(base[static_cast<std::size_t>(i)]);
+  const std::uint64_t length = header_length(base);
   const std::string json = base.substr(8, length);
   std::vector<std::string> out{base};
 
   // Every single-bit flip of the length field and the header, and a few in the data.
-  for (std::size_t byte = 0; byte < 8 + length + 16 && byte < base.size(); ++byte)
-    for (int bit = 0; bit < 8; ++bit) {
-      std::string m = base;
-      m[byte] = static_cast<char>(m[byte] ^ (1 << bit));
-      out.push_back(std::move(m));
-    }
-  // Every truncation.
-  for (std::size_t n = 0; n < base.size(); ++n)
-    out.push_back(base.substr(0, n));
+  append(out, bit_flips(base, 8 + length + 16));
+  append(out, truncations(base));
   // Absurd and off-by-one header lengths.
   for (std::uint64_t bad :
        {std::uint64_t{0}, std::uint64_t{1}, length - 1, length + 1,
@@ -97,18 +85,11 @@ std::vector<std::string> mutations() {
                                               "[]",
                                               "{}",
                                               "true"};
-  for (std::size_t i = 0; i < json.size();) {
-    if (!std::isdigit(static_cast<unsigned char>(json[i]))) {
-      ++i;
-      continue;
-    }
-    std::size_t end = i;
-    while (end < json.size() && std::isdigit(static_cast<unsigned char>(json[end])))
-      ++end;
-    for (const std::string& value : evil_numbers)
-      out.push_back(with_header(base, json.substr(0, i) + value + json.substr(end)));
-    i = end;
-  }
+  const auto in_number = [](const std::string& s, std::size_t i) {
+    return std::isdigit(static_cast<unsigned char>(s[i])) != 0;
+  };
+  for (const std::string& edited : replaced_runs(json, in_number, evil_numbers))
+    out.push_back(with_header(base, edited));
   for (const char* dtype : {"F32", "F16", "BF16"})
     for (const char* other : {"F64", "I8", "BOOL", "", "f32", "F8_E4M3", "U16"}) {
       const std::size_t at = json.find(std::string("\"") + dtype + "\"");
@@ -118,21 +99,12 @@ std::vector<std::string> mutations() {
                                   json.substr(at + 1 + std::string(dtype).size())));
     }
   // Structural edits: drop or duplicate each character of the header.
-  for (std::size_t i = 0; i < json.size(); ++i) {
-    out.push_back(with_header(base, json.substr(0, i) + json.substr(i + 1)));
-    out.push_back(with_header(base, json.substr(0, i + 1) + json.substr(i)));
-  }
+  for (const std::string& edited : dropped_and_doubled(json))
+    out.push_back(with_header(base, edited));
   // Random edits: 1 to 4 bytes replaced anywhere, seeded.
   std::uint64_t state = 0x5AFE7E45;
-  for (int k = 0; k < 2000; ++k) {
-    std::string m = base;
-    const int edits = 1 + static_cast<int>(mix(++state) % 4);
-    for (int e = 0; e < edits; ++e) {
-      const std::uint64_t r = mix(++state);
-      m[r % m.size()] = static_cast<char>(r >> 56);
-    }
-    out.push_back(std::move(m));
-  }
+  for (int k = 0; k < 2000; ++k)
+    out.push_back(random_byte_edits(base, state));
   return out;
 }
 
@@ -142,14 +114,7 @@ TEST(SafetensorsFuzzCorpus, EntryOnlyReturnsOrRefusesWithCheckpointError) {
   std::size_t accepted = 0, refused = 0;
   for (std::size_t i = 0; i < inputs.size(); ++i) {
     const std::string& input = inputs[i];
-    try {
-      LLVMFuzzerTestOneInput(reinterpret_cast<const std::uint8_t*>(input.data()),
-                             input.size());
-    } catch (const std::exception& e) {
-      ADD_FAILURE() << "input " << i << ": exception escaped the entry: " << e.what();
-    } catch (...) {
-      ADD_FAILURE() << "input " << i << ": non-standard exception escaped the entry";
-    }
+    run_fuzz_entry(input, i);
     try {
       parse_safetensors_header(input, "corpus.safetensors");
       ++accepted;

@@ -5,6 +5,8 @@
 // an exception escaping fails here, a broken promise or crash kills the test. Parsing
 // the same inputs directly checks that acceptance and every refusal code really occur.
 
+#include "mutation_corpus.hpp"
+
 #include <canopy/server/api_requests.hpp>
 
 #include <gtest/gtest.h>
@@ -15,10 +17,10 @@
 #include <string>
 #include <vector>
 
-extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size);
-
 namespace canopy::server {
 namespace {
+
+using namespace canopy::testing;
 
 const std::vector<std::string> seeds{
     R"({"tokens": [1, 20, 300], "all_positions": true, "top_k": 5, "priority": -2,)"
@@ -31,32 +33,6 @@ const std::vector<std::string> seeds{
     R"({"kv_only": true})",
     R"({"tokens": []})",
 };
-
-std::uint64_t mix(std::uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-  return z ^ (z >> 31);
-}
-
-/// `text` with every run of characters matching `in_run` replaced, in turn, by each
-/// of `replacements` (one input per run and replacement).
-template <class InRun>
-void replace_runs(const std::string& text, const InRun& in_run,
-                  const std::vector<std::string>& replacements,
-                  std::vector<std::string>& out) {
-  for (std::size_t i = 0; i < text.size();) {
-    if (!in_run(text, i)) {
-      ++i;
-      continue;
-    }
-    std::size_t end = i + 1;
-    while (end < text.size() && in_run(text, end))
-      ++end;
-    for (const std::string& r : replacements)
-      out.push_back(text.substr(0, i) + r + text.substr(end));
-    i = end;
-  }
-}
 
 std::vector<std::string> mutations() {
   const std::vector<std::string> evil_numbers{"-1",
@@ -100,22 +76,17 @@ std::vector<std::string> mutations() {
   std::vector<std::string> out;
   for (const std::string& seed : seeds) {
     out.push_back(seed);
-    for (std::size_t byte = 0; byte < seed.size(); ++byte)
-      for (int bit = 0; bit < 8; ++bit) {
-        std::string m = seed;
-        m[byte] = static_cast<char>(m[byte] ^ (1 << bit));
-        out.push_back(std::move(m));
-      }
-    for (std::size_t n = 0; n < seed.size(); ++n)
-      out.push_back(seed.substr(0, n));
-    replace_runs(
-        seed,
-        [](const std::string& s, std::size_t i) {
-          return std::isdigit(static_cast<unsigned char>(s[i])) || s[i] == '.' ||
-                 (s[i] == '-' && i + 1 < s.size() &&
-                  std::isdigit(static_cast<unsigned char>(s[i + 1])));
-        },
-        evil_numbers, out);
+    append(out, bit_flips(seed));
+    append(out, truncations(seed));
+    append(out, replaced_runs(
+                    seed,
+                    [](const std::string& s, std::size_t i) {
+                      return std::isdigit(static_cast<unsigned char>(s[i])) ||
+                             s[i] == '.' ||
+                             (s[i] == '-' && i + 1 < s.size() &&
+                              std::isdigit(static_cast<unsigned char>(s[i + 1])));
+                    },
+                    evil_numbers));
     // Every string (names included) by an evil one.
     std::vector<bool> in_string(seed.size(), false);
     for (std::size_t i = 0, open = 0; i < seed.size(); ++i)
@@ -128,13 +99,10 @@ std::vector<std::string> mutations() {
           open = 0;
         }
       }
-    replace_runs(
-        seed, [&](const std::string&, std::size_t i) { return in_string[i]; },
-        evil_strings, out);
-    for (std::size_t i = 0; i < seed.size(); ++i) {
-      out.push_back(seed.substr(0, i) + seed.substr(i + 1));
-      out.push_back(seed.substr(0, i + 1) + seed.substr(i));
-    }
+    append(out, replaced_runs(
+                    seed, [&](const std::string&, std::size_t i) { return in_string[i]; },
+                    evil_strings));
+    append(out, dropped_and_doubled(seed));
     // Nesting around the body and around its first value, up to past the bound.
     for (std::size_t depth = 1; depth <= 12; ++depth) {
       out.push_back(std::string(depth, '[') + seed + std::string(depth, ']'));
@@ -151,13 +119,8 @@ std::vector<std::string> mutations() {
   // Random edits: 1 to 4 bytes replaced anywhere, seeded.
   std::uint64_t state = 0xB0D1E5;
   for (int k = 0; k < 3000; ++k) {
-    std::string m = seeds[mix(++state) % seeds.size()];
-    const int edits = 1 + static_cast<int>(mix(++state) % 4);
-    for (int e = 0; e < edits; ++e) {
-      const std::uint64_t r = mix(++state);
-      m[r % m.size()] = static_cast<char>(r >> 56);
-    }
-    out.push_back(std::move(m));
+    const std::string& seed = seeds[mix(++state) % seeds.size()];
+    out.push_back(random_byte_edits(seed, state));
   }
   return out;
 }
@@ -170,14 +133,7 @@ TEST(ApiRequestFuzzCorpus, EntryOnlyReturnsAndEveryOutcomeOccurs) {
   std::set<std::string> codes;
   for (std::size_t i = 0; i < inputs.size(); ++i) {
     const std::string& input = inputs[i];
-    try {
-      LLVMFuzzerTestOneInput(reinterpret_cast<const std::uint8_t*>(input.data()),
-                             input.size());
-    } catch (const std::exception& e) {
-      ADD_FAILURE() << "input " << i << ": exception escaped the entry: " << e.what();
-    } catch (...) {
-      ADD_FAILURE() << "input " << i << ": non-standard exception escaped the entry";
-    }
+    run_fuzz_entry(input, i);
     const auto logprobs = parse_logprobs_request(input, limits);
     const auto sample = parse_sample_request(input, limits);
     for (const api_error* error :

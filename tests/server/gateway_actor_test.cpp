@@ -76,6 +76,16 @@ struct gateway_test : ::testing::Test {
     lm.reset();
   }
 
+  /// Sends a log-probs job for `sequences` as request `id`; `probe` gets its reply.
+  void send_logprobs(request_id id, std::vector<token_seq> sequences, reply_probe& probe,
+                     bool all_positions = false) {
+    logprobs_job job;
+    job.sequences = std::move(sequences);
+    job.all_positions = all_positions;
+    job.done = probe.done();
+    caf::anon_send(gateway, msg::logprobs_atom::value, id, std::move(job));
+  }
+
   /// The engine's own row after `tokens`, decoded.
   std::vector<float> engine_row(const token_seq& tokens) {
     auto t = lm->next_token_logprobs_sync(tokens);
@@ -91,11 +101,7 @@ struct gateway_test : ::testing::Test {
 TEST_F(gateway_test, a_logprobs_job_answers_every_sequence_and_every_position) {
   start();
   reply_probe probe;
-  logprobs_job job;
-  job.sequences = {{1, 2, 3}, {7}};
-  job.all_positions = true;
-  job.done = probe.done();
-  caf::anon_send(gateway, msg::logprobs_atom::value, request_id{1}, std::move(job));
+  send_logprobs(request_id{1}, {{1, 2, 3}, {7}}, probe, /*all_positions=*/true);
   auto reply = probe.get();
   ASSERT_FALSE(reply.error) << reply.error->message;
   ASSERT_EQ(reply.answers.size(), 2u);
@@ -131,10 +137,8 @@ TEST_F(gateway_test, sampling_draws_what_batch_sample_draws) {
 TEST_F(gateway_test, the_first_error_ends_the_job_once_and_the_gateway_keeps_serving) {
   start();
   reply_probe probe;
-  logprobs_job job;
-  job.sequences = {{1, 2}, {1, 40}, {3}}; // 40 is past the 40-entry vocabulary
-  job.done = probe.done();
-  caf::anon_send(gateway, msg::logprobs_atom::value, request_id{3}, std::move(job));
+  // 40 is past the 40-entry vocabulary.
+  send_logprobs(request_id{3}, {{1, 2}, {1, 40}, {3}}, probe);
   auto reply = probe.get();
   ASSERT_TRUE(reply.error);
   EXPECT_EQ(reply.error->status, 400);
@@ -142,10 +146,7 @@ TEST_F(gateway_test, the_first_error_ends_the_job_once_and_the_gateway_keeps_ser
   EXPECT_NE(reply.error->message.find("token id 40"), std::string::npos);
 
   reply_probe next;
-  logprobs_job ok;
-  ok.sequences = {{4}};
-  ok.done = next.done();
-  caf::anon_send(gateway, msg::logprobs_atom::value, request_id{4}, std::move(ok));
+  send_logprobs(request_id{4}, {{4}}, next);
   EXPECT_FALSE(next.get().error);
   std::this_thread::sleep_for(50ms); // late answers of job 3's other queries
   EXPECT_EQ(*probe.calls, 1);
@@ -154,10 +155,7 @@ TEST_F(gateway_test, the_first_error_ends_the_job_once_and_the_gateway_keeps_ser
 TEST_F(gateway_test, an_empty_sequence_is_refused_by_name) {
   start();
   reply_probe probe;
-  logprobs_job job;
-  job.sequences = {{1}, {}};
-  job.done = probe.done();
-  caf::anon_send(gateway, msg::logprobs_atom::value, request_id{5}, std::move(job));
+  send_logprobs(request_id{5}, {{1}, {}}, probe);
   auto reply = probe.get();
   ASSERT_TRUE(reply.error);
   EXPECT_EQ(reply.error->code, "empty_sequence");
@@ -169,10 +167,7 @@ TEST_F(gateway_test, a_cancelled_job_is_neither_answered_nor_computed) {
   config.batch_timeout_ms = 300;
   start();
   reply_probe probe;
-  logprobs_job job;
-  job.sequences = {{9, 9, 9}, {8}};
-  job.done = probe.done();
-  caf::anon_send(gateway, msg::logprobs_atom::value, request_id{6}, std::move(job));
+  send_logprobs(request_id{6}, {{9, 9, 9}, {8}}, probe);
   caf::anon_send(gateway, msg::cancel_atom::value, request_id{6});
   // Past the batch window: a query still waiting would have been computed by now.
   std::this_thread::sleep_for(600ms);
@@ -203,10 +198,7 @@ TEST_F(gateway_test, stopping_the_gateway_answers_its_open_jobs) {
   config.batch_timeout_ms = 60000;
   start();
   reply_probe probe;
-  logprobs_job job;
-  job.sequences = {{1, 1}};
-  job.done = probe.done();
-  caf::anon_send(gateway, msg::logprobs_atom::value, request_id{8}, std::move(job));
+  send_logprobs(request_id{8}, {{1, 1}}, probe);
   std::this_thread::sleep_for(50ms);
   caf::anon_send_exit(gateway, caf::exit_reason::user_shutdown);
   auto reply = probe.get();

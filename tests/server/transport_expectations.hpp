@@ -1,6 +1,7 @@
 #pragma once
 // Checks the transport's tests share: the API's error shape, the scripted handler's
-// echo, the metrics' request counts, and waiting for a condition with a bound.
+// echo, the metrics' request counts, and waiting for a condition with a bound; and
+// the test client (tests/support/http_test_client.hpp) named in this namespace.
 // Thread contract: the test's thread.
 
 #include "http_test_client.hpp"
@@ -20,6 +21,10 @@
 
 namespace canopy::server::testing {
 
+using canopy::testing::make_request;
+using canopy::testing::test_client;
+using canopy::testing::test_response;
+using namespace std::chrono_literals;
 using clock_type = std::chrono::steady_clock;
 using json = nlohmann::json;
 

@@ -82,7 +82,8 @@ struct batcher_state {
   std::vector<worker_slot> workers;
 
   std::unordered_map<entry_id, batch_entry> entries;
-  std::unordered_map<cache::token_seq, entry_id, token_seq_hash> by_key; // when merging
+  // When merging: each entry by its sequence (a view of the entry's own q.tokens).
+  std::unordered_map<token_view, entry_id, token_seq_hash> by_key;
   std::deque<entry_id> pending;          // arrival order
   std::unordered_map<std::uint64_t, running_batch> running;
   entry_id next_entry = 0;
