@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cmath>
 
 namespace canopy::actors {
@@ -68,9 +69,12 @@ engine_stats engine_metrics::snapshot() const {
     return c.load(std::memory_order_relaxed);
   };
   engine_stats s;
-  s.queries = get(queries);
+  // Every query is counted before its answer: reading the answers first keeps
+  // in_flight from going below zero while queries are being answered meanwhile.
   s.answered = get(answered);
   s.failed = get(failed);
+  s.queries = get(queries);
+  s.in_flight = s.queries - std::min(s.queries, s.answered + s.failed);
   s.cache_hits = get(cache_hits);
   s.merged_duplicates = get(merged_duplicates);
   s.batches = get(batches);
@@ -100,7 +104,6 @@ engine_stats engine_metrics::snapshot() const {
       s.errors_by_code.emplace_back(
         std::string(messages::to_string(static_cast<messages::errc>(code))), n);
   s.queue_depth = get(queue_depth);
-  s.in_flight = get(in_flight);
   return s;
 }
 

@@ -46,7 +46,6 @@ std::uint64_t accept(request_pointer self, std::size_t tokens, answer_fn answer)
   auto& st = self->state;
   bump(st.metrics->queries);
   bump(st.metrics->tokens_requested, tokens);
-  bump(st.metrics->in_flight);
   auto ticket = st.next_ticket++;
   st.outstanding.emplace(ticket,
                          request_state::pending{std::move(answer), self->clock().now(), {}});
@@ -64,7 +63,6 @@ void complete(request_pointer self, std::uint64_t ticket,
   st.outstanding.erase(it);
   if (pending.caller)
     st.by_caller.erase(*pending.caller);
-  st.metrics->in_flight.fetch_sub(1, std::memory_order_relaxed);
   if (result)
     bump(st.metrics->answered);
   else

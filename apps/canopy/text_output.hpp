@@ -1,5 +1,5 @@
 #pragma once
-// How the subcommands spell ids, bytes and JSON on standard output, in one place so
+// How the subcommands spell ids and JSON (bytes: canopy/backends/hex_bytes.hpp) on standard output, in one place so
 // that every command agrees (scripts parse these forms).
 // Thread contract: pure functions.
 
@@ -8,15 +8,11 @@
 #include <nlohmann/json.hpp>
 
 #include <string>
-#include <string_view>
 
 namespace canopy::app {
 
 /// "1,403,407": the form --tokens takes, so output can be fed back in. Empty for none.
 std::string comma_ids(const token_seq& ids);
-
-/// Lower-case hex of every byte, two digits each ("Hi" -> "4869").
-std::string hex_bytes(std::string_view bytes);
 
 /// One line of compact JSON. Token bytes need not be valid UTF-8 (a multi-byte
 /// character may be split between tokens), and JSON text must be: every invalid

@@ -3,8 +3,8 @@
 
 #include "cli_args.hpp"
 #include "commands.hpp"
-#include "text_output.hpp"
 
+#include <canopy/backends/hex_bytes.hpp>
 #include <canopy/engine.hpp>
 
 #include <iostream>
@@ -36,7 +36,7 @@ int vocab_command(const std::vector<std::string>& argv) {
   for (std::size_t id = 0; id < vocab.size(); ++id) {
     out += std::to_string(id);
     out += '\t';
-    out += vocab[id] ? hex_bytes(*vocab[id]) : "-";
+    out += vocab[id] ? backends::hex_bytes(*vocab[id]) : "-";
     out += '\n';
   }
   std::cout.write(out.data(), static_cast<std::streamsize>(out.size()));

@@ -114,7 +114,7 @@ TEST_F(caller_queries_test, cancelling_an_answered_query_changes_nothing) {
                  std::vector<std::uint64_t>{1});
   sched.run();
   EXPECT_EQ(got->deliveries, 1);
-  EXPECT_EQ(actors.metrics->in_flight, 0u);
+  EXPECT_EQ(actors.metrics->snapshot().in_flight, 0u);
 }
 
 TEST_F(caller_queries_test, metrics_count_errors_by_code_latencies_batches_and_gauges) {

@@ -16,11 +16,14 @@ class error : public std::runtime_error {
 public:
   error(errc code, const std::string& message)
     : std::runtime_error(std::string(messages::to_string(code)) + ": " + message),
-      code_(code) {}
+      code_(code), message_(message) {}
   errc code() const noexcept { return code_; }
+  /// The message alone, without the code what() starts with.
+  const std::string& message() const noexcept { return message_; }
 
 private:
   errc code_;
+  std::string message_;
 };
 
 } // namespace canopy

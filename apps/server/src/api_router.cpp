@@ -1,5 +1,6 @@
 #include <canopy/server/api_router.hpp>
 
+#include <canopy/backends/hex_bytes.hpp>
 #include <canopy/server/prometheus_text.hpp>
 
 #include <caf/send.hpp>
@@ -33,17 +34,6 @@ void add_server_timing(http_response& r, double engine_ms) {
   r.headers.emplace_back("Server-Timing", text);
 }
 
-std::string to_hex(std::string_view bytes) {
-  static constexpr char digits[] = "0123456789abcdef";
-  std::string out;
-  out.reserve(bytes.size() * 2);
-  for (unsigned char c : bytes) {
-    out += digits[c >> 4];
-    out += digits[c & 15];
-  }
-  return out;
-}
-
 std::string_view path_of(std::string_view target) {
   return target.substr(0, target.find('?'));
 }
@@ -53,12 +43,7 @@ bool wants_binary(const http_request& request) {
 }
 
 api_error engine_error(const canopy::error& e) {
-  // canopy::error's what() starts with "<code>: "; the API carries the code apart.
-  std::string message = e.what();
-  auto prefix = std::string(messages::to_string(e.code())) + ": ";
-  if (message.rfind(prefix, 0) == 0)
-    message.erase(0, prefix.size());
-  return from_engine_error(e.code(), std::move(message));
+  return from_engine_error(e.code(), e.message());
 }
 
 std::string model_body(const canopy::engine& engine) {
@@ -87,7 +72,7 @@ std::string vocab_body(const canopy::engine& engine) {
     return {};
   json vocab = json::array();
   for (const auto& bytes : engine.byte_vocab())
-    vocab.push_back(bytes ? json(to_hex(*bytes)) : json(nullptr));
+    vocab.push_back(bytes ? json(backends::hex_bytes(*bytes)) : json(nullptr));
   return dump({{"vocab", std::move(vocab)}});
 }
 
@@ -348,7 +333,7 @@ http_response api_router::detokenize(const http_request& request) const {
     return to_response(*error);
   try {
     auto bytes = engine_.detokenize(std::get<detokenize_request>(result).tokens);
-    return json_response({{"text", bytes}, {"hex", to_hex(bytes)}});
+    return json_response({{"text", bytes}, {"hex", backends::hex_bytes(bytes)}});
   } catch (const canopy::error& e) {
     return to_response(engine_error(e));
   }

@@ -44,8 +44,9 @@ struct engine_metrics {
   std::unique_ptr<std::atomic<std::uint64_t>[]> kv_bytes; // [workers]
   std::uint32_t workers;
   latency_histogram latency;
-  // Gauges: written by the batcher (queue) and the request actors (in flight).
-  std::atomic<std::uint64_t> queue_depth{0}, in_flight{0};
+  // Gauge written by the batcher. (Queries in flight need none: every query counts
+  // in `queries` when accepted or rejected, and in `answered` or `failed` once.)
+  std::atomic<std::uint64_t> queue_depth{0};
   std::array<std::atomic<std::uint64_t>, 32> errors_by_code{}; // [errc]
   bucket_histogram latency_seconds{bucket_histogram::latency_bounds()};
   bucket_histogram batch_size{bucket_histogram::size_bounds()};
