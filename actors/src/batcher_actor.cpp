@@ -5,6 +5,7 @@
 #include <caf/sec.hpp>
 
 #include <algorithm>
+#include <utility>
 
 namespace canopy::actors {
 
@@ -16,7 +17,12 @@ using clock_point = caf::actor_clock::time_point;
 
 clock_point now(batcher_pointer self) { return self->clock().now(); }
 
-/// Answers every waiter of an entry and forgets it.
+/// Gives a lookup's lock on `leaf` back to the cache (with the others of this message).
+void unlock_later(batcher_state& st, cache::node_id leaf) {
+  if (leaf != cache::root_node)
+    st.unlocks.push_back(leaf);
+}
+
 /// Forgets an entry and returns who waits for it.
 std::vector<waiter> take_waiters(batcher_pointer self, entry_id id) {
   auto& st = self->state;
@@ -26,6 +32,7 @@ std::vector<waiter> take_waiters(batcher_pointer self, entry_id id) {
   auto waiters = std::move(it->second.waiters);
   if (st.options.merge_duplicates)
     st.by_key.erase(token_view(it->second.q.tokens));
+  unlock_later(st, it->second.leaf);
   st.entries.erase(it);
   return waiters;
 }
@@ -126,7 +133,6 @@ void fail_batch(batcher_pointer self, std::uint64_t batch_id, const caf::error& 
   if (it == st.running.end())
     return; // already failed (e.g. its worker died first)
   bump(st.metrics->failed_passes);
-  self->send(st.cache, release_atom::value, it->second.locked);
   for (auto id : it->second.entries)
     finish(self, id, error);
   finish_batch(self, batch_id);
@@ -175,7 +181,7 @@ void on_pass_done(batcher_pointer self, std::uint64_t batch_id, cache::worker_id
   st.workers[batch.worker].load += result.tokens_computed;
   batch.returned = true;
   store_request request{batch.worker, std::move(batch.items), std::move(batch.pass),
-                        std::move(result), batch.locked};
+                        std::move(result)};
   self->request(st.cache, caf::infinite, store_atom::value, std::move(request))
     .then(
       [=](const std::vector<shared_logprobs>& rows) {
@@ -199,7 +205,6 @@ void dispatch(batcher_pointer self, std::vector<entry_id> ids, const prepared_ba
   // Answer what became answerable, and drop entries nobody waits for any more.
   std::vector<entry_id> todo;
   std::vector<const prepared_entry*> todo_prepared;
-  std::vector<cache::node_id> unneeded;
   for (std::size_t i = 0; i < ids.size(); ++i) {
     const auto& p = prepared.entries[i];
     auto& entry = st.entries.at(ids[i]);
@@ -207,7 +212,6 @@ void dispatch(batcher_pointer self, std::vector<entry_id> ids, const prepared_ba
       bump(st.metrics->cache_hits);
       finish(self, ids[i], p.hit);
     } else if (entry.waiters.empty()) {
-      unneeded.push_back(p.leaf);
       finish(self, ids[i], make_error(errc::cancelled, "cancelled"));
     } else {
       todo.push_back(ids[i]);
@@ -216,14 +220,9 @@ void dispatch(batcher_pointer self, std::vector<entry_id> ids, const prepared_ba
   }
   auto idle = idle_workers(st);
   if (todo.empty() || idle.empty()) {
-    for (auto* p : todo_prepared)
-      unneeded.push_back(p->leaf);
     requeue_front(self, todo);
-  }
-  if (!unneeded.empty())
-    self->send(st.cache, release_atom::value, unneeded);
-  if (todo.empty() || idle.empty())
     return;
+  }
 
   std::vector<std::vector<cache::kv_prefix>> kv;
   for (auto* p : todo_prepared)
@@ -241,27 +240,22 @@ void dispatch(batcher_pointer self, std::vector<entry_id> ids, const prepared_ba
   running_batch batch;
   batch.worker = worker;
   std::vector<entry_id> deferred;
-  std::vector<cache::node_id> deferred_leaves;
-  for (auto d : plan.deferred) {
+  for (auto d : plan.deferred)
     deferred.push_back(todo[d]);
-    deferred_leaves.push_back(todo_prepared[d]->leaf);
-  }
   for (std::size_t i = 0; i < todo.size(); ++i) {
     if (plan.answers[i].item == answer_ref::deferred)
       continue;
     batch.entries.push_back(todo[i]);
     batch.answers.push_back(plan.answers[i]);
-    batch.locked.push_back(todo_prepared[i]->leaf);
   }
   for (std::size_t item = 0; item < plan.pass.items.size(); ++item)
-    batch.items.push_back({todo_prepared[plan.item_entry[item]]->leaf});
+    batch.items.push_back({st.entries.at(todo[plan.item_entry[item]]).leaf});
   batch.pass = std::move(plan.pass);
   batch.first_row.assign(batch.pass.items.size() + 1, 0);
   for (std::size_t i = 0; i < batch.pass.items.size(); ++i)
     batch.first_row[i + 1] = batch.first_row[i] + batch.pass.items[i].rows.size();
   if (!deferred.empty()) {
     bump(st.metrics->deferred, deferred.size());
-    self->send(st.cache, release_atom::value, deferred_leaves);
     requeue_front(self, deferred);
   }
   bump(st.metrics->batches);
@@ -286,14 +280,9 @@ void dispatch(batcher_pointer self, std::vector<entry_id> ids, const prepared_ba
       });
 }
 
-void maybe_flush(batcher_pointer self) {
+/// Flushes a batch if one is due (see maybe_flush).
+void flush_if_due(batcher_pointer self) {
   auto& st = self->state;
-  // The queue-depth gauge is refreshed on every way out: a flush is considered after
-  // every change of the queue.
-  struct publish_depth {
-    batcher_state& st;
-    ~publish_depth() { st.metrics->queue_depth.store(st.pending.size(), std::memory_order_relaxed); }
-  } publish{st};
   if (st.preparing)
     return;
   if (st.pending.empty()) {
@@ -332,8 +321,7 @@ void maybe_flush(batcher_pointer self) {
       continue;
     const auto& entry = st.entries.at(id);
     ids.push_back(id);
-    request.sequences.push_back(entry.q.tokens);
-    request.priorities.push_back(entry.q.priority);
+    request.leaves.push_back(entry.leaf);
     request.require_kv.push_back(entry.q.require_kv);
   }
   restart_timer(self);
@@ -355,7 +343,25 @@ void maybe_flush(batcher_pointer self) {
       });
 }
 
-void enqueue(batcher_pointer self, query& q, waiter w) {
+// Every handler ends here after changing entries or the queue, so this is where the
+// queue-depth gauge is refreshed and the locks of entries that left go back to the
+// cache, as one message. Note [lock overlap]: that message follows any prepare sent
+// just before, so prefixes that the leaving entries share with the next batch stay
+// locked in between, and neither the unlocks nor the next batch's locks climb them.
+void send_unlocks(batcher_pointer self) {
+  auto& st = self->state;
+  if (!st.unlocks.empty())
+    self->send(st.cache, release_atom::value, std::exchange(st.unlocks, {}));
+}
+
+void maybe_flush(batcher_pointer self) {
+  flush_if_due(self);
+  auto& st = self->state;
+  st.metrics->queue_depth.store(st.pending.size(), std::memory_order_relaxed);
+  send_unlocks(self);
+}
+
+void enqueue(batcher_pointer self, query& q, waiter w, cache::node_id leaf) {
   auto& st = self->state;
   auto t = now(self);
   std::optional<clock_point> deadline;
@@ -371,11 +377,13 @@ void enqueue(batcher_pointer self, query& q, waiter w) {
       else if (entry.deadline)
         entry.deadline = deadline ? std::max(*entry.deadline, *deadline) : deadline;
       entry.waiters.push_back(std::move(w));
+      unlock_later(st, leaf); // the entry holds a lock on the same node already
+      send_unlocks(self);
       return;
     }
   }
   auto id = st.next_entry++;
-  batch_entry entry{std::move(q), {std::move(w)}, t, deadline};
+  batch_entry entry{std::move(q), {std::move(w)}, t, deadline, leaf};
   auto& stored = st.entries.emplace(id, std::move(entry)).first->second;
   if (st.options.merge_duplicates)
     st.by_key.emplace(token_view(stored.q.tokens), id); // entries never move their nodes
@@ -466,9 +474,8 @@ batcher_actor::behavior_type batcher(batcher_pointer self, batcher_options optio
     self->quit(msg.reason);
   });
   return {
-    [=](enqueue_atom, query& q, std::uint64_t ticket, const answer_sink& sink) {
-      enqueue(self, q, waiter{sink, ticket});
-    },
+    [=](enqueue_atom, query& q, std::uint64_t ticket, const answer_sink& sink,
+        cache::node_id leaf) { enqueue(self, q, waiter{sink, ticket}, leaf); },
     [=](flush_atom, std::uint64_t generation) {
       auto& st = self->state;
       if (generation != st.timer_generation)

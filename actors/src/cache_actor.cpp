@@ -10,40 +10,40 @@ namespace canopy::actors {
 using namespace messages;
 
 cache::row_ptr cache_state::answer_now(const cache::token_seq& tokens, std::int32_t priority,
-                                       bool require_kv, bool want_kv,
-                                       cache::match_result& m) {
+                                       bool require_kv, cache::match_result& m) {
   const auto length = static_cast<std::uint32_t>(tokens.size());
-  m = trie->match(tokens.data(), tokens.size(), priority,
-                  require_kv || want_kv ? length : 0u);
+  m = trie->match(tokens.data(), tokens.size(), priority, require_kv ? length : 0u);
   bool kv_ok = !require_kv ||
                std::any_of(m.kv.begin(), m.kv.end(),
                            [&](const cache::kv_prefix& p) { return p.length == length; });
   return kv_ok ? m.logprobs : nullptr;
 }
 
-prepared_entry cache_state::prepare(const cache::token_seq& tokens, std::int32_t priority,
-                                    bool require_kv) {
+cache::node_id cache_state::lock_miss(const cache::token_seq& tokens, std::int32_t priority,
+                                      const cache::match_result& m) {
+  const auto leaf = trie->extend(m.node, tokens.data() + m.length, tokens.size() - m.length,
+                                 priority);
+  trie->lock(leaf);
+  return leaf;
+}
+
+prepared_entry cache_state::prepare(cache::node_id leaf, bool require_kv) const {
   prepared_entry entry;
-  const auto workers = options.trie.workers;
-  entry.kv.resize(workers);
+  entry.kv.resize(options.trie.workers);
   if (!options.enabled)
     return entry;
-  const auto length = static_cast<std::uint32_t>(tokens.size());
-  cache::match_result m;
-  if ((entry.hit.row = answer_now(tokens, priority, require_kv, true, m)))
-    return entry;
-  entry.leaf = trie->insert(tokens.data(), tokens.size(), priority);
-  trie->lock(entry.leaf);
-  // The pass must compute at least the last token to produce its row, so a prefix
-  // covering the whole sequence is cut back by one token.
-  for (cache::worker_id w = 0; w < workers; ++w) {
-    auto kv = m.kv[w];
-    if (kv.length == length) {
-      kv.length = length - 1;
-      kv.handle = kv.length == 0 ? cache::no_kv : trie->kv(trie->parent(entry.leaf), w);
+  if (auto row = trie->logprobs(leaf)) {
+    bool kv_ok = !require_kv;
+    for (cache::worker_id w = 0; w < options.trie.workers && !kv_ok; ++w)
+      kv_ok = trie->kv(leaf, w) != cache::no_kv;
+    if (kv_ok) {
+      entry.hit.row = std::move(row);
+      return entry;
     }
-    entry.kv[w] = kv;
   }
+  // The pass must compute at least the last token to produce its row, so the prefix
+  // ends at the parent at the latest.
+  entry.kv = trie->kv_prefixes(trie->parent(leaf));
   return entry;
 }
 
@@ -91,9 +91,6 @@ std::vector<shared_logprobs> cache_state::store(const store_request& request) {
       rows.push_back({std::move(row)});
     }
   }
-  if (options.enabled)
-    for (auto leaf : request.unlock)
-      trie->unlock(leaf);
   if (!unstored_kv.empty())
     caf::anon_send(options.workers[worker], free_kv_atom::value, std::move(unstored_kv));
   return rows;
@@ -114,6 +111,7 @@ void cache_state::after_change() {
   set(metrics->logprob_evictions, s.logprob_evictions);
   set(metrics->kv_evictions, s.kv_evictions);
   set(metrics->nodes_removed, s.nodes_removed);
+  set(metrics->locked_nodes, s.locked_nodes);
   set(metrics->refused_attaches, s.refused_attaches);
   set(metrics->logprob_entries, s.logprob_entries);
   set(metrics->logprob_bytes, s.logprob_bytes);
@@ -131,29 +129,31 @@ cache_actor::behavior_type cache(cache_actor::stateful_pointer<cache_state> self
   return {
     [=](lookup_atom, query& q, std::uint64_t ticket, const answer_sink& sink) {
       auto& st = self->state;
-      if (st.options.enabled) {
-        cache::match_result m;
-        if (auto row = st.answer_now(q.tokens, q.priority, q.require_kv, false, m)) {
-          bump(st.metrics->cache_hits);
-          self->send(sink, answer_atom::value, ticket, shared_logprobs{std::move(row)});
-          return;
-        }
-      }
       if (!st.batcher) {
         self->send(sink, answer_atom::value, ticket,
                    make_error(errc::no_workers, "the engine is not started"));
         return;
       }
-      self->send(st.batcher, enqueue_atom::value, std::move(q), ticket, sink);
+      auto leaf = cache::root_node;
+      if (st.options.enabled) {
+        cache::match_result m;
+        if (auto row = st.answer_now(q.tokens, q.priority, q.require_kv, m)) {
+          bump(st.metrics->cache_hits);
+          self->send(sink, answer_atom::value, ticket, shared_logprobs{std::move(row)});
+          return;
+        }
+        leaf = st.lock_miss(q.tokens, q.priority, m);
+        st.metrics->locked_nodes.store(st.trie->stats().locked_nodes,
+                                       std::memory_order_relaxed);
+      }
+      self->send(st.batcher, enqueue_atom::value, std::move(q), ticket, sink, leaf);
     },
     [=](prepare_atom, const prepare_request& request) {
       auto& st = self->state;
       prepared_batch out;
-      out.entries.reserve(request.sequences.size());
-      for (std::size_t i = 0; i < request.sequences.size(); ++i)
-        out.entries.push_back(st.prepare(request.sequences[i], request.priorities[i],
-                                         request.require_kv[i]));
-      st.after_change();
+      out.entries.reserve(request.leaves.size());
+      for (std::size_t i = 0; i < request.leaves.size(); ++i)
+        out.entries.push_back(st.prepare(request.leaves[i], request.require_kv[i]));
       return out;
     },
     [=](store_atom, const store_request& request) {

@@ -89,6 +89,7 @@ engine_stats engine_metrics::snapshot() const {
   s.logprob_evictions = get(logprob_evictions);
   s.kv_evictions = get(kv_evictions);
   s.nodes_removed = get(nodes_removed);
+  s.locked_nodes = get(locked_nodes);
   s.refused_attaches = get(refused_attaches);
   s.logprob_entries = get(logprob_entries);
   s.logprob_bytes = get(logprob_bytes);
@@ -123,7 +124,7 @@ std::string engine_stats::to_json() const {
     {"evictions", {{"logprobs", logprob_evictions}, {"kv", kv_evictions},
                    {"nodes_removed", nodes_removed}}},
     {"refused_attaches", refused_attaches},
-    {"logprob_entries", logprob_entries},
+    {"logprob_entries", logprob_entries}, {"locked_nodes", locked_nodes},
     {"bytes", {{"logprobs", logprob_bytes}, {"logprob_budget", logprob_budget_bytes},
                {"kv", kv_bytes}, {"kv_budget_per_worker", kv_budget_bytes}}},
     {"latency_us", {{"p50", latency_p50_us}, {"p90", latency_p90_us},

@@ -46,6 +46,10 @@ static_assert(sizeof(node) <= 64, "a node's walked part must fit one cache line"
 
 struct holding {
   row_ptr row;
+  // row->bytes(), kept here because locking a path accounts the bytes of every row on
+  // it: reading them from the rows would be a cache (and TLB) miss per node, as rows
+  // lie scattered over the whole budget.
+  std::size_t row_bytes = 0;
   candidate_set::iterator row_slot; // its element of row_candidates while a candidate
   std::vector<kv_entry> kv;         // at most one entry per worker
 };
@@ -265,7 +269,7 @@ struct token_trie::impl {
     };
     const holding& h = held[id];
     if (h.row) {
-      add(locked_row_bytes, h.row->bytes());
+      add(locked_row_bytes, h.row_bytes);
       add(locked_rows, 1);
     }
     for (const kv_entry& e : h.kv)
@@ -276,6 +280,7 @@ struct token_trie::impl {
   // child in use; a count already non-zero means the ancestors count it already.
   void lock_path(node_id id) {
     for (node_id cur = id; nodes[cur].locks++ == 0; cur = nodes[cur].parent) {
+      ++stats.locked_nodes;
       refresh_all(cur);
       account_lock(cur, true);
       if (cur == root_node)
@@ -285,6 +290,7 @@ struct token_trie::impl {
 
   void unlock_path(node_id id) {
     for (node_id cur = id; --nodes[cur].locks == 0; cur = nodes[cur].parent) {
+      --stats.locked_nodes;
       refresh_all(cur);
       account_lock(cur, false);
       if (cur == root_node)
@@ -297,12 +303,13 @@ struct token_trie::impl {
 
   void add_row(node_id id, row_ptr row) {
     const node& x = nodes[id];
-    row_ptr& stored = held[id].row;
-    stats.logprob_bytes += row->bytes();
+    holding& h = held[id];
+    h.row_bytes = row->bytes();
+    h.row = std::move(row);
+    stats.logprob_bytes += h.row_bytes;
     ++stats.logprob_entries;
-    stored = std::move(row);
     if (x.locks != 0) {
-      locked_row_bytes += stored->bytes();
+      locked_row_bytes += h.row_bytes;
       ++locked_rows;
     }
     ++nodes[x.parent].row_children;
@@ -312,15 +319,16 @@ struct token_trie::impl {
 
   void drop_row(node_id id) {
     node& x = nodes[id];
-    row_ptr& stored = held[id].row;
-    set_candidate(row_candidates, x.row_candidate, held[id].row_slot, id, false);
-    stats.logprob_bytes -= stored->bytes();
+    holding& h = held[id];
+    set_candidate(row_candidates, x.row_candidate, h.row_slot, id, false);
+    stats.logprob_bytes -= h.row_bytes;
     --stats.logprob_entries;
     if (x.locks != 0) {
-      locked_row_bytes -= stored->bytes();
+      locked_row_bytes -= h.row_bytes;
       --locked_rows;
     }
-    stored.reset();
+    h.row.reset();
+    h.row_bytes = 0;
     --nodes[x.parent].row_children;
     refresh_row(x.parent);
   }
@@ -471,9 +479,9 @@ struct token_trie::impl {
     }
   }
 
-  node_id insert(const token_id* tokens, std::size_t n, std::int32_t priority) {
+  node_id insert(node_id from, const token_id* tokens, std::size_t n, std::int32_t priority) {
     ++clock;
-    node_id cur = root_node;
+    node_id cur = from;
     for (std::size_t i = 0; i < n; ++i) {
       const node_id child = find_child(cur, tokens[i]);
       if (child == root_node) {
@@ -534,7 +542,8 @@ void token_trie::impl::check_invariants() const {
   std::vector<std::uint32_t> child_count(nodes.size()), row_child_count(nodes.size());
   std::vector<std::uint32_t> in_use_children(nodes.size());
   std::vector<std::uint32_t> kv_child_count(nodes.size() * workers);
-  std::uint64_t live = 0, rows = 0, row_bytes = 0, locked_bytes = 0, locked_row_count = 0;
+  std::uint64_t live = 0, locked_nodes = 0, rows = 0, row_bytes = 0, locked_bytes = 0,
+                locked_row_count = 0;
   std::vector<std::uint64_t> kv_entries(workers), kv_bytes(workers), locked_kv(workers);
   std::size_t row_members = 0;
   std::vector<std::size_t> kv_members(workers);
@@ -549,6 +558,7 @@ void token_trie::impl::check_invariants() const {
       continue;
     }
     ++live;
+    locked_nodes += x.locks != 0 ? 1 : 0;
     // A candidate's kept element must be the one keyed by its statistics now; the set
     // sizes below rule out elements of nodes that are no candidates.
     const auto in_set = [&](const candidate_set& set, candidate_set::iterator slot) {
@@ -571,6 +581,8 @@ void token_trie::impl::check_invariants() const {
       ++child_count[x.parent];
       row_child_count[x.parent] += h.row ? 1 : 0;
     }
+    if (h.row_bytes != (h.row ? h.row->bytes() : 0))
+      violation(node_name(id) + ": kept row size differs from its row's");
     if (h.row) {
       ++rows;
       row_bytes += h.row->bytes();
@@ -655,7 +667,8 @@ void token_trie::impl::check_invariants() const {
       violation("KV candidate set of worker " + std::to_string(w) +
                 " holds non-candidates");
 
-  if (stats.nodes != live || stats.logprob_entries != rows ||
+  if (stats.nodes != live || stats.locked_nodes != locked_nodes ||
+      stats.logprob_entries != rows ||
       stats.logprob_bytes != row_bytes || stats.kv_entries != kv_entries ||
       stats.kv_bytes != kv_bytes)
     violation("statistics disagree with the nodes");
@@ -685,10 +698,23 @@ match_result token_trie::match(const token_id* tokens, std::size_t n,
   return impl_->match(tokens, n, priority, kv_cap);
 }
 
+std::vector<kv_prefix> token_trie::kv_prefixes(node_id node) const {
+  impl_->checked(node);
+  std::vector<kv_prefix> kv(impl_->config.workers);
+  impl_->collect_kv(node, kv);
+  return kv;
+}
+
 node_id token_trie::insert(const token_id* tokens, std::size_t n, std::int32_t priority) {
   if (n == 0)
     throw std::invalid_argument("token_trie::insert: empty sequence");
-  return impl_->insert(tokens, n, priority);
+  return impl_->insert(root_node, tokens, n, priority);
+}
+
+node_id token_trie::extend(node_id node, const token_id* tokens, std::size_t n,
+                           std::int32_t priority) {
+  impl_->checked(node);
+  return impl_->insert(node, tokens, n, priority);
 }
 
 std::vector<node_id> token_trie::path(node_id node) const {

@@ -129,11 +129,13 @@ TEST_F(caller_queries_test, metrics_count_errors_by_code_latencies_batches_and_g
   auto waiting = actors.metrics->snapshot();
   EXPECT_EQ(waiting.queue_depth, 2u);
   EXPECT_EQ(waiting.in_flight, 2u);
+  EXPECT_EQ(waiting.locked_nodes, 3u); // {1}, {2} and the root
   sched.clock().advance_time(1000ms);
   sched.run();
   auto s = actors.metrics->snapshot();
   EXPECT_EQ(s.queue_depth, 0u);
   EXPECT_EQ(s.in_flight, 0u);
+  EXPECT_EQ(s.locked_nodes, 0u);
   using code_count = std::pair<std::string, std::uint64_t>;
   EXPECT_EQ(s.errors_by_code, (std::vector<code_count>{{"empty_sequence", 1},
                                                         {"token_out_of_range", 1}}));

@@ -96,6 +96,23 @@ TEST(TokenTrie, InsertCreatesNodesAndMatchFollowsThem) {
   t.check_invariants();
 }
 
+TEST(TokenTrie, ExtendContinuesFromWhereAMatchEnded) {
+  token_trie t(config_with(8));
+  const node_id prompt = insert(t, {1, 2});
+  const token_seq query{1, 2, 3, 4};
+  const match_result m = match(t, query);
+  ASSERT_EQ(m.node, prompt);
+  const node_id leaf =
+    t.extend(m.node, query.data() + m.length, query.size() - m.length);
+  EXPECT_EQ(t.stats().nodes, 5u);
+  EXPECT_EQ(leaf, insert(t, query)); // the same nodes insert() reaches from the root
+  EXPECT_EQ(t.parent(t.parent(leaf)), prompt);
+  EXPECT_EQ(t.extend(leaf, nullptr, 0), leaf); // nothing missing: the node itself
+  EXPECT_EQ(t.extend(root_node, query.data(), 1), t.path(prompt)[0]);
+  EXPECT_THROW(t.extend(99, query.data(), 1), std::out_of_range);
+  t.check_invariants();
+}
+
 TEST(TokenTrie, RowIsReturnedOnlyForTheWholeSequence) {
   token_trie t(config_with(8));
   const row_ptr row = put_row(t, {1, 2});
@@ -267,6 +284,48 @@ TEST(TokenTrie, MatchReportsKvPrefixPerWorkerUpToTheCap) {
   EXPECT_EQ(zero.kv[0].handle, no_kv);
   // Never beyond what matched: {1,2} is matched, {1,2,3}'s KV is not reported.
   EXPECT_EQ(match(t, {1, 2, 9}).kv[0].length, 2u);
+  t.check_invariants();
+}
+
+TEST(TokenTrie, KvPrefixesOfANodeAreWhatAMatchEndingThereReports) {
+  token_trie t(config_with(4, 1000, eviction_policy::lru, 3));
+  put_kv_path(t, {1, 2}, 10, 8, 0);
+  put_kv_path(t, {1}, 20, 8, 1);
+  const node_id deep = insert(t, {1, 2, 3, 4});
+  const std::vector<kv_prefix> kv = t.kv_prefixes(deep);
+  ASSERT_EQ(kv.size(), 3u);
+  EXPECT_EQ(kv[0].length, 2u);
+  EXPECT_EQ(kv[0].handle, 11u);
+  EXPECT_EQ(kv[1].length, 1u);
+  EXPECT_EQ(kv[1].handle, 20u);
+  EXPECT_EQ(kv[2].length, 0u);
+  EXPECT_EQ(kv[2].handle, no_kv);
+  const match_result m = match(t, {1, 2, 3, 4});
+  for (worker_id w = 0; w < 3; ++w) {
+    EXPECT_EQ(kv[w].length, m.kv[w].length);
+    EXPECT_EQ(kv[w].handle, m.kv[w].handle);
+  }
+  EXPECT_EQ(t.kv_prefixes(root_node)[0].length, 0u);
+  EXPECT_THROW(t.kv_prefixes(99), std::out_of_range);
+}
+
+TEST(TokenTrie, LockedNodesCountsTheNodesInUse) {
+  token_trie t(config_with(4));
+  const node_id a = insert(t, {1, 2});
+  const node_id b = insert(t, {1, 3});
+  EXPECT_EQ(t.stats().locked_nodes, 0u);
+  t.lock(a); // a, {1} and the root
+  EXPECT_EQ(t.stats().locked_nodes, 3u);
+  t.lock(b); // the path is shared from {1} up
+  EXPECT_EQ(t.stats().locked_nodes, 4u);
+  t.lock(a);
+  EXPECT_EQ(t.stats().locked_nodes, 4u);
+  t.unlock(a);
+  t.unlock(a);
+  EXPECT_EQ(t.stats().locked_nodes, 3u);
+  t.check_invariants();
+  t.unlock(b);
+  EXPECT_EQ(t.stats().locked_nodes, 0u);
   t.check_invariants();
 }
 

@@ -232,6 +232,7 @@ engine_stats busy_engine() {
   e.kv_evictions = 4;
   e.refused_attaches = 5;
   e.logprob_entries = 6;
+  e.locked_nodes = 65;
   e.logprob_bytes = 1 << 20;
   e.logprob_budget_bytes = 1 << 30;
   e.kv_bytes = {1000, 2000};
@@ -312,6 +313,7 @@ TEST(PrometheusText, EveryMetricIsThereWithItsValue) {
   EXPECT_EQ(value_of(p, "canopy_evictions_total", {{"kind", "kv"}}), 4);
   EXPECT_EQ(value_of(p, "canopy_refused_attaches_total"), 5);
   EXPECT_EQ(value_of(p, "canopy_logprob_cache_entries"), 6);
+  EXPECT_EQ(value_of(p, "canopy_cache_locked_nodes"), 65);
   EXPECT_EQ(value_of(p, "canopy_logprob_cache_bytes"), 1 << 20);
   EXPECT_EQ(value_of(p, "canopy_logprob_cache_budget_bytes"), 1 << 30);
   EXPECT_EQ(value_of(p, "canopy_kv_cache_bytes", {{"worker", "0"}}), 1000);

@@ -89,6 +89,17 @@ struct pipeline_fixture : deterministic_system {
     return got == expected;
   }
 
+  /// Trie nodes the cache holds locked for queries in the batcher.
+  std::uint64_t locked_nodes() const { return actors.metrics->locked_nodes.load(); }
+
+  // Every test ends with its queries answered, so whatever path they took (merged,
+  // cancelled, failed, timed out, deferred, evicted around), each lock a lookup took
+  // for them must be back.
+  void TearDown() override {
+    sched.run();
+    EXPECT_EQ(locked_nodes(), 0u) << "a query's lock on its trie node was never released";
+  }
+
   /// Runs every actor but the worker until only the worker has work: its pass stays
   /// in flight while the rest of the pipeline moves on.
   void run_all_but_worker(std::size_t worker = 0) {

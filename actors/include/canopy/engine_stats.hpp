@@ -37,6 +37,8 @@ struct engine_stats {
   std::uint64_t nodes_removed = 0;
   std::uint64_t refused_attaches = 0;   // rows or KV not stored for lack of room
   std::uint64_t logprob_entries = 0;
+  std::uint64_t locked_nodes = 0;       // trie nodes held by waiting or computing queries
+                                        // (0 once every query is answered)
   std::uint64_t logprob_bytes = 0;
   std::uint64_t logprob_budget_bytes = 0;
   std::vector<std::uint64_t> kv_bytes;  // [workers]

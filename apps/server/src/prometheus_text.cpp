@@ -146,6 +146,8 @@ void append_engine(exposition& x, const engine_stats& e) {
            "Rows or KV not stored for lack of room.", e.refused_attaches);
   x.single("canopy_logprob_cache_entries", gauge, "Stored log-prob rows.",
            e.logprob_entries);
+  x.single("canopy_cache_locked_nodes", gauge,
+           "Trie nodes held by waiting or computing queries.", e.locked_nodes);
   x.single("canopy_logprob_cache_bytes", gauge, "Bytes of stored log-prob rows.",
            e.logprob_bytes);
   x.single("canopy_logprob_cache_budget_bytes", gauge, "Budget of stored log-prob rows.",

@@ -6,11 +6,12 @@
 // or at once when a worker is idle and flush_when_idle is set; each worker runs one
 // batch at a time, and the next batch's prepare follows the previous batch's store
 // into the cache's mailbox, so every batch is prepared against a cache that holds the
-// results of the batch before it. Per batch: the cache matches and locks the sequences
-// (prepare), the planner folds prefixes and picks the worker, the worker runs the
-// pass, the cache stores the results (store), and every waiter gets its row. A failed
-// pass, a dead worker, a cancellation, an expired deadline or shutdown reaches every
-// waiter as an error.
+// results of the batch before it. Each entry holds a lock, taken by the cache at
+// lookup, on its sequence's node until it leaves. Per batch: the cache reports hits
+// and KV prefixes (prepare), the planner folds prefixes and picks the worker, the
+// worker runs the pass, the cache stores the results (store), and every waiter gets
+// its row. A failed pass, a dead worker, a cancellation, an expired deadline or
+// shutdown reaches every waiter as an error.
 // Thread contract: the state is touched only by the actor.
 
 #include <canopy/actors/batch_planner.hpp>
@@ -52,6 +53,9 @@ struct batch_entry {
   std::vector<waiter> waiters;
   caf::actor_clock::time_point arrival;
   std::optional<caf::actor_clock::time_point> deadline; // latest of the waiters'; none: no limit
+  // The sequence's node, on which the entry holds one of its lookups' locks until it
+  // leaves (root_node when the cache is off): the prefix cannot be evicted meanwhile.
+  cache::node_id leaf = cache::root_node;
 };
 
 /// A batch between prepare and its answers.
@@ -61,7 +65,6 @@ struct running_batch {
   std::vector<answer_ref> answers;      // [entries]
   std::vector<std::size_t> first_row;   // [items + 1] offset of each item's rows in the
                                         // store's answer
-  std::vector<cache::node_id> locked;   // every leaf prepare locked for this batch
   bool returned = false;                // the pass is back; its results are being stored
   // Until the pass returns; then moved into the store request.
   std::vector<messages::store_item> items;
@@ -85,6 +88,7 @@ struct batcher_state {
   // When merging: each entry by its sequence (a view of the entry's own q.tokens).
   std::unordered_map<token_view, entry_id, token_seq_hash> by_key;
   std::deque<entry_id> pending;          // arrival order
+  std::vector<cache::node_id> unlocks;   // locks of entries that left, for the cache
   std::unordered_map<std::uint64_t, running_batch> running;
   entry_id next_entry = 0;
   std::uint64_t next_batch = 0;

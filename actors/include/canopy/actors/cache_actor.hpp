@@ -1,8 +1,9 @@
 #pragma once
 // The cache actor: owns the token trie (rows and KV handles per node), its eviction
 // policy and byte budgets. It answers hits itself, so hits never reach the batcher;
-// it forwards misses to the batcher, matches and locks batches before a pass, stores
-// what a pass computed, and tells workers to free the KV it evicts.
+// it locks each miss's node and forwards the miss to the batcher, reports how a
+// batch stands before its pass, stores what a pass computed, and tells workers to
+// free the KV it evicts.
 // Thread contract: the state is touched only by the actor.
 
 #include <canopy/actors/engine_metrics.hpp>
@@ -31,15 +32,16 @@ struct cache_state {
   std::shared_ptr<engine_metrics> metrics;
 
   /// The row answering `tokens` now, or null: a stored row, plus KV of the whole
-  /// sequence on some worker when require_kv (cache_kv). Refreshes access stats. `m`
-  /// gets the match, with every worker's KV prefix when want_kv (else only as much
-  /// as require_kv needs: a hit looks no further).
+  /// sequence on some worker when require_kv (cache_kv). Refreshes access stats; `m`
+  /// gets the match.
   cache::row_ptr answer_now(const cache::token_seq& tokens, std::int32_t priority,
-                            bool require_kv, bool want_kv, cache::match_result& m);
-
-  /// Matches and locks one sequence of a batch (see prepared_entry).
-  messages::prepared_entry prepare(const cache::token_seq& tokens, std::int32_t priority,
-                                   bool require_kv);
+                            bool require_kv, cache::match_result& m);
+  /// A miss: makes the nodes `m` did not reach and locks the last, which the query
+  /// holds until the batcher releases it. Returns that node.
+  cache::node_id lock_miss(const cache::token_seq& tokens, std::int32_t priority,
+                           const cache::match_result& m);
+  /// How one locked sequence of a batch stands (see prepared_entry).
+  messages::prepared_entry prepare(cache::node_id leaf, bool require_kv) const;
   /// Attaches a pass's KV and rows; returns the rows of every item, in order.
   std::vector<messages::shared_logprobs> store(const messages::store_request& request);
   /// Sends the KV the trie dropped to its workers, and publishes the accounting.

@@ -38,9 +38,10 @@ struct engine_metrics {
   std::atomic<std::uint64_t> queries{0}, answered{0}, failed{0}, cache_hits{0},
     merged_duplicates{0}, batches{0}, batched_queries{0}, deferred{0}, failed_passes{0},
     tokens_requested{0}, tokens_computed{0}, matmul_flops{0}, compute_ns{0};
-  // Written by the cache actor after each operation (its trie's accounting).
+  // Written by the cache actor after each operation that changes them (its trie's
+  // accounting).
   std::atomic<std::uint64_t> logprob_evictions{0}, kv_evictions{0}, nodes_removed{0},
-    refused_attaches{0}, logprob_entries{0}, logprob_bytes{0};
+    refused_attaches{0}, logprob_entries{0}, logprob_bytes{0}, locked_nodes{0};
   std::unique_ptr<std::atomic<std::uint64_t>[]> kv_bytes; // [workers]
   std::uint32_t workers;
   latency_histogram latency;

@@ -60,6 +60,7 @@ struct kv_release {
 
 struct trie_stats {
   std::uint64_t nodes = 0;                   // including the root
+  std::uint64_t locked_nodes = 0;            // nodes in use (non-zero lock count)
   std::uint64_t logprob_entries = 0;         // nodes holding a row
   std::uint64_t logprob_bytes = 0;           // sum of their row bytes
   std::vector<std::uint64_t> kv_entries;     // [workers]
@@ -88,6 +89,17 @@ public:
 
   /// Creates the missing nodes of tokens[0..n) (n >= 1) and returns the last one.
   node_id insert(const token_id* tokens, std::size_t n, std::int32_t priority = 0);
+  /// insert() below `node`: creates the missing nodes of tokens[0..n) under it (none
+  /// when n == 0) and returns the last one. A miss continues from the node its match
+  /// ended at (match_result::node, with the tokens after match_result::length)
+  /// instead of walking its prefix again.
+  node_id extend(node_id node, const token_id* tokens, std::size_t n,
+                 std::int32_t priority = 0);
+
+  /// Per worker, the KV present for the start of `node`'s sequence: the deepest node
+  /// at or above it holding KV there (what match() reports with kv_cap = its depth),
+  /// without refreshing any statistics.
+  std::vector<kv_prefix> kv_prefixes(node_id node) const;
 
   /// The nodes from depth 1 down to `node`: result[i] has depth i+1.
   std::vector<node_id> path(node_id node) const;

@@ -52,8 +52,10 @@ using worker_actor = caf::typed_actor<
 /// Merges duplicate queries and dispatches batches to workers.
 using batcher_actor = caf::typed_actor<
   // A cache miss: answered to the sink once computed; equal sequences share one
-  // computation.
-  caf::reacts_to<enqueue_atom, query, std::uint64_t, answer_sink>,
+  // computation. The node is the query's whole sequence in the trie, locked by the
+  // cache for this query (root_node when the cache is off); the batcher gives the
+  // lock back (release) once the query leaves it.
+  caf::reacts_to<enqueue_atom, query, std::uint64_t, answer_sink, cache::node_id>,
   // INTERNAL: the batch timer of generation N expired.
   caf::reacts_to<flush_atom, std::uint64_t>,
   // INTERNAL: batch N's pass may have outlived pass_timeout; fail it if so.
@@ -70,13 +72,16 @@ using batcher_actor = caf::typed_actor<
 
 /// Owns the token trie, its eviction policy and byte budgets.
 using cache_actor = caf::typed_actor<
-  // A hit answers the sink with the cached row; a miss goes to the batcher.
+  // A hit answers the sink with the cached row; a miss locks its sequence's node
+  // (made if missing), so its prefix stays while it waits, and goes to the batcher.
   caf::reacts_to<lookup_atom, query, std::uint64_t, answer_sink>,
-  // Matches and locks a batch's sequences; reports hits and each worker's KV prefix.
+  // Reports, for the locked nodes of a batch, which are answerable now and each
+  // worker's KV prefix of the rest.
   caf::replies_to<prepare_atom, prepare_request>::with<prepared_batch>,
-  // Stores a pass's rows and KV, unlocks the batch; answers the rows of every item.
+  // Stores a pass's rows and KV on the batch's locked paths; answers the rows of
+  // every item.
   caf::replies_to<store_atom, store_request>::with<std::vector<shared_logprobs>>,
-  // Unlocks the leaves of a batch that failed or was deferred.
+  // Gives back locks taken by lookups (one per element).
   caf::reacts_to<release_atom, std::vector<cache::node_id>>,
   // A worker died: its KV handles are void.
   caf::reacts_to<forget_atom, cache::worker_id>,

@@ -1,7 +1,7 @@
 #pragma once
 // What the batcher and the cache actor exchange around one batch: the batcher asks
-// the cache to match and lock the batch's sequences (prepare), runs the pass, then
-// hands the results back for storing (store) or gives the locks back (release).
+// the cache how the batch's sequences stand (prepare; their nodes are locked since
+// their lookups), runs the pass, and hands the results back for storing (store).
 // Thread contract: plain values.
 
 #include <canopy/backends/backend.hpp>
@@ -17,20 +17,18 @@
 namespace canopy::messages {
 
 struct prepare_request {
-  std::vector<cache::token_seq> sequences; // one per batch entry
-  std::vector<std::int32_t> priorities;    // [sequences]
-  std::vector<bool> require_kv;            // [sequences]
+  std::vector<cache::node_id> leaves;  // one per batch entry: its sequence's locked node
+  std::vector<bool> require_kv;        // [leaves]
 };
 
-/// How one sequence stands in the cache, now that its path is locked.
+/// How one sequence stands in the cache.
 struct prepared_entry {
   shared_logprobs hit;                 // set when already answerable: nothing to compute
-  cache::node_id leaf = 0;             // node of the whole sequence, locked (unless hit)
   std::vector<cache::kv_prefix> kv;    // [workers] KV prefix, capped at length - 1
 };
 
 struct prepared_batch {
-  std::vector<prepared_entry> entries; // [sequences]
+  std::vector<prepared_entry> entries; // [leaves]
 };
 
 /// One pass item's results, to attach along the locked path ending at `leaf`.
@@ -43,18 +41,16 @@ struct store_request {
   std::vector<store_item> items;       // [pass items]
   backends::pass_request pass;         // what was asked (tokens, rows)
   backends::pass_result result;        // what came back (KV handles, rows)
-  std::vector<cache::node_id> unlock;  // every leaf prepare locked for this batch
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, prepare_request& x) {
-  return f(caf::meta::type_name("prepare_request"), x.sequences, x.priorities,
-           x.require_kv);
+  return f(caf::meta::type_name("prepare_request"), x.leaves, x.require_kv);
 }
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, prepared_entry& x) {
-  return f(caf::meta::type_name("prepared_entry"), x.hit, x.leaf, x.kv);
+  return f(caf::meta::type_name("prepared_entry"), x.hit, x.kv);
 }
 
 template <class Inspector>
@@ -69,8 +65,7 @@ typename Inspector::result_type inspect(Inspector& f, store_item& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, store_request& x) {
-  return f(caf::meta::type_name("store_request"), x.worker, x.items, x.pass, x.result,
-           x.unlock);
+  return f(caf::meta::type_name("store_request"), x.worker, x.items, x.pass, x.result);
 }
 
 } // namespace canopy::messages
