@@ -31,7 +31,7 @@ std::vector<waiter> take_waiters(batcher_pointer self, entry_id id) {
     return {};
   auto waiters = std::move(it->second.waiters);
   if (st.options.merge_duplicates)
-    st.by_key.erase(token_view(it->second.q.tokens));
+    st.by_key.erase(token_view(it->second.q.tokens, it->second.key_hash));
   unlock_later(st, it->second.leaf);
   st.entries.erase(it);
   return waiters;
@@ -367,8 +367,9 @@ void enqueue(batcher_pointer self, query& q, waiter w, cache::node_id leaf) {
   std::optional<clock_point> deadline;
   if (q.timeout.count() > 0)
     deadline = t + q.timeout;
+  const token_view key(q.tokens);
   if (st.options.merge_duplicates) {
-    auto it = st.by_key.find(token_view(q.tokens));
+    auto it = st.by_key.find(key);
     if (it != st.by_key.end()) {
       auto& entry = st.entries.at(it->second);
       bump(st.metrics->merged_duplicates);
@@ -383,10 +384,11 @@ void enqueue(batcher_pointer self, query& q, waiter w, cache::node_id leaf) {
     }
   }
   auto id = st.next_entry++;
-  batch_entry entry{std::move(q), {std::move(w)}, t, deadline, leaf};
+  batch_entry entry{std::move(q), {std::move(w)}, t, deadline, leaf, key.hash};
   auto& stored = st.entries.emplace(id, std::move(entry)).first->second;
   if (st.options.merge_duplicates)
-    st.by_key.emplace(token_view(stored.q.tokens), id); // entries never move their nodes
+    // Entries never move their nodes, so the view stays valid.
+    st.by_key.emplace(token_view(stored.q.tokens, stored.key_hash), id);
   st.pending.push_back(id);
   maybe_flush(self);
 }
