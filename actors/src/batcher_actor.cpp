@@ -5,6 +5,7 @@
 #include <caf/sec.hpp>
 
 #include <algorithm>
+#include <optional>
 #include <utility>
 
 namespace canopy::actors {
@@ -200,6 +201,42 @@ void on_pass_done(batcher_pointer self, std::uint64_t batch_id, cache::worker_id
   maybe_flush(self);
 }
 
+/// Arms the pass watchdog for the earliest pass still running, unless it is armed.
+/// Passes are timed by our own timer, not by their requests': CAF drops a reply that
+/// comes after its request timed out, and the KV such a late pass made must still be
+/// freed. One timer at a time, not one per batch: those would pile up by the
+/// thousand per second under load, each held for pass_timeout.
+void watch_passes(batcher_pointer self) {
+  auto& st = self->state;
+  if (st.pass_watch_armed)
+    return;
+  std::optional<clock_point> earliest;
+  for (const auto& [id, batch] : st.running)
+    if (!batch.returned && (!earliest || batch.started < *earliest))
+      earliest = batch.started;
+  if (!earliest)
+    return;
+  auto due = *earliest + st.options.pass_timeout;
+  auto delay = std::max(caf::timespan{0},
+                        std::chrono::duration_cast<caf::timespan>(due - now(self)));
+  st.pass_watch_armed = true;
+  self->delayed_send(self, delay, timeout_atom::value);
+}
+
+/// The watchdog's turn: fails every batch whose pass outlived pass_timeout.
+void on_pass_watch(batcher_pointer self) {
+  auto& st = self->state;
+  st.pass_watch_armed = false;
+  std::vector<std::uint64_t> overdue;
+  for (const auto& [id, batch] : st.running)
+    if (!batch.returned && batch.started + st.options.pass_timeout <= now(self))
+      overdue.push_back(id);
+  for (auto id : overdue)
+    fail_batch(self, id, make_error(errc::backend_failure, "the pass exceeded pass_timeout_ms"));
+  watch_passes(self);
+  maybe_flush(self);
+}
+
 void dispatch(batcher_pointer self, std::vector<entry_id> ids, const prepared_batch& prepared) {
   auto& st = self->state;
   // Answer what became answerable, and drop entries nobody waits for any more.
@@ -264,11 +301,10 @@ void dispatch(batcher_pointer self, std::vector<entry_id> ids, const prepared_ba
 
   auto batch_id = st.next_batch++;
   auto pass = batch.pass;
+  batch.started = now(self);
   st.workers[worker].batch = batch_id;
   st.running.emplace(batch_id, std::move(batch));
-  // The pass is timed by our own timer, not the request's: CAF drops a reply that comes
-  // after its request timed out, and the KV such a late pass made must still be freed.
-  self->delayed_send(self, st.options.pass_timeout, timeout_atom::value, batch_id);
+  watch_passes(self);
   self->request(st.workers[worker].handle, caf::infinite, run_atom::value, std::move(pass))
     .then(
       [=](backends::pass_result& result) { on_pass_done(self, batch_id, worker, result); },
@@ -493,14 +529,7 @@ batcher_actor::behavior_type batcher(batcher_pointer self, batcher_options optio
       maybe_flush(self);
       st.burst_enqueued = false;
     },
-    [=](timeout_atom, std::uint64_t batch_id) {
-      auto it = self->state.running.find(batch_id);
-      if (it == self->state.running.end() || it->second.returned)
-        return; // answered, or its pass came back in time
-      fail_batch(self, batch_id,
-                 make_error(errc::backend_failure, "the pass exceeded pass_timeout_ms"));
-      maybe_flush(self);
-    },
+    [=](timeout_atom) { on_pass_watch(self); },
     [=](cancel_atom) {
       cancel_all(self);
       return true;

@@ -4,6 +4,9 @@
 
 #include <caf/sec.hpp>
 
+#include <algorithm>
+#include <chrono>
+
 namespace canopy::actors {
 
 using namespace messages;
@@ -48,7 +51,7 @@ std::uint64_t accept(request_pointer self, std::size_t tokens, answer_fn answer)
   bump(st.metrics->tokens_requested, tokens);
   auto ticket = st.next_ticket++;
   st.outstanding.emplace(ticket,
-                         request_state::pending{std::move(answer), self->clock().now(), {}});
+                         request_state::pending{std::move(answer), self->clock().now(), {}, {}});
   return ticket;
 }
 
@@ -63,6 +66,8 @@ void complete(request_pointer self, std::uint64_t ticket,
   st.outstanding.erase(it);
   if (pending.caller)
     st.by_caller.erase(*pending.caller);
+  if (pending.deadline)
+    st.deadlines.erase(*pending.deadline);
   if (result)
     bump(st.metrics->answered);
   else
@@ -80,6 +85,38 @@ void reject(request_pointer self, const caf::error& e, const answer_fn& answer) 
   answer(e);
 }
 
+/// Arms the deadline timer for the earliest deadline, unless one armed fires by then.
+void arm_deadline_timer(request_pointer self) {
+  auto& st = self->state;
+  if (st.deadlines.empty())
+    return;
+  const auto due = st.deadlines.begin()->first;
+  if (st.deadline_timer && *st.deadline_timer <= due)
+    return;
+  st.deadline_timer = due;
+  auto delay = std::max(caf::timespan{0}, std::chrono::duration_cast<caf::timespan>(
+                                            due - self->clock().now()));
+  self->delayed_send(self, delay, timeout_atom::value);
+}
+
+/// A timer fired: answers every query whose deadline passed, and arms the next timer.
+/// (A timer armed for a later deadline, before an earlier one came, fires too and
+/// finds nothing or less to do: the deadlines decide, not the timers.)
+void on_deadline_timer(request_pointer self) {
+  auto& st = self->state;
+  const auto now = self->clock().now();
+  if (st.deadline_timer && *st.deadline_timer <= now)
+    st.deadline_timer.reset();
+  while (!st.deadlines.empty() && st.deadlines.begin()->first <= now) {
+    const auto ticket = st.deadlines.begin()->second;
+    st.outstanding.at(ticket).deadline.reset();
+    st.deadlines.erase(st.deadlines.begin());
+    complete(self, ticket,
+             make_error(errc::deadline_exceeded, "no answer within the query's deadline"));
+  }
+  arm_deadline_timer(self);
+}
+
 void ask(request_pointer self, query q, answer_fn answer,
          std::optional<caller_key> caller = std::nullopt) {
   auto& st = self->state;
@@ -92,8 +129,11 @@ void ask(request_pointer self, query q, answer_fn answer,
     st.outstanding.at(ticket).caller = caller;
     st.by_caller.emplace(std::move(*caller), request_state::cancellable{ticket, q.tokens});
   }
-  if (q.timeout.count() > 0)
-    self->delayed_send(self, q.timeout, timeout_atom::value, ticket);
+  if (q.timeout.count() > 0) {
+    st.outstanding.at(ticket).deadline =
+      st.deadlines.emplace(self->clock().now() + q.timeout, ticket);
+    arm_deadline_timer(self);
+  }
   self->send(st.cache, lookup_atom::value, std::move(q), ticket,
              caf::actor_cast<answer_sink>(self));
 }
@@ -190,10 +230,7 @@ request_actor(request_pointer self, request_options options, backends::model_inf
       for (std::size_t i = 0; i < batch.tickets.size(); ++i)
         complete(self, batch.tickets[i], batch.rows[i]);
     },
-    [=](timeout_atom, std::uint64_t ticket) {
-      complete(self, ticket,
-               make_error(errc::deadline_exceeded, "no answer within the query's deadline"));
-    },
+    [=](timeout_atom) { on_deadline_timer(self); },
     [=](logprobs_atom, const cache::token_seq& tokens) {
       auto promise = self->make_response_promise<shared_logprobs>();
       ask(self, query{tokens}, to_promise(promise));

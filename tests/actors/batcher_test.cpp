@@ -187,6 +187,47 @@ TEST_F(batcher_test, a_deadline_reaches_the_caller_and_the_query_is_not_computed
   EXPECT_EQ(probes->passes, 0);
 }
 
+TEST_F(batcher_test, each_deadline_fires_at_its_own_time_whatever_the_order) {
+  config.flush_when_idle = false;
+  config.batch_timeout_ms = 1000;
+  start();
+  using canopy::messages::query;
+  auto late = ask(query{{1}, 0, false, std::chrono::milliseconds(100)});
+  auto early = ask(query{{2}, 0, false, std::chrono::milliseconds(10)});
+  auto never = ask(token_seq{3});
+  sched.run();
+  sched.clock().advance_time(10ms);
+  sched.run();
+  EXPECT_EQ(error_of(early), errc::deadline_exceeded);
+  EXPECT_FALSE(answered(late));
+  sched.clock().advance_time(89ms);
+  sched.run();
+  EXPECT_FALSE(answered(late));
+  sched.clock().advance_time(1ms);
+  sched.run();
+  EXPECT_EQ(error_of(late), errc::deadline_exceeded);
+  EXPECT_FALSE(answered(never));
+  sched.clock().advance_time(900ms); // the batch window: the one left is computed
+  sched.run();
+  EXPECT_TRUE(matches_reference(never, {3}));
+  EXPECT_EQ(probes->items, 1);
+}
+
+TEST_F(batcher_test, queries_with_deadlines_keep_one_deadline_timer) {
+  config.query_timeout_ms = 60000;
+  start();
+  for (int i = 0; i < 20; ++i)
+    ask(token_seq{1, i + 1});
+  sched.run();
+  for (std::size_t i = 0; i < 20; ++i)
+    EXPECT_TRUE(matches_reference(i, {1, static_cast<canopy::cache::token_id>(i + 1)}));
+  sched.clock().advance_time(5ms); // past any batch window
+  sched.run();
+  // The pass watchdog and the first query's deadline: no timer per query waits out
+  // its timeout.
+  EXPECT_EQ(sched.clock().schedule().size(), 2u);
+}
+
 TEST_F(batcher_test, invalid_queries_are_rejected_with_a_clear_error) {
   start();
   auto empty = ask(token_seq{});
@@ -297,6 +338,18 @@ TEST_F(batcher_test, a_pass_past_its_timeout_fails_its_batch_and_its_late_kv_is_
   auto b = ask(token_seq{1, 2, 3});
   sched.run();
   EXPECT_TRUE(matches_reference(b, {1, 2, 3}));
+}
+
+TEST_F(batcher_test, passes_one_after_another_keep_one_watchdog_timer) {
+  start();
+  for (int i = 0; i < 20; ++i) {
+    auto q = ask(token_seq{1, i + 1});
+    sched.run();
+    EXPECT_TRUE(matches_reference(q, {1, i + 1}));
+  }
+  EXPECT_EQ(probes->passes, 20);
+  // The one armed for the first pass: no timer per batch waits out pass_timeout.
+  EXPECT_EQ(sched.clock().schedule().size(), 1u);
 }
 
 TEST_F(batcher_test, the_front_and_the_workers_describe_the_model) {

@@ -66,6 +66,7 @@ struct running_batch {
   std::vector<answer_ref> answers;      // [entries]
   std::vector<std::size_t> first_row;   // [items + 1] offset of each item's rows in the
                                         // store's answer
+  caf::actor_clock::time_point started; // when the pass was sent (pass_timeout)
   bool returned = false;                // the pass is back; its results are being stored
   // Until the pass returns; then moved into the store request.
   std::vector<messages::store_item> items;
@@ -94,6 +95,7 @@ struct batcher_state {
   entry_id next_entry = 0;
   std::uint64_t next_batch = 0;
   bool preparing = false;                // one prepare at a time
+  bool pass_watch_armed = false;         // the pass watchdog's timer is pending
   std::uint64_t timer_generation = 0;
   bool timer_armed = false;
   bool timer_expired = false;

@@ -18,6 +18,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <unordered_map>
@@ -51,11 +52,18 @@ struct request_state {
   std::vector<messages::worker_actor> workers; // for the uncached reference path
   std::shared_ptr<engine_metrics> metrics;
   std::size_t next_worker = 0;
+  /// Deadlines of unanswered queries that have one, earliest first. One timer is armed
+  /// for the earliest (deadline_timer), not one per query: those would pile up by the
+  /// thousand per second under load, each held for the whole timeout.
+  using deadline_map = std::multimap<caf::actor_clock::time_point, std::uint64_t>;
+  deadline_map deadlines;
+  std::optional<caf::actor_clock::time_point> deadline_timer; // when the armed one fires
   /// A query not answered yet.
   struct pending {
     std::function<void(caf::expected<messages::shared_logprobs>)> answer;
     caf::actor_clock::time_point accepted;
     std::optional<caller_key> caller; // when cancellable by the caller's id
+    std::optional<deadline_map::iterator> deadline; // its element of `deadlines`
   };
   std::unordered_map<std::uint64_t, pending> outstanding; // by ticket
   /// What a cancellation needs: the ticket, and the sequence the batcher keys it by.

@@ -58,8 +58,8 @@ using batcher_actor = caf::typed_actor<
   caf::reacts_to<enqueue_atom, query, std::uint64_t, answer_sink, cache::node_id>,
   // INTERNAL: the batch timer of generation N expired.
   caf::reacts_to<flush_atom, std::uint64_t>,
-  // INTERNAL: batch N's pass may have outlived pass_timeout; fail it if so.
-  caf::reacts_to<timeout_atom, std::uint64_t>,
+  // INTERNAL: the pass watchdog; fails the batches whose pass outlived pass_timeout.
+  caf::reacts_to<timeout_atom>,
   // INTERNAL: the queries that were in the mailbox with the first one are enqueued;
   // an idle worker may take them now (flush_when_idle).
   caf::reacts_to<idle_atom>,
@@ -99,8 +99,8 @@ using cache_actor = caf::typed_actor<
 /// The front door: a request actor. Hosts that run their own actor system talk to
 /// the engine through this handle.
 using engine_actor = answer_sink::extend<
-  // INTERNAL: ticket N's deadline passed.
-  caf::reacts_to<timeout_atom, std::uint64_t>,
+  // INTERNAL: the earliest query deadline may have passed.
+  caf::reacts_to<timeout_atom>,
   // Next-token log-probs after the sequence (validated, cached, batched).
   caf::replies_to<logprobs_atom, cache::token_seq>::with<shared_logprobs>,
   // The same with a priority, a deadline, or the cache_kv() requirement.
