@@ -54,23 +54,26 @@ void fail_pending(batcher_pointer self, const caf::error& error) {
   }
 }
 
-void arm_timer(batcher_pointer self) {
-  auto& st = self->state;
-  if (st.timer_armed || st.timer_expired || st.pending.empty())
-    return;
-  auto due = st.entries.at(st.pending.front()).arrival + st.options.batch_timeout;
-  auto delay = std::max(caf::timespan{0}, std::chrono::duration_cast<caf::timespan>(due - now(self)));
-  st.timer_armed = true;
-  self->delayed_send(self, delay, flush_atom::value, st.timer_generation);
+/// When the batch window of the first waiting query closes.
+clock_point window_end(const batcher_state& st) {
+  return st.entries.at(st.pending.front()).arrival + st.options.batch_timeout;
 }
 
-/// The timer measures from the first waiting query: restart it for the new first.
-void restart_timer(batcher_pointer self) {
+/// Arms the flush timer for the first waiting query's window, unless a timer armed
+/// already fires by then or the window is over (its batch then leaves as soon as a
+/// worker is free). Windows only move later as queries leave, so one timer usually
+/// serves several batches: it fires, and the next one is armed for the window open then.
+void arm_timer(batcher_pointer self) {
   auto& st = self->state;
-  ++st.timer_generation;
-  st.timer_armed = false;
-  st.timer_expired = false;
-  arm_timer(self);
+  if (st.pending.empty())
+    return;
+  const auto due = window_end(st);
+  const auto t = now(self);
+  if (due <= t || (st.flush_timer && *st.flush_timer <= due))
+    return;
+  st.flush_timer = due;
+  self->delayed_send(self, std::chrono::duration_cast<caf::timespan>(due - t),
+                     flush_atom::value);
 }
 
 std::vector<cache::worker_id> idle_workers(const batcher_state& st) {
@@ -321,12 +324,8 @@ void flush_if_due(batcher_pointer self) {
   auto& st = self->state;
   if (st.preparing)
     return;
-  if (st.pending.empty()) {
-    ++st.timer_generation;
-    st.timer_armed = false;
-    st.timer_expired = false;
+  if (st.pending.empty())
     return;
-  }
   if (!any_alive(st)) {
     fail_pending(self, make_error(errc::no_workers, "every worker has died"));
     return;
@@ -335,7 +334,7 @@ void flush_if_due(batcher_pointer self) {
   // one message after another. Flushing for an idle worker at the first would send it
   // alone and the rest a pass later; a message to ourselves queues behind those
   // already in the mailbox, so the idle flush waits for it.
-  bool ready = st.pending.size() >= st.options.batch_size || st.timer_expired ||
+  bool ready = st.pending.size() >= st.options.batch_size || window_end(st) <= now(self) ||
                (st.options.flush_when_idle && st.burst_enqueued);
   if (!ready && st.options.flush_when_idle && !idle_workers(st).empty()) {
     if (!st.idle_check_queued) {
@@ -360,7 +359,7 @@ void flush_if_due(batcher_pointer self) {
     request.leaves.push_back(entry.leaf);
     request.require_kv.push_back(entry.q.require_kv);
   }
-  restart_timer(self);
+  arm_timer(self); // for the new first waiting query
   if (ids.empty())
     return;
   st.preparing = true;
@@ -514,12 +513,10 @@ batcher_actor::behavior_type batcher(batcher_pointer self, batcher_options optio
   return {
     [=](enqueue_atom, query& q, std::uint64_t ticket, const answer_sink& sink,
         cache::node_id leaf) { enqueue(self, q, waiter{sink, ticket}, leaf); },
-    [=](flush_atom, std::uint64_t generation) {
+    [=](flush_atom) {
       auto& st = self->state;
-      if (generation != st.timer_generation)
-        return; // a timer of an earlier first query
-      st.timer_armed = false;
-      st.timer_expired = true;
+      if (st.flush_timer && *st.flush_timer <= now(self))
+        st.flush_timer.reset(); // this is it (an earlier-armed later one may come too)
       maybe_flush(self);
     },
     [=](idle_atom) {

@@ -96,9 +96,7 @@ struct batcher_state {
   std::uint64_t next_batch = 0;
   bool preparing = false;                // one prepare at a time
   bool pass_watch_armed = false;         // the pass watchdog's timer is pending
-  std::uint64_t timer_generation = 0;
-  bool timer_armed = false;
-  bool timer_expired = false;
+  std::optional<caf::actor_clock::time_point> flush_timer; // when the armed one fires
   bool idle_check_queued = false;      // an idle_atom is on its way to us
   bool burst_enqueued = false;         // handling that idle_atom
 

@@ -56,8 +56,8 @@ using batcher_actor = caf::typed_actor<
   // cache for this query (root_node when the cache is off); the batcher gives the
   // lock back (release) once the query leaves it.
   caf::reacts_to<enqueue_atom, query, std::uint64_t, answer_sink, cache::node_id>,
-  // INTERNAL: the batch timer of generation N expired.
-  caf::reacts_to<flush_atom, std::uint64_t>,
+  // INTERNAL: the flush timer fired; the first waiting query's window may be over.
+  caf::reacts_to<flush_atom>,
   // INTERNAL: the pass watchdog; fails the batches whose pass outlived pass_timeout.
   caf::reacts_to<timeout_atom>,
   // INTERNAL: the queries that were in the mailbox with the first one are enqueued;
