@@ -2,21 +2,18 @@
 
 #include <canopy/messages/errors.hpp>
 
-#include <algorithm>
 #include <map>
 
 namespace canopy::actors {
 
 using namespace messages;
 
-cache::row_ptr cache_state::answer_now(const cache::token_seq& tokens, std::int32_t priority,
-                                       bool require_kv, cache::match_result& m) {
-  const auto length = static_cast<std::uint32_t>(tokens.size());
-  m = trie->match(tokens.data(), tokens.size(), priority, require_kv ? length : 0u);
-  bool kv_ok = !require_kv ||
-               std::any_of(m.kv.begin(), m.kv.end(),
-                           [&](const cache::kv_prefix& p) { return p.length == length; });
-  return kv_ok ? m.logprobs : nullptr;
+cache::row_ptr cache_state::answerable(cache::node_id node, bool require_kv) const {
+  auto row = trie->logprobs(node);
+  bool kv_ok = !require_kv;
+  for (cache::worker_id w = 0; w < options.trie.workers && !kv_ok; ++w)
+    kv_ok = trie->kv(node, w) != cache::no_kv;
+  return kv_ok ? row : nullptr;
 }
 
 cache::node_id cache_state::lock_miss(const cache::token_seq& tokens, std::int32_t priority,
@@ -32,15 +29,8 @@ prepared_entry cache_state::prepare(cache::node_id leaf, bool require_kv) const 
   entry.kv.resize(options.trie.workers);
   if (!options.enabled)
     return entry;
-  if (auto row = trie->logprobs(leaf)) {
-    bool kv_ok = !require_kv;
-    for (cache::worker_id w = 0; w < options.trie.workers && !kv_ok; ++w)
-      kv_ok = trie->kv(leaf, w) != cache::no_kv;
-    if (kv_ok) {
-      entry.hit.row = std::move(row);
-      return entry;
-    }
-  }
+  if ((entry.hit.row = answerable(leaf, require_kv)))
+    return entry;
   // The pass must compute at least the last token to produce its row, so the prefix
   // ends at the parent at the latest.
   entry.kv = trie->kv_prefixes(trie->parent(leaf));
@@ -136,8 +126,9 @@ cache_actor::behavior_type cache(cache_actor::stateful_pointer<cache_state> self
       }
       auto leaf = cache::root_node;
       if (st.options.enabled) {
-        cache::match_result m;
-        if (auto row = st.answer_now(q.tokens, q.priority, q.require_kv, m)) {
+        const auto m = st.trie->match(q.tokens.data(), q.tokens.size(), q.priority, 0);
+        auto row = m.length == q.tokens.size() ? st.answerable(m.node, q.require_kv) : nullptr;
+        if (row) {
           bump(st.metrics->cache_hits);
           self->send(sink, answer_atom::value, ticket, shared_logprobs{std::move(row)});
           return;

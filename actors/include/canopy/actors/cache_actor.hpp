@@ -31,11 +31,10 @@ struct cache_state {
   messages::batcher_actor batcher;
   std::shared_ptr<engine_metrics> metrics;
 
-  /// The row answering `tokens` now, or null: a stored row, plus KV of the whole
-  /// sequence on some worker when require_kv (cache_kv). Refreshes access stats; `m`
-  /// gets the match.
-  cache::row_ptr answer_now(const cache::token_seq& tokens, std::int32_t priority,
-                            bool require_kv, cache::match_result& m);
+  /// The row answering the sequence that ends at `node` now, or null: its stored row,
+  /// and when require_kv (cache_kv) its KV on some worker as well. Lookups and
+  /// prepares both ask this.
+  cache::row_ptr answerable(cache::node_id node, bool require_kv) const;
   /// A miss: makes the nodes `m` did not reach and locks the last, which the query
   /// holds until the batcher releases it. Returns that node.
   cache::node_id lock_miss(const cache::token_seq& tokens, std::int32_t priority,
