@@ -68,12 +68,8 @@ void arm_timer(batcher_pointer self) {
   if (st.pending.empty())
     return;
   const auto due = window_end(st);
-  const auto t = now(self);
-  if (due <= t || (st.flush_timer && *st.flush_timer <= due))
-    return;
-  st.flush_timer = due;
-  self->delayed_send(self, std::chrono::duration_cast<caf::timespan>(due - t),
-                     flush_atom::value);
+  if (due > now(self))
+    st.flush_timer.arm(self, due, flush_atom::value);
 }
 
 std::vector<cache::worker_id> idle_workers(const batcher_state& st) {
@@ -204,32 +200,23 @@ void on_pass_done(batcher_pointer self, std::uint64_t batch_id, cache::worker_id
   maybe_flush(self);
 }
 
-/// Arms the pass watchdog for the earliest pass still running, unless it is armed.
-/// Passes are timed by our own timer, not by their requests': CAF drops a reply that
-/// comes after its request timed out, and the KV such a late pass made must still be
-/// freed. One timer at a time, not one per batch: those would pile up by the
-/// thousand per second under load, each held for pass_timeout.
+/// Arms the pass watchdog for the earliest pass still running. Passes are timed by
+/// our own timer, not by their requests': CAF drops a reply that comes after its
+/// request timed out, and the KV such a late pass made must still be freed.
 void watch_passes(batcher_pointer self) {
   auto& st = self->state;
-  if (st.pass_watch_armed)
-    return;
   std::optional<clock_point> earliest;
   for (const auto& [id, batch] : st.running)
     if (!batch.returned && (!earliest || batch.started < *earliest))
       earliest = batch.started;
-  if (!earliest)
-    return;
-  auto due = *earliest + st.options.pass_timeout;
-  auto delay = std::max(caf::timespan{0},
-                        std::chrono::duration_cast<caf::timespan>(due - now(self)));
-  st.pass_watch_armed = true;
-  self->delayed_send(self, delay, timeout_atom::value);
+  if (earliest)
+    st.pass_watch.arm(self, *earliest + st.options.pass_timeout, timeout_atom::value);
 }
 
 /// The watchdog's turn: fails every batch whose pass outlived pass_timeout.
 void on_pass_watch(batcher_pointer self) {
   auto& st = self->state;
-  st.pass_watch_armed = false;
+  st.pass_watch.fired(now(self));
   std::vector<std::uint64_t> overdue;
   for (const auto& [id, batch] : st.running)
     if (!batch.returned && batch.started + st.options.pass_timeout <= now(self))
@@ -514,9 +501,7 @@ batcher_actor::behavior_type batcher(batcher_pointer self, batcher_options optio
     [=](enqueue_atom, query& q, std::uint64_t ticket, const answer_sink& sink,
         cache::node_id leaf) { enqueue(self, q, waiter{sink, ticket}, leaf); },
     [=](flush_atom) {
-      auto& st = self->state;
-      if (st.flush_timer && *st.flush_timer <= now(self))
-        st.flush_timer.reset(); // this is it (an earlier-armed later one may come too)
+      self->state.flush_timer.fired(now(self));
       maybe_flush(self);
     },
     [=](idle_atom) {

@@ -4,9 +4,6 @@
 
 #include <caf/sec.hpp>
 
-#include <algorithm>
-#include <chrono>
-
 namespace canopy::actors {
 
 using namespace messages;
@@ -85,28 +82,17 @@ void reject(request_pointer self, const caf::error& e, const answer_fn& answer) 
   answer(e);
 }
 
-/// Arms the deadline timer for the earliest deadline, unless one armed fires by then.
 void arm_deadline_timer(request_pointer self) {
   auto& st = self->state;
-  if (st.deadlines.empty())
-    return;
-  const auto due = st.deadlines.begin()->first;
-  if (st.deadline_timer && *st.deadline_timer <= due)
-    return;
-  st.deadline_timer = due;
-  auto delay = std::max(caf::timespan{0}, std::chrono::duration_cast<caf::timespan>(
-                                            due - self->clock().now()));
-  self->delayed_send(self, delay, timeout_atom::value);
+  if (!st.deadlines.empty())
+    st.deadline_timer.arm(self, st.deadlines.begin()->first, timeout_atom::value);
 }
 
 /// A timer fired: answers every query whose deadline passed, and arms the next timer.
-/// (A timer armed for a later deadline, before an earlier one came, fires too and
-/// finds nothing or less to do: the deadlines decide, not the timers.)
 void on_deadline_timer(request_pointer self) {
   auto& st = self->state;
   const auto now = self->clock().now();
-  if (st.deadline_timer && *st.deadline_timer <= now)
-    st.deadline_timer.reset();
+  st.deadline_timer.fired(now);
   while (!st.deadlines.empty() && st.deadlines.begin()->first <= now) {
     const auto ticket = st.deadlines.begin()->second;
     st.outstanding.at(ticket).deadline.reset();

@@ -15,6 +15,7 @@
 // Thread contract: the state is touched only by the actor.
 
 #include <canopy/actors/batch_planner.hpp>
+#include <canopy/actors/earliest_timer.hpp>
 #include <canopy/actors/engine_metrics.hpp>
 #include <canopy/actors/token_seq_hash.hpp>
 #include <canopy/messages/actor_interfaces.hpp>
@@ -95,8 +96,8 @@ struct batcher_state {
   entry_id next_entry = 0;
   std::uint64_t next_batch = 0;
   bool preparing = false;                // one prepare at a time
-  bool pass_watch_armed = false;         // the pass watchdog's timer is pending
-  std::optional<caf::actor_clock::time_point> flush_timer; // when the armed one fires
+  earliest_timer flush_timer;            // for the first waiting query's window
+  earliest_timer pass_watch;             // for the earliest running pass's pass_timeout
   bool idle_check_queued = false;      // an idle_atom is on its way to us
   bool burst_enqueued = false;         // handling that idle_atom
 

@@ -9,6 +9,7 @@
 // ids; the batcher then withdraws them, so work nobody waits for is not computed.
 // Thread contract: the state is touched only by the actor.
 
+#include <canopy/actors/earliest_timer.hpp>
 #include <canopy/actors/engine_metrics.hpp>
 #include <canopy/backends/backend.hpp>
 #include <canopy/messages/actor_interfaces.hpp>
@@ -52,12 +53,11 @@ struct request_state {
   std::vector<messages::worker_actor> workers; // for the uncached reference path
   std::shared_ptr<engine_metrics> metrics;
   std::size_t next_worker = 0;
-  /// Deadlines of unanswered queries that have one, earliest first. One timer is armed
-  /// for the earliest (deadline_timer), not one per query: those would pile up by the
-  /// thousand per second under load, each held for the whole timeout.
+  /// Deadlines of unanswered queries that have one, earliest first, and the one timer
+  /// for the earliest.
   using deadline_map = std::multimap<caf::actor_clock::time_point, std::uint64_t>;
   deadline_map deadlines;
-  std::optional<caf::actor_clock::time_point> deadline_timer; // when the armed one fires
+  earliest_timer deadline_timer;
   /// A query not answered yet.
   struct pending {
     std::function<void(caf::expected<messages::shared_logprobs>)> answer;
