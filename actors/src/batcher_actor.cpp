@@ -309,9 +309,7 @@ void dispatch(batcher_pointer self, std::vector<entry_id> ids, const prepared_ba
 /// Flushes a batch if one is due (see maybe_flush).
 void flush_if_due(batcher_pointer self) {
   auto& st = self->state;
-  if (st.preparing)
-    return;
-  if (st.pending.empty())
+  if (st.preparing || st.pending.empty())
     return;
   if (!any_alive(st)) {
     fail_pending(self, make_error(errc::no_workers, "every worker has died"));
@@ -365,17 +363,18 @@ void flush_if_due(batcher_pointer self) {
       });
 }
 
-// Every handler ends here after changing entries or the queue, so this is where the
-// queue-depth gauge is refreshed and the locks of entries that left go back to the
-// cache, as one message. Note [lock overlap]: that message follows any prepare sent
-// just before, so prefixes that the leaving entries share with the next batch stay
-// locked in between, and neither the unlocks nor the next batch's locks climb them.
+/// Gives the locks collected by unlock_later back to the cache, as one message.
 void send_unlocks(batcher_pointer self) {
   auto& st = self->state;
   if (!st.unlocks.empty())
     self->send(st.cache, release_atom::value, std::exchange(st.unlocks, {}));
 }
 
+// Every handler ends here after changing entries or the queue, so this is where the
+// queue-depth gauge is refreshed and the locks of entries that left go back to the
+// cache. Note [lock overlap]: that message follows any prepare sent just before, so
+// prefixes that the leaving entries share with the next batch stay locked in
+// between, and neither the unlocks nor the next batch's locks climb them.
 void maybe_flush(batcher_pointer self) {
   flush_if_due(self);
   auto& st = self->state;
