@@ -1,5 +1,9 @@
 #include <canopy/actors/batcher_actor.hpp>
 
+#include "batcher_internals.hpp"
+
+#include <canopy/actors/pass_check.hpp>
+
 #include <canopy/messages/errors.hpp>
 
 #include <caf/sec.hpp>
@@ -11,6 +15,8 @@
 namespace canopy::actors {
 
 using namespace messages;
+
+namespace batcher_detail {
 
 namespace {
 
@@ -45,15 +51,6 @@ void finish(batcher_pointer self, entry_id id, const Answer& answer) {
     self->send(w.sink, answer_atom::value, w.ticket, answer);
 }
 
-void fail_pending(batcher_pointer self, const caf::error& error) {
-  auto& st = self->state;
-  while (!st.pending.empty()) {
-    auto id = st.pending.front();
-    st.pending.pop_front();
-    finish(self, id, error);
-  }
-}
-
 /// When the batch window of the first waiting query closes.
 clock_point window_end(const batcher_state& st) {
   return st.entries.at(st.pending.front()).arrival + st.options.batch_timeout;
@@ -72,19 +69,6 @@ void arm_timer(batcher_pointer self) {
     st.flush_timer.arm(self, due, flush_atom::value);
 }
 
-std::vector<cache::worker_id> idle_workers(const batcher_state& st) {
-  std::vector<cache::worker_id> idle;
-  for (cache::worker_id w = 0; w < st.workers.size(); ++w)
-    if (st.workers[w].alive && !st.workers[w].batch)
-      idle.push_back(w);
-  return idle;
-}
-
-bool any_alive(const batcher_state& st) {
-  return std::any_of(st.workers.begin(), st.workers.end(),
-                     [](const worker_slot& w) { return w.alive; });
-}
-
 /// True (and the entry answered and forgotten) when nobody waits for it any more:
 /// its waiters were cancelled or their deadlines passed. Checked when an entry leaves
 /// the queue, so a flush costs O(batch), not O(queue).
@@ -98,13 +82,13 @@ bool drop_if_abandoned(batcher_pointer self, entry_id id) {
   return false;
 }
 
-void maybe_flush(batcher_pointer self);
-
-/// Puts entries back at the head of the queue, keeping their order.
-void requeue_front(batcher_pointer self, const std::vector<entry_id>& ids) {
-  auto& st = self->state;
-  for (auto it = ids.rbegin(); it != ids.rend(); ++it)
-    st.pending.push_front(*it);
+/// The worker is free of this batch: it may take another.
+void release_worker(batcher_pointer self, const running_batch& batch, std::uint64_t batch_id) {
+  auto& slot = self->state.workers[batch.worker];
+  auto& batches = slot.batches;
+  batches.erase(std::remove(batches.begin(), batches.end(), batch_id), batches.end());
+  self->state.metrics->worker(batch.worker).in_flight.store(batches.size(),
+                                                            std::memory_order_relaxed);
 }
 
 void finish_batch(batcher_pointer self, std::uint64_t batch_id) {
@@ -112,19 +96,9 @@ void finish_batch(batcher_pointer self, std::uint64_t batch_id) {
   auto it = st.running.find(batch_id);
   if (it == st.running.end())
     return;
-  auto& slot = st.workers[it->second.worker];
-  if (slot.batch == batch_id)
-    slot.batch.reset();
+  if (!it->second.returned)
+    release_worker(self, it->second, batch_id);
   st.running.erase(it);
-}
-
-caf::error pass_error(const batcher_state& st, cache::worker_id worker, const caf::error& e) {
-  if (code_of(e) != errc::none)
-    return e;
-  if (!st.workers[worker].alive)
-    return make_error(errc::worker_lost, "worker " + std::to_string(worker) + " died");
-  return make_error(errc::worker_lost, "worker " + std::to_string(worker) + ": " +
-                                         caf::to_string(e));
 }
 
 void fail_batch(batcher_pointer self, std::uint64_t batch_id, const caf::error& error) {
@@ -162,22 +136,34 @@ void on_stored(batcher_pointer self, std::uint64_t batch_id,
   finish_batch(self, batch_id);
 }
 
-void on_pass_done(batcher_pointer self, std::uint64_t batch_id, cache::worker_id worker,
-                  backends::pass_result& result) {
+void on_pass_done(batcher_pointer self, std::uint64_t batch_id, const worker_actor& worker,
+                  computed_pass& result) {
   auto& st = self->state;
   auto it = st.running.find(batch_id);
   if (it == st.running.end()) {
-    // The batch failed meanwhile (its waiters have their error): nobody will store
-    // this KV, so the worker must free it.
+    // The batch failed or went to another worker meanwhile (its waiters are taken
+    // care of): nobody will store this KV, so the worker that made it must free it.
+    // Its slot may belong to another worker by now, hence the handle of the pass.
     std::vector<cache::kv_handle> unused;
     for (const auto& item : result.items)
-      unused.insert(unused.end(), item.kv.begin(), item.kv.end());
+      for (auto kv : item.kv)
+        if (kv != cache::no_kv)
+          unused.push_back(kv);
     if (!unused.empty())
-      self->send(st.workers[worker].handle, free_kv_atom::value, std::move(unused));
+      self->send(worker, free_kv_atom::value, std::move(unused));
     return;
   }
   auto& batch = it->second;
-  st.metrics->count_pass(result);
+  if (auto problem = computed_pass_problem(batch.pass, result, st.options.served.vocab_size);
+      !problem.empty()) {
+    fail_batch(self, batch_id, make_error(errc::backend_failure,
+                                          "worker " + std::to_string(batch.worker) +
+                                            " answered a pass that does not fit: " + problem));
+    return;
+  }
+  st.metrics->count_pass(batch.worker, result.tokens_computed, result.matmul_flops,
+                         result.compute_ns);
+  st.metrics->pass_round_trip.record(now(self) - batch.started);
   st.workers[batch.worker].load += result.tokens_computed;
   batch.returned = true;
   store_request request{batch.worker, std::move(batch.items), std::move(batch.pass),
@@ -194,9 +180,7 @@ void on_pass_done(batcher_pointer self, std::uint64_t batch_id, cache::worker_id
       });
   // The worker is free now. The next batch's prepare reaches the cache after this
   // store (messages from one sender arrive in order), so it still sees these results.
-  auto& slot = st.workers[batch.worker];
-  if (slot.batch == batch_id)
-    slot.batch.reset();
+  release_worker(self, st.running.at(batch_id), batch_id);
   maybe_flush(self);
 }
 
@@ -245,8 +229,8 @@ void dispatch(batcher_pointer self, std::vector<entry_id> ids, const prepared_ba
       todo_prepared.push_back(&p);
     }
   }
-  auto idle = idle_workers(st);
-  if (todo.empty() || idle.empty()) {
+  auto ready = st.workers.ready();
+  if (todo.empty() || ready.empty()) {
     requeue_front(self, todo);
     return;
   }
@@ -254,18 +238,20 @@ void dispatch(batcher_pointer self, std::vector<entry_id> ids, const prepared_ba
   std::vector<std::vector<cache::kv_prefix>> kv;
   for (auto* p : todo_prepared)
     kv.push_back(p->kv);
-  std::vector<std::uint64_t> load;
-  for (const auto& w : st.workers)
-    load.push_back(w.load);
-  auto worker = choose_worker(kv, idle, load);
+  auto worker = choose_worker(kv, ready, st.workers.loads());
 
   std::vector<plan_entry> plan_entries;
-  for (std::size_t i = 0; i < todo.size(); ++i)
-    plan_entries.push_back({&st.entries.at(todo[i]).q.tokens, todo_prepared[i]->kv[worker]});
+  for (std::size_t i = 0; i < todo.size(); ++i) {
+    // A worker that joined after the prepare has no KV in it yet.
+    const auto& prefixes = todo_prepared[i]->kv;
+    plan_entries.push_back({&st.entries.at(todo[i]).q.tokens,
+                            worker < prefixes.size() ? prefixes[worker] : cache::kv_prefix{}});
+  }
   auto plan = plan_batch(plan_entries, st.options.plan);
 
   running_batch batch;
   batch.worker = worker;
+  batch.handle = st.workers[worker].handle;
   std::vector<entry_id> deferred;
   for (auto d : plan.deferred)
     deferred.push_back(todo[d]);
@@ -291,19 +277,25 @@ void dispatch(batcher_pointer self, std::vector<entry_id> ids, const prepared_ba
 
   auto batch_id = st.next_batch++;
   auto pass = batch.pass;
+  auto handle = batch.handle;
   batch.started = now(self);
-  st.workers[worker].batch = batch_id;
+  st.workers[worker].batches.push_back(batch_id);
+  st.metrics->worker(worker).in_flight.store(st.workers[worker].batches.size(),
+                                             std::memory_order_relaxed);
   st.running.emplace(batch_id, std::move(batch));
   watch_passes(self);
-  self->request(st.workers[worker].handle, caf::infinite, run_atom::value, std::move(pass))
-    .then(
-      [=](backends::pass_result& result) { on_pass_done(self, batch_id, worker, result); },
-      [=](const caf::error& e) {
-        auto it = self->state.running.find(batch_id);
-        if (it != self->state.running.end())
-          fail_batch(self, batch_id, pass_error(self->state, it->second.worker, e));
-        maybe_flush(self);
-      });
+  self->request(handle, caf::infinite, run_atom::value, std::move(pass), st.options.rows)
+    .then([=](computed_pass& result) { on_pass_done(self, batch_id, handle, result); },
+          [=](const caf::error& e) {
+            // A Canopy error is the backend's: the pass failed. Anything else comes
+            // from below (the worker or its connection is gone): the worker is lost
+            // and its passes go to the others.
+            if (code_of(e) != errc::none)
+              fail_batch(self, batch_id, e);
+            else
+              lose_worker(self, worker, handle, caf::to_string(e));
+            maybe_flush(self);
+          });
 }
 
 /// Flushes a batch if one is due (see maybe_flush).
@@ -311,8 +303,10 @@ void flush_if_due(batcher_pointer self) {
   auto& st = self->state;
   if (st.preparing || st.pending.empty())
     return;
-  if (!any_alive(st)) {
-    fail_pending(self, make_error(errc::no_workers, "every worker has died"));
+  if (!st.workers.any_alive()) {
+    fail_pending(self, make_error(errc::no_workers, st.workers.size() == 0
+                                                      ? "no worker has joined the engine"
+                                                      : "every worker was lost"));
     return;
   }
   // Note [idle flush]: queries sent together (the particles of an SMC step) reach us
@@ -321,14 +315,14 @@ void flush_if_due(batcher_pointer self) {
   // already in the mailbox, so the idle flush waits for it.
   bool ready = st.pending.size() >= st.options.batch_size || window_end(st) <= now(self) ||
                (st.options.flush_when_idle && st.burst_enqueued);
-  if (!ready && st.options.flush_when_idle && !idle_workers(st).empty()) {
+  if (!ready && st.options.flush_when_idle && !st.workers.ready().empty()) {
     if (!st.idle_check_queued) {
       st.idle_check_queued = true;
       self->send(self, idle_atom::value);
     }
     return; // the idle check flushes, or arms the timer if the worker is busy by then
   }
-  if (!ready || idle_workers(st).empty()) {
+  if (!ready || st.workers.ready().empty()) {
     arm_timer(self);
     return;
   }
@@ -370,6 +364,8 @@ void send_unlocks(batcher_pointer self) {
     self->send(st.cache, release_atom::value, std::exchange(st.unlocks, {}));
 }
 
+} // namespace
+
 // Every handler ends here after changing entries or the queue, so this is where the
 // queue-depth gauge is refreshed and the locks of entries that left go back to the
 // cache. Note [lock overlap]: that message follows any prepare sent just before, so
@@ -381,6 +377,23 @@ void maybe_flush(batcher_pointer self) {
   st.metrics->queue_depth.store(st.pending.size(), std::memory_order_relaxed);
   send_unlocks(self);
 }
+
+void requeue_front(batcher_pointer self, const std::vector<entry_id>& ids) {
+  auto& st = self->state;
+  for (auto it = ids.rbegin(); it != ids.rend(); ++it)
+    st.pending.push_front(*it);
+}
+
+void fail_pending(batcher_pointer self, const caf::error& error) {
+  auto& st = self->state;
+  while (!st.pending.empty()) {
+    auto id = st.pending.front();
+    st.pending.pop_front();
+    finish(self, id, error);
+  }
+}
+
+namespace {
 
 void enqueue(batcher_pointer self, query& q, waiter w, cache::node_id leaf) {
   auto& st = self->state;
@@ -456,37 +469,21 @@ void cancel_all(batcher_pointer self) {
   maybe_flush(self);
 }
 
-void on_worker_down(batcher_pointer self, const caf::actor_addr& source) {
-  auto& st = self->state;
-  for (cache::worker_id w = 0; w < st.workers.size(); ++w) {
-    auto& slot = st.workers[w];
-    if (!slot.alive || slot.handle.address() != source)
-      continue;
-    slot.alive = false;
-    self->send(st.cache, forget_atom::value, w);
-    if (slot.batch)
-      fail_batch(self, *slot.batch,
-                 make_error(errc::worker_lost, "worker " + std::to_string(w) + " died"));
-  }
-  maybe_flush(self);
-}
-
 } // namespace
 
+} // namespace batcher_detail
+
+using namespace batcher_detail;
+
 batcher_actor::behavior_type batcher(batcher_pointer self, batcher_options options,
-                                     cache_actor cache, std::vector<worker_actor> workers,
-                                     std::shared_ptr<engine_metrics> metrics) {
+                                     cache_actor cache, std::shared_ptr<engine_metrics> metrics) {
   auto& st = self->state;
-  st.options = options;
+  st.workers = worker_pool(options.served, options.passes_in_flight);
+  st.options = std::move(options);
   st.cache = std::move(cache);
   st.metrics = std::move(metrics);
-  for (auto& w : workers) {
-    self->monitor(w);
-    worker_slot slot;
-    slot.handle = std::move(w);
-    st.workers.push_back(std::move(slot));
-  }
-  self->set_down_handler([=](caf::down_msg& msg) { on_worker_down(self, msg.source); });
+  self->set_down_handler(
+    [=](caf::down_msg& msg) { on_worker_down(self, msg.source, msg.reason); });
   self->set_exit_handler([=](caf::exit_msg& msg) {
     auto& st = self->state;
     auto stopping = make_error(errc::shutting_down, "the engine stopped");
@@ -494,6 +491,9 @@ batcher_actor::behavior_type batcher(batcher_pointer self, batcher_options optio
       for (const auto& w : entry.waiters)
         self->send(w.sink, answer_atom::value, w.ticket, stopping);
     st.entries.clear();
+    for (auto& [id, job] : st.uncached)
+      self->send(job.sink, answer_atom::value, job.ticket, stopping);
+    st.uncached.clear();
     self->quit(msg.reason);
   });
   return {
@@ -518,6 +518,13 @@ batcher_actor::behavior_type batcher(batcher_pointer self, batcher_options optio
     [=](cancel_atom, const answer_sink& sink, const std::vector<std::uint64_t>& tickets,
         const std::vector<cache::token_seq>& sequences) {
       withdraw(self, sink, tickets, sequences);
+    },
+    [=](join_atom, worker_actor& handle, worker_description& description) {
+      return join(self, std::move(handle), std::move(description));
+    },
+    [=](drain_atom, cache::worker_id w) { drain(self, w); },
+    [=](uncached_atom, cache::token_seq& tokens, std::uint64_t ticket, answer_sink& sink) {
+      run_uncached(self, std::move(tokens), ticket, std::move(sink));
     },
   };
 }

@@ -11,7 +11,7 @@ using namespace messages;
 cache::row_ptr cache_state::answerable(cache::node_id node, bool require_kv) const {
   auto row = trie->logprobs(node);
   bool kv_ok = !require_kv;
-  for (cache::worker_id w = 0; w < options.trie.workers && !kv_ok; ++w)
+  for (cache::worker_id w = 0; w < trie->workers() && !kv_ok; ++w)
     kv_ok = trie->kv(node, w) != cache::no_kv;
   return kv_ok ? row : nullptr;
 }
@@ -26,7 +26,7 @@ cache::node_id cache_state::lock_miss(const cache::token_seq& tokens, std::int32
 
 prepared_entry cache_state::prepare(cache::node_id leaf, bool require_kv) const {
   prepared_entry entry;
-  entry.kv.resize(options.trie.workers);
+  entry.kv.resize(trie->workers());
   if (!options.enabled)
     return entry;
   if ((entry.hit.row = answerable(leaf, require_kv)))
@@ -37,16 +37,15 @@ prepared_entry cache_state::prepare(cache::node_id leaf, bool require_kv) const 
   return entry;
 }
 
-std::vector<shared_logprobs> cache_state::store(const store_request& request) {
+std::vector<shared_logprobs> cache_state::store(store_request& request) {
   const auto& pass = request.pass.items;
-  const auto& results = request.result.items;
+  auto& results = request.result.items;
   std::vector<shared_logprobs> rows;
   std::vector<cache::kv_handle> unstored_kv;
   const auto worker = request.worker;
   for (std::size_t i = 0; i < pass.size(); ++i) {
     const auto& item = pass[i];
-    const auto& out = results[i];
-    const auto vocab = item.rows.empty() ? 0 : out.logprobs.size() / item.rows.size();
+    auto& out = results[i];
     // The nodes of the new tokens only (new_nodes[j] is new token j's), found by
     // walking up from the leaf: a short walk when the prefix was cached.
     std::vector<cache::node_id> new_nodes(item.tokens.size());
@@ -61,29 +60,45 @@ std::vector<shared_logprobs> cache_state::store(const store_request& request) {
     for (std::size_t j = 0; j < out.kv.size(); ++j) {
       storing_kv = storing_kv && out.kv[j] != cache::no_kv &&
                    trie->attach_kv(new_nodes[j], worker, out.kv[j],
-                                   options.kv_bytes_per_token[worker]);
+                                   workers[worker].kv_bytes_per_token);
       if (!storing_kv && out.kv[j] != cache::no_kv)
         unstored_kv.push_back(out.kv[j]);
     }
+    auto computed_rows = take_rows(out, request.result);
     for (std::size_t r = 0; r < item.rows.size(); ++r) {
-      const float* values = out.logprobs.data() + r * vocab;
+      auto& computed = computed_rows.at(r);
       if (!options.enabled) {
-        rows.push_back({cache::logprob_row::encode(values, vocab, cache::row_dtype::float32)});
+        rows.push_back(std::move(computed));
         continue;
       }
       auto node = new_nodes[item.rows[r]];
       // A row stored earlier wins, so every caller of a sequence sees the same values.
       auto row = trie->logprobs(node);
       if (!row) {
-        row = cache::logprob_row::encode(values, vocab, options.dtype);
+        row = std::move(computed.row);
         trie->attach_logprobs(node, row);
       }
       rows.push_back({std::move(row)});
     }
   }
   if (!unstored_kv.empty())
-    caf::anon_send(options.workers[worker], free_kv_atom::value, std::move(unstored_kv));
+    caf::anon_send(workers[worker].handle, free_kv_atom::value, std::move(unstored_kv));
   return rows;
+}
+
+void cache_state::join(cache::worker_id w, worker_actor handle,
+                       const worker_description& description) {
+  const auto& model = description.model;
+  if (w == trie->workers())
+    trie->add_worker(description.kv_budget_bytes);
+  else
+    trie->set_kv_budget(w, description.kv_budget_bytes); // forgotten at its loss
+  if (workers.size() <= w)
+    workers.resize(w + 1);
+  workers[w] = cache_worker{std::move(handle), model.kv_bytes_per_token};
+  metrics->worker(w).kv_budget_bytes.store(description.kv_budget_bytes,
+                                           std::memory_order_relaxed);
+  after_change();
 }
 
 void cache_state::after_change() {
@@ -93,7 +108,7 @@ void cache_state::after_change() {
   for (const auto& r : trie->take_released())
     by_worker[r.worker].push_back(r.handle);
   for (auto& [w, handles] : by_worker)
-    caf::anon_send(options.workers[w], free_kv_atom::value, std::move(handles));
+    caf::anon_send(workers[w].handle, free_kv_atom::value, std::move(handles));
   const auto& s = trie->stats();
   auto set = [](std::atomic<std::uint64_t>& gauge, std::uint64_t v) {
     gauge.store(v, std::memory_order_relaxed);
@@ -105,8 +120,8 @@ void cache_state::after_change() {
   set(metrics->refused_attaches, s.refused_attaches);
   set(metrics->logprob_entries, s.logprob_entries);
   set(metrics->logprob_bytes, s.logprob_bytes);
-  for (std::size_t w = 0; w < s.kv_bytes.size() && w < metrics->workers; ++w)
-    set(metrics->kv_bytes[w], s.kv_bytes[w]);
+  for (cache::worker_id w = 0; w < s.kv_bytes.size(); ++w)
+    set(metrics->worker(w).kv_bytes, s.kv_bytes[w]);
 }
 
 cache_actor::behavior_type cache(cache_actor::stateful_pointer<cache_state> self,
@@ -114,6 +129,7 @@ cache_actor::behavior_type cache(cache_actor::stateful_pointer<cache_state> self
                                  std::shared_ptr<engine_metrics> metrics) {
   auto& st = self->state;
   st.options = std::move(options);
+  st.options.trie.workers = 0; // workers join
   st.trie = std::make_unique<cache::token_trie>(st.options.trie);
   st.metrics = std::move(metrics);
   return {
@@ -147,10 +163,17 @@ cache_actor::behavior_type cache(cache_actor::stateful_pointer<cache_state> self
         out.entries.push_back(st.prepare(request.leaves[i], request.require_kv[i]));
       return out;
     },
-    [=](store_atom, const store_request& request) {
-      auto rows = self->state.store(request);
-      self->state.after_change();
-      return rows;
+    [=](store_atom, store_request& request) -> caf::result<std::vector<shared_logprobs>> {
+      // The batcher checked the pass's shape (pass_check.hpp); a throw here would end
+      // the cache, so whatever slipped through fails this batch only.
+      try {
+        auto rows = self->state.store(request);
+        self->state.after_change();
+        return rows;
+      } catch (const std::exception& e) {
+        self->state.after_change();
+        return make_error(errc::backend_failure, std::string("storing a pass: ") + e.what());
+      }
     },
     [=](release_atom, const std::vector<cache::node_id>& leaves) {
       auto& st = self->state;
@@ -162,6 +185,10 @@ cache_actor::behavior_type cache(cache_actor::stateful_pointer<cache_state> self
     [=](forget_atom, cache::worker_id worker) {
       self->state.trie->forget_worker(worker);
       self->state.after_change();
+    },
+    [=](join_atom, cache::worker_id w, worker_actor& handle,
+        const worker_description& description) {
+      self->state.join(w, std::move(handle), description);
     },
     [=](connect_atom, const batcher_actor& batcher) { self->state.batcher = batcher; },
     [=](cancel_atom, answer_sink& sink, std::vector<std::uint64_t>& tickets,

@@ -62,8 +62,10 @@ struct engine::impl {
   void start(caf::actor_system& sys) {
     system = &sys;
     auto backends = actors::make_backends(config);
-    tokenizer = actors::load_model_tokenizer(config, backends.front()->info().vocab_size);
-    actors = actors::spawn_engine_actors(sys, config, std::move(backends));
+    auto model = actors::served_model(config, backends);
+    tokenizer = actors::load_model_tokenizer(config, model.vocab_size);
+    auto workers = actors::spawn_local_workers(sys, config, std::move(backends));
+    actors = actors::spawn_engine_actors(sys, config, std::move(model), std::move(workers));
   }
 
   /// Sends a query whose answer arrives through `callback` (on an actor thread).
@@ -226,7 +228,6 @@ const engine_config& engine::config() const { return impl_->config; }
 engine_stats engine::stats() const {
   auto s = impl_->actors.metrics->snapshot();
   s.logprob_budget_bytes = impl_->config.logprob_budget_bytes;
-  s.kv_budget_bytes = impl_->config.kv_budget_bytes;
   return s;
 }
 

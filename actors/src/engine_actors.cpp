@@ -4,6 +4,7 @@
 #include <canopy/actors/cache_actor.hpp>
 #include <canopy/actors/request_actor.hpp>
 #include <canopy/actors/worker_actor.hpp>
+#include <canopy/actors/worker_pool.hpp>
 #include <canopy/backends/backend_factory.hpp>
 #include <canopy/error.hpp>
 
@@ -29,22 +30,27 @@ backends::backend_spec backend_spec_for(const engine_config& config, const std::
   backends::backend_spec spec;
   spec.kind = config.backend;
   spec.device = device;
+  spec.model = config.model;
   spec.mock.vocab_size = config.vocab_size;
   spec.mock.context_length = config.context_length;
   spec.mock.kv_bytes_per_token = config.mock_kv_bytes_per_token;
   spec.mock.seed = config.mock_seed;
   spec.mock.cost_per_pass = micros(config.mock_cost_per_pass_us);
   spec.mock.cost_per_token = micros(config.mock_cost_per_token_us);
-  spec.model = config.model;
-  spec.dtype = config.dtype;
-  spec.kv_budget_bytes = config.kv_budget_bytes;
+  spec.torch.dtype = config.dtype;
+  spec.torch.kv_budget_bytes = config.kv_budget_bytes;
   // Note [intra-op threads]: by default each worker runs ATen's element-wise work
   // on its own thread, while matmuls use every core through OpenBLAS's pool. Two
   // OpenMP threads per worker beside that pool made passes ~5x slower on 2 cores
   // (OpenMP's spinning threads and OpenBLAS's yielding ones fought for the cores;
   // `canopy bench --workload smc --variants direct --threads_per_worker 2`).
-  spec.threads = static_cast<int>(config.threads_per_worker != 0 ? config.threads_per_worker : 1);
+  spec.torch.threads =
+    static_cast<int>(config.threads_per_worker != 0 ? config.threads_per_worker : 1);
   return spec;
+}
+
+std::uint64_t enforced_kv_budget(std::uint64_t configured, const backends::model_info& model) {
+  return model.kv_keep_bytes != 0 ? std::min(configured, model.kv_keep_bytes) : configured;
 }
 
 std::vector<std::unique_ptr<backends::backend_i>> make_backends(const engine_config& config) {
@@ -66,43 +72,63 @@ std::vector<std::unique_ptr<backends::backend_i>> make_backends(const engine_con
   return out;
 }
 
+backends::model_info served_model(const engine_config& config,
+                                  const std::vector<std::unique_ptr<backends::backend_i>>& backends) {
+  if (!backends.empty())
+    return backends.front()->info();
+  try {
+    return backends::describe_model(backend_spec_for(config, "cpu"));
+  } catch (const std::exception& e) {
+    throw canopy::error(errc::invalid_config, std::string("model: ") + e.what());
+  }
+}
+
+std::vector<worker_binding>
+spawn_local_workers(caf::actor_system& sys, const engine_config& config,
+                    std::vector<std::unique_ptr<backends::backend_i>> backends,
+                    worker_threads threads) {
+  const auto devices = config.device_list();
+  std::vector<worker_binding> out;
+  for (std::size_t i = 0; i < backends.size(); ++i) {
+    worker_binding binding;
+    binding.description.model = backends[i]->info();
+    binding.description.kv_budget_bytes =
+      enforced_kv_budget(config.kv_budget_bytes, binding.description.model);
+    binding.description.node = "local";
+    binding.description.device = i < devices.size() ? devices[i] : "cpu";
+    auto holder = std::make_shared<std::unique_ptr<backends::backend_i>>(std::move(backends[i]));
+    binding.handle = threads == worker_threads::detached ? sys.spawn<caf::detached>(worker, holder)
+                                                         : sys.spawn(worker, holder);
+    out.push_back(std::move(binding));
+  }
+  return out;
+}
+
 engine_actors spawn_engine_actors(caf::actor_system& sys, const engine_config& config,
-                                  std::vector<std::unique_ptr<backends::backend_i>> backends,
-                                  worker_threads threads) {
+                                  backends::model_info model,
+                                  std::vector<worker_binding> workers) {
+  for (const auto& w : workers)
+    if (auto problem = admission_problem(model, w.description); !problem.empty())
+      throw canopy::error(errc::invalid_config, problem);
   engine_actors out;
-  out.model = backends.front()->info();
-  const auto worker_count = static_cast<std::uint32_t>(backends.size());
-  std::vector<std::uint64_t> kv_bytes_per_token;
-  std::uint64_t kv_keep_bytes = config.kv_budget_bytes;
-  for (auto& b : backends) {
-    if (b->info().vocab_size != out.model.vocab_size)
-      throw canopy::error(errc::invalid_config, "workers disagree on the vocabulary size");
-    kv_bytes_per_token.push_back(b->info().kv_bytes_per_token);
-    if (b->info().kv_keep_bytes != 0)
-      kv_keep_bytes = std::min(kv_keep_bytes, b->info().kv_keep_bytes);
-  }
-  out.metrics = std::make_shared<engine_metrics>(worker_count);
-  for (auto& b : backends) {
-    auto holder = std::make_shared<std::unique_ptr<backends::backend_i>>(std::move(b));
-    out.workers.push_back(threads == worker_threads::detached
-                            ? sys.spawn<caf::detached>(worker, holder)
-                            : sys.spawn(worker, holder));
-  }
+  out.model = std::move(model);
+  if (out.model.fingerprint.empty() && !workers.empty())
+    out.model.fingerprint = workers.front().description.model.fingerprint;
+  out.metrics = std::make_shared<engine_metrics>(config.remote_workers);
 
   cache_options cache_opts;
   cache_opts.enabled = config.cache_enabled;
   cache_opts.trie.logprob_budget_bytes = config.logprob_budget_bytes;
   cache_opts.trie.logprob_max_entries = config.logprob_max_entries;
-  // A backend may keep part of its storage free for passes in flight.
-  cache_opts.trie.kv_budget_bytes = kv_keep_bytes;
-  cache_opts.trie.workers = worker_count;
   cache_opts.trie.policy = *cache::parse_eviction_policy(config.eviction_policy);
-  cache_opts.dtype = *cache::parse_row_dtype(config.logprob_dtype);
-  cache_opts.kv_bytes_per_token = kv_bytes_per_token;
-  cache_opts.workers = out.workers;
   out.cache = sys.spawn(cache, cache_opts, out.metrics);
 
   batcher_options batch_opts;
+  batch_opts.served = out.model;
+  batch_opts.passes_in_flight = config.worker_passes_in_flight;
+  // Rows come back in the dtype they are stored in; uncached ones stay exact.
+  batch_opts.rows = config.cache_enabled ? *cache::parse_row_dtype(config.logprob_dtype)
+                                         : cache::row_dtype::float32;
   batch_opts.batch_size = config.batch_size;
   batch_opts.batch_timeout = from_ms(config.batch_timeout_ms);
   batch_opts.flush_when_idle = config.flush_when_idle;
@@ -111,20 +137,23 @@ engine_actors spawn_engine_actors(caf::actor_system& sys, const engine_config& c
   batch_opts.plan.rows_at_every_position = config.rows_at_every_position && config.cache_enabled;
   batch_opts.plan.kv_reuse = config.cache_enabled && config.kv_reuse;
   batch_opts.pass_timeout = from_ms(config.pass_timeout_ms);
-  out.batcher = sys.spawn(batcher, batch_opts, out.cache, out.workers, out.metrics);
-  // Before any front exists, so the wiring precedes every lookup in the cache's mailbox.
+  out.batcher = sys.spawn(batcher, batch_opts, out.cache, out.metrics);
+  // Before any front exists, so the wiring and the workers precede every lookup.
   caf::anon_send(out.cache, connect_atom::value, out.batcher);
+  for (auto& w : workers) {
+    out.workers.push_back(w.handle);
+    caf::anon_send(out.batcher, join_atom::value, std::move(w.handle), std::move(w.description));
+  }
 
   request_options request_opts;
   request_opts.query_timeout = from_ms(config.query_timeout_ms);
-  request_opts.pass_timeout = batch_opts.pass_timeout;
   // On 2 cores one front answered cache hits ~30% faster than two; more cores want more.
   const auto fronts = config.request_actors != 0
                         ? config.request_actors
                         : std::max(1u, std::thread::hardware_concurrency() / 2);
   for (std::uint32_t i = 0; i < fronts; ++i)
-    out.fronts.push_back(sys.spawn(request_actor, request_opts, out.model, out.cache,
-                                   out.batcher, out.workers, out.metrics));
+    out.fronts.push_back(
+      sys.spawn(request_actor, request_opts, out.model, out.cache, out.batcher, out.metrics));
   return out;
 }
 

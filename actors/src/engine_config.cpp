@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <functional>
 #include <string>
 #include <type_traits>
@@ -92,6 +93,17 @@ const std::vector<setting>& settings() {
     make_setting("workers", "worker actors (one per device) when devices is empty",
                  &c::workers),
     make_setting("devices", "devices, e.g. [\"cpu\", \"cpu\"] or [\"cuda:0\"]", &c::devices),
+    make_setting("worker_passes_in_flight", "passes one worker runs or holds at once",
+                 &c::worker_passes_in_flight),
+    make_setting("remote_workers", "\"host:port\" of canopy worker processes, e.g. "
+                 "[\"127.0.0.1:7101\"]", &c::remote_workers),
+    make_setting("worker_timeout_ms", "a remote worker that does not answer within this is lost",
+                 &c::worker_timeout_ms),
+    make_setting("cluster_token_file", "file whose first line is the cluster's shared secret",
+                 &c::cluster_token_file),
+    make_setting("tls_cert", "PEM certificate of this node (TLS between nodes)", &c::tls_cert),
+    make_setting("tls_key", "PEM private key of tls_cert", &c::tls_key),
+    make_setting("tls_ca", "PEM certificate of the CA that signed every node's", &c::tls_ca),
     make_setting("batch_size", "flush when this many distinct queries wait", &c::batch_size),
     make_setting("batch_timeout_ms", "flush this long after the first waiting query",
                  &c::batch_timeout_ms),
@@ -122,6 +134,19 @@ const std::vector<setting>& settings() {
                  &c::pass_timeout_ms),
   };
   return table;
+}
+
+/// What is wrong with a "host:port", or "".
+std::string address_problem(const std::string& address) {
+  const auto colon = address.rfind(':');
+  if (colon == std::string::npos || colon == 0)
+    return "'" + address + "' is not host:port";
+  const auto port = address.substr(colon + 1);
+  const bool digits = !port.empty() && port.size() <= 5 &&
+                      std::all_of(port.begin(), port.end(), [](char c) { return c >= '0' && c <= '9'; });
+  if (!digits || std::stoul(port) == 0 || std::stoul(port) > 65535)
+    return "'" + address + "': port must be in 1..65535";
+  return {};
 }
 
 const setting& find_setting(std::string_view key) {
@@ -172,8 +197,17 @@ void engine_config::validate() const {
     invalid("context_length", "must be at least 1");
   if (mock_cost_per_pass_us < 0 || mock_cost_per_token_us < 0)
     invalid("mock_cost_per_pass_us", "simulated costs must be non-negative");
-  if (devices.empty() && workers == 0)
-    invalid("workers", "must be at least 1");
+  if (devices.empty() && workers == 0 && remote_workers.empty())
+    invalid("workers", "0 local workers needs remote_workers (a front only), else at least 1");
+  if (worker_passes_in_flight == 0)
+    invalid("worker_passes_in_flight", "must be at least 1");
+  for (const auto& address : remote_workers)
+    if (auto problem = address_problem(address); !problem.empty())
+      invalid("remote_workers", problem);
+  if (worker_timeout_ms <= 0)
+    invalid("worker_timeout_ms", "must be positive");
+  if (tls_cert.empty() != tls_key.empty() || tls_cert.empty() != tls_ca.empty())
+    invalid("tls_cert", "tls_cert, tls_key and tls_ca go together (all three, or none)");
   for (const auto& d : devices)
     if (d != "cpu" && d != "cuda" && d.rfind("cuda:", 0) != 0)
       invalid("devices", "unknown device '" + d + "' (cpu, cuda or cuda:N)");
@@ -210,6 +244,8 @@ std::vector<std::pair<std::string, std::string>> engine_config::describe() {
 std::vector<std::string> engine_config::device_list() const {
   if (!devices.empty())
     return devices;
+  if (workers == 0)
+    return {}; // a front only
   if (backend == "torch")
     if (const int gpus = backends::cuda_device_count(); gpus > 0) {
       std::vector<std::string> out;

@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <tuple>
 #include <cmath>
 
 namespace canopy::actors {
@@ -45,16 +46,54 @@ double latency_histogram::percentile_us(double p) const {
   return upper_bound_ns(buckets - 1) / 1000.0;
 }
 
-engine_metrics::engine_metrics(std::uint32_t worker_count)
-  : kv_bytes(new std::atomic<std::uint64_t>[worker_count]), workers(worker_count) {
-  for (std::uint32_t w = 0; w < workers; ++w)
-    kv_bytes[w] = 0;
+std::string_view to_string(worker_status state) {
+  switch (state) {
+  case worker_status::active: return "active";
+  case worker_status::draining: return "draining";
+  case worker_status::lost: return "lost";
+  }
+  return "unknown";
 }
 
-void engine_metrics::count_pass(const backends::pass_result& result) {
-  tokens_computed.fetch_add(result.tokens_computed, std::memory_order_relaxed);
-  matmul_flops.fetch_add(result.matmul_flops, std::memory_order_relaxed);
-  compute_ns.fetch_add(result.compute_ns, std::memory_order_relaxed);
+void node_metrics::set_state(std::string state, std::string last_error) {
+  std::lock_guard<std::mutex> guard{mutex_};
+  state_ = std::move(state);
+  last_error_ = std::move(last_error);
+}
+
+std::pair<std::string, std::string> node_metrics::state() const {
+  std::lock_guard<std::mutex> guard{mutex_};
+  return {state_, last_error_};
+}
+
+std::int64_t heartbeat_clock_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+           std::chrono::system_clock::now().time_since_epoch())
+    .count();
+}
+
+engine_metrics::engine_metrics(const std::vector<std::string>& nodes) {
+  for (const auto& address : nodes)
+    nodes_.emplace_back(address);
+}
+
+void engine_metrics::count_pass(std::uint32_t worker, std::uint64_t tokens,
+                                std::uint64_t flops, std::uint64_t ns) {
+  bump(tokens_computed, tokens);
+  bump(matmul_flops, flops);
+  bump(compute_ns, ns);
+  bump(workers_[worker].passes);
+  bump(workers_[worker].tokens_computed, tokens);
+}
+
+void engine_metrics::worker_joined(std::uint32_t id, std::string node, std::string device) {
+  workers_[id].state.store(worker_status::active, std::memory_order_relaxed);
+  std::lock_guard<std::mutex> guard{labels_mutex_};
+  if (worker_labels_.size() <= id)
+    worker_labels_.resize(id + 1);
+  worker_labels_[id] = {std::move(node), std::move(device)};
+  if (worker_count_.load(std::memory_order_relaxed) <= id)
+    worker_count_.store(id + 1, std::memory_order_release);
 }
 
 void engine_metrics::count_error(messages::errc code) {
@@ -93,11 +132,43 @@ engine_stats engine_metrics::snapshot() const {
   s.refused_attaches = get(refused_attaches);
   s.logprob_entries = get(logprob_entries);
   s.logprob_bytes = get(logprob_bytes);
-  for (std::uint32_t w = 0; w < workers; ++w)
-    s.kv_bytes.push_back(get(kv_bytes[w]));
+  const auto now = heartbeat_clock_ns();
+  auto age_ms = [now](std::int64_t at) { return at == 0 ? -1.0 : double(now - at) * 1e-6; };
+  {
+    std::lock_guard<std::mutex> guard{labels_mutex_};
+    for (std::uint32_t w = 0; w < worker_labels_.size(); ++w) {
+      const auto& m = workers_[w];
+      worker_stats ws;
+      ws.id = w;
+      ws.node = worker_labels_[w].first;
+      ws.device = worker_labels_[w].second;
+      ws.state = std::string(to_string(m.state.load(std::memory_order_relaxed)));
+      ws.passes = get(m.passes);
+      ws.tokens_computed = get(m.tokens_computed);
+      ws.in_flight = get(m.in_flight);
+      ws.heartbeat_age_ms = age_ms(m.last_heartbeat_ns.load(std::memory_order_relaxed));
+      ws.losses = get(m.losses);
+      ws.redispatched_queries = get(m.redispatched);
+      ws.kv_bytes = get(m.kv_bytes);
+      ws.kv_budget_bytes = get(m.kv_budget_bytes);
+      s.kv_bytes.push_back(ws.kv_bytes);
+      s.workers.push_back(std::move(ws));
+    }
+  }
+  for (const auto& n : nodes_) {
+    node_stats ns;
+    ns.address = n.address;
+    std::tie(ns.state, ns.last_error) = n.state();
+    ns.admissions = get(n.admissions);
+    ns.losses = get(n.losses);
+    ns.heartbeat_age_ms = age_ms(n.last_heartbeat_ns.load(std::memory_order_relaxed));
+    s.nodes.push_back(std::move(ns));
+  }
   s.latency_p50_us = latency.percentile_us(0.50);
   s.latency_p90_us = latency.percentile_us(0.90);
   s.latency_p99_us = latency.percentile_us(0.99);
+  s.pass_round_trip_p50_us = pass_round_trip.percentile_us(0.50);
+  s.pass_round_trip_p99_us = pass_round_trip.percentile_us(0.99);
   s.latency_seconds = latency_seconds.snapshot();
   s.batch_size = batch_size.snapshot();
   for (std::size_t code = 0; code < errors_by_code.size(); ++code)
@@ -126,14 +197,28 @@ std::string engine_stats::to_json() const {
     {"refused_attaches", refused_attaches},
     {"logprob_entries", logprob_entries}, {"locked_nodes", locked_nodes},
     {"bytes", {{"logprobs", logprob_bytes}, {"logprob_budget", logprob_budget_bytes},
-               {"kv", kv_bytes}, {"kv_budget_per_worker", kv_budget_bytes}}},
+               {"kv", kv_bytes}}},
     {"latency_us", {{"p50", latency_p50_us}, {"p90", latency_p90_us},
                     {"p99", latency_p99_us}}},
+    {"pass_round_trip_us", {{"p50", pass_round_trip_p50_us}, {"p99", pass_round_trip_p99_us}}},
     {"queue_depth", queue_depth}, {"in_flight", in_flight},
   };
   auto& errors = j["errors_by_code"] = nlohmann::json::object();
   for (const auto& [code, n] : errors_by_code)
     errors[code] = n;
+  auto& workers_json = j["workers"] = nlohmann::json::array();
+  for (const auto& w : workers)
+    workers_json.push_back({{"id", w.id}, {"node", w.node}, {"device", w.device},
+                            {"state", w.state}, {"passes", w.passes},
+                            {"tokens_computed", w.tokens_computed}, {"in_flight", w.in_flight},
+                            {"heartbeat_age_ms", w.heartbeat_age_ms}, {"losses", w.losses},
+                            {"redispatched_queries", w.redispatched_queries},
+                            {"kv_bytes", w.kv_bytes}, {"kv_budget_bytes", w.kv_budget_bytes}});
+  auto& nodes_json = j["nodes"] = nlohmann::json::array();
+  for (const auto& n : nodes)
+    nodes_json.push_back({{"address", n.address}, {"state", n.state},
+                          {"last_error", n.last_error}, {"admissions", n.admissions},
+                          {"losses", n.losses}, {"heartbeat_age_ms", n.heartbeat_age_ms}});
   return j.dump();
 }
 

@@ -2,8 +2,6 @@
 
 #include <canopy/messages/errors.hpp>
 
-#include <caf/sec.hpp>
-
 namespace canopy::actors {
 
 using namespace messages;
@@ -28,13 +26,6 @@ caf::error validate_tokens(const cache::token_seq& tokens, const backends::model
 namespace {
 
 using answer_fn = std::function<void(caf::expected<shared_logprobs>)>;
-
-/// A reference pass that outlives pass_timeout fails like a batch would.
-caf::error pass_error(const caf::error& e) {
-  if (e == caf::sec::request_timeout)
-    return make_error(errc::backend_failure, "the pass exceeded pass_timeout_ms");
-  return e;
-}
 
 void count_failure(engine_metrics& metrics, const caf::error& e) {
   bump(metrics.failed);
@@ -129,22 +120,9 @@ void ask_uncached(request_pointer self, const cache::token_seq& tokens, answer_f
   if (auto e = validate_tokens(tokens, st.model))
     return reject(self, e, answer);
   auto ticket = accept(self, tokens.size(), std::move(answer));
-  backends::pass_item item;
-  item.tokens = tokens;
-  item.rows = {static_cast<std::uint32_t>(tokens.size() - 1)};
-  item.keep_kv = false;
-  auto worker = st.workers[st.next_worker++ % st.workers.size()];
-  self->request(worker, st.options.pass_timeout, run_atom::value,
-                backends::pass_request{{std::move(item)}})
-    .then(
-      [self, ticket](const backends::pass_result& result) {
-        self->state.metrics->count_pass(result);
-        const auto& values = result.items.at(0).logprobs;
-        complete(self, ticket,
-                 shared_logprobs{cache::logprob_row::encode(values.data(), values.size(),
-                                                            cache::row_dtype::float32)});
-      },
-      [self, ticket](caf::error& e) { complete(self, ticket, pass_error(e)); });
+  // The batcher knows which workers are there; it answers the ticket.
+  self->send(st.batcher, uncached_atom::value, tokens, ticket,
+             caf::actor_cast<answer_sink>(self));
 }
 
 /// Adapts a response promise to an answer function.
@@ -191,14 +169,12 @@ void cancel_for(request_pointer self, const answer_sink& sink,
 
 engine_actor::behavior_type
 request_actor(request_pointer self, request_options options, backends::model_info model,
-              cache_actor cache, batcher_actor batcher, std::vector<worker_actor> workers,
-              std::shared_ptr<engine_metrics> metrics) {
+              cache_actor cache, batcher_actor batcher, std::shared_ptr<engine_metrics> metrics) {
   auto& st = self->state;
   st.options = options;
   st.model = std::move(model);
   st.cache = std::move(cache);
   st.batcher = std::move(batcher);
-  st.workers = std::move(workers);
   st.metrics = std::move(metrics);
   self->set_exit_handler([=](caf::exit_msg& msg) {
     auto pending = std::move(self->state.outstanding);

@@ -1,9 +1,6 @@
 #include <canopy/actors/worker_actor.hpp>
 
-#include <canopy/messages/errors.hpp>
-
-#include <exception>
-#include <string>
+#include <canopy/actors/pass_runner.hpp>
 
 namespace canopy::actors {
 
@@ -15,22 +12,15 @@ worker(worker_actor::stateful_pointer<worker_state> self,
   // The backend arrives through a shared holder because spawn arguments are copied.
   self->state.backend = std::move(*backend);
   return {
-    [=](run_atom, const backends::pass_request& request)
-      -> caf::result<backends::pass_result> {
-      try {
-        return self->state.backend->run(request);
-      } catch (const std::exception& e) {
-        return make_error(errc::backend_failure, e.what());
-      } catch (...) {
-        return make_error(errc::backend_failure, "unknown exception in the backend");
-      }
+    [=](run_atom, const backends::pass_request& request, cache::row_dtype rows)
+      -> caf::result<computed_pass> {
+      auto result = run_pass(*self->state.backend, request, rows);
+      if (!result)
+        return std::move(result.error());
+      return std::move(*result);
     },
     [=](free_kv_atom, const std::vector<cache::kv_handle>& handles) {
-      try {
-        self->state.backend->release_kv(handles);
-      } catch (...) {
-        // Freeing is best effort: a backend that cannot free keeps serving.
-      }
+      release_kv(*self->state.backend, handles);
     },
     [=](info_atom) { return self->state.backend->info(); },
   };

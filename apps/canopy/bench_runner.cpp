@@ -68,7 +68,7 @@ check_rule check_rule_for(const engine_config& config, bench_variant variant) {
     };
     return rule;
   }
-  spec.kv_budget_bytes = 16u << 20; // it keeps no KV
+  spec.torch.kv_budget_bytes = 16u << 20; // it keeps no KV
   std::shared_ptr<backends::backend_i> model = backends::make_backend(spec);
   rule.reference = [model](const token_seq& tokens) {
     backends::pass_request request;

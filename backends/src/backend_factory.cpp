@@ -1,11 +1,20 @@
 #include <canopy/backends/backend_factory.hpp>
 
 #include <canopy/backends/checkpoint.hpp>
+#include <canopy/backends/model_fingerprint.hpp>
 #include <canopy/backends/torch_backend.hpp>
 
 #include <stdexcept>
 
 namespace canopy::backends {
+
+namespace {
+
+[[noreturn]] void unknown_kind(const backend_spec& spec) {
+  throw std::invalid_argument("unknown backend '" + spec.kind + "' (known: mock, torch)");
+}
+
+} // namespace
 
 synthetic_spec builtin_model() {
   synthetic_spec spec;
@@ -29,17 +38,37 @@ std::unique_ptr<backend_i> make_backend(const backend_spec& spec) {
                                   spec.device + "' is not supported (use \"cpu\")");
     return make_mock_backend(spec.mock);
   }
-  if (spec.kind == "torch") {
-    torch_options options;
-    options.device = spec.device;
-    options.dtype = spec.dtype;
-    options.kv_budget_bytes = spec.kv_budget_bytes;
-    options.threads = spec.threads;
+  if (spec.kind == "torch")
     return make_torch_backend(spec.model.empty() ? make_synthetic_checkpoint(builtin_model())
                                                  : load_checkpoint(spec.model),
-                              options);
+                              spec.device, spec.torch);
+  unknown_kind(spec);
+}
+
+model_info describe_model(const backend_spec& spec) {
+  model_info info;
+  if (spec.kind == "mock") {
+    info.name = info.architecture = "mock";
+    info.vocab_size = spec.mock.vocab_size;
+    info.context_length = spec.mock.context_length;
+    info.dtype = "float32";
+    info.fingerprint = mock_fingerprint(spec.mock);
+    return info;
   }
-  throw std::invalid_argument("unknown backend '" + spec.kind + "' (known: mock, torch)");
+  if (spec.kind != "torch")
+    unknown_kind(spec);
+  const auto builtin = builtin_model();
+  const model_config config =
+    spec.model.empty() ? synthetic_config(builtin) : load_model_config(spec.model);
+  info.architecture = to_string(config.arch);
+  info.name = info.architecture + " " +
+              (spec.model.empty() ? "synthetic " + info.architecture + " seed " +
+                                      std::to_string(builtin.seed)
+                                  : spec.model);
+  info.vocab_size = config.vocab_size;
+  info.context_length = config.context_length;
+  info.dtype = spec.torch.dtype;
+  return info;
 }
 
 } // namespace canopy::backends

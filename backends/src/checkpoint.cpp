@@ -7,7 +7,12 @@
 
 namespace canopy::backends {
 
-checkpoint load_checkpoint(const std::filesystem::path& path) {
+namespace {
+
+enum class checkpoint_form { hf_directory, llama2c_file };
+
+/// Which loader reads `path`; throws checkpoint_error for a path neither can.
+checkpoint_form form_of(const std::filesystem::path& path) {
   namespace fs = std::filesystem;
   std::error_code ec;
   const fs::file_status status = fs::status(path, ec);
@@ -17,14 +22,26 @@ checkpoint load_checkpoint(const std::filesystem::path& path) {
                                 ? ec.message()
                                 : std::string("no such file or directory")));
   if (fs::is_directory(status))
-    return load_hf_checkpoint(path);
+    return checkpoint_form::hf_directory;
   // A file of an HF checkpoint lacks the rest of it (the config, the other shards).
   const std::string ext = path.extension().string();
   if (ext == ".safetensors" || ext == ".json")
     throw checkpoint_error(path.string() +
                            ": pass the HF checkpoint directory (holding config.json), "
                            "not one of its files");
-  return load_llama2c_checkpoint(path);
+  return checkpoint_form::llama2c_file;
+}
+
+} // namespace
+
+checkpoint load_checkpoint(const std::filesystem::path& path) {
+  return form_of(path) == checkpoint_form::hf_directory ? load_hf_checkpoint(path)
+                                                        : load_llama2c_checkpoint(path);
+}
+
+model_config load_model_config(const std::filesystem::path& path) {
+  return form_of(path) == checkpoint_form::hf_directory ? load_hf_config(path)
+                                                        : load_llama2c_config(path);
 }
 
 } // namespace canopy::backends

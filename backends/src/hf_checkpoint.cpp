@@ -178,18 +178,20 @@ std::map<std::string, tensor_view> normalize(const model_config& config, raw_ten
 
 } // namespace
 
-checkpoint load_hf_checkpoint(const fs::path& dir) {
+model_config load_hf_config(const fs::path& dir) {
   const fs::path config_path = dir / "config.json";
   std::error_code ec;
   if (!fs::is_regular_file(config_path, ec))
     throw checkpoint_error(dir.string() +
                            ": no config.json (not an HF checkpoint directory)");
+  const mapped_file config_file(config_path);
+  return parse_hf_config(config_file.bytes(), config_path.string());
+}
+
+checkpoint load_hf_checkpoint(const fs::path& dir) {
   checkpoint out;
   out.source = dir.string();
-  {
-    const mapped_file config_file(config_path);
-    out.config = parse_hf_config(config_file.bytes(), config_path.string());
-  }
+  out.config = load_hf_config(dir);
 
   auto files = std::make_shared<std::vector<mapped_file>>();
   raw_tensors raw;

@@ -114,6 +114,14 @@ std::string layer(std::int64_t i, const char* rest) {
 
 } // namespace
 
+model_config load_llama2c_config(const std::filesystem::path& path) {
+  const std::string name = path.string();
+  const mapped_file file(path); // mapped, not read: only the header's page comes in
+  model_config config = config_of(read_header(file, name));
+  validate_model_config(config, name);
+  return config;
+}
+
 checkpoint load_llama2c_checkpoint(const std::filesystem::path& path) {
   const std::string name = path.string();
   auto file = std::make_shared<mapped_file>(path);

@@ -1,5 +1,6 @@
 #include <canopy/backends/mock_backend.hpp>
 
+#include <canopy/backends/model_fingerprint.hpp>
 #include <canopy/backends/sequence_hash.hpp>
 
 #include "mix64.hpp"
@@ -81,8 +82,9 @@ template <class Error>
 class mock_backend final : public backend_i {
 public:
   explicit mock_backend(const mock_options& options)
-      : options_(options), info_{"mock", options.vocab_size, options.context_length,
-                                 options.kv_bytes_per_token},
+      : options_(options),
+        info_{"mock", "mock", options.vocab_size, options.context_length, "float32",
+              mock_fingerprint(options), options.kv_bytes_per_token},
         empty_state_(sequence_hash_start(options.seed)) {}
 
   const model_info& info() const override { return info_; }

@@ -176,6 +176,11 @@ double synthetic_normal(std::uint64_t seed, std::string_view stream,
   return index % 2 == 0 ? z.first : z.second;
 }
 
+model_config synthetic_config(const synthetic_spec& spec) {
+  validate(spec);
+  return config_of(spec);
+}
+
 checkpoint make_synthetic_checkpoint(const synthetic_spec& spec) {
   validate(spec);
   checkpoint out;

@@ -1,5 +1,7 @@
 #include <canopy/backends/torch_backend.hpp>
 
+#include <canopy/backends/model_fingerprint.hpp>
+
 #include "kv_slots.hpp"
 #include "pass_kv.hpp"
 #include "pass_layout.hpp"
@@ -85,8 +87,8 @@ private:
 
 class torch_backend final : public backend_i {
 public:
-  torch_backend(const checkpoint& ckpt, const torch_options& options)
-      : device_(parse_device(options.device)), dtype_(parse_dtype(options.dtype)),
+  torch_backend(const checkpoint& ckpt, const std::string& device, const torch_options& options)
+      : device_(parse_device(device)), dtype_(parse_dtype(options.dtype)),
         threads_(options.threads) {
     if (dtype_ == at::kHalf && device_.is_cpu())
       throw std::invalid_argument("dtype float16 needs a CUDA device (LibTorch has no "
@@ -109,8 +111,11 @@ public:
     kv_ = std::make_unique<kv_tensors>(c.num_layers, capacity, c.num_kv_heads, c.head_dim,
                                        at::TensorOptions().dtype(dtype_).device(device_));
     info_.name = to_string(c.arch) + " " + ckpt.source;
+    info_.architecture = to_string(c.arch);
     info_.vocab_size = c.vocab_size;
     info_.context_length = c.context_length;
+    info_.dtype = options.dtype;
+    info_.fingerprint = checkpoint_fingerprint(ckpt);
     info_.kv_bytes_per_token = per_token;
     info_.kv_keep_bytes = static_cast<std::uint64_t>(capacity * keep_eighths / 8) * per_token;
   }
@@ -249,8 +254,9 @@ private:
 
 } // namespace
 
-std::unique_ptr<backend_i> make_torch_backend(const checkpoint& ckpt, const torch_options& options) {
-  return std::make_unique<torch_backend>(ckpt, options);
+std::unique_ptr<backend_i> make_torch_backend(const checkpoint& ckpt, const std::string& device,
+                                              const torch_options& options) {
+  return std::make_unique<torch_backend>(ckpt, device, options);
 }
 
 } // namespace canopy::backends

@@ -3,6 +3,7 @@
 #include <canopy/cache/child_index.hpp>
 
 #include <algorithm>
+#include <deque>
 #include <set>
 #include <stdexcept>
 #include <string>
@@ -89,7 +90,9 @@ struct token_trie::impl {
   std::vector<node_id> free_ids;
   child_index children; // child_key -> child
   candidate_set row_candidates;
-  std::vector<candidate_set> kv_candidates; // [workers]
+  // [workers]. A deque, so adding a worker never moves the sets that kv entries hold
+  // iterators into.
+  std::deque<candidate_set> kv_candidates;
   std::vector<kv_release> released;
   trie_stats stats;
   std::uint64_t clock = 0;
@@ -98,9 +101,11 @@ struct token_trie::impl {
   std::size_t locked_row_bytes = 0;
   std::size_t locked_rows = 0;
   std::vector<std::size_t> locked_kv_bytes; // [workers]
+  std::vector<std::size_t> kv_budgets;      // [workers] each worker's own KV budget
 
   explicit impl(trie_config c)
-      : config(c), kv_candidates(c.workers), locked_kv_bytes(c.workers) {
+      : config(c), kv_candidates(c.workers), locked_kv_bytes(c.workers),
+        kv_budgets(c.workers, c.kv_budget_bytes) {
     stats.kv_entries.assign(c.workers, 0);
     stats.kv_bytes.assign(c.workers, 0);
     stats.nodes = 1;
@@ -429,7 +434,7 @@ struct token_trie::impl {
   }
 
   bool attach_kv(node_id id, worker_id worker, kv_handle handle, std::size_t bytes) {
-    const std::size_t budget = config.kv_budget_bytes;
+    const std::size_t budget = kv_budgets[worker];
     return attach_with_room(
         id, [&] { return fits_in(stats.kv_bytes[worker], bytes, budget); },
         [&] { return fits_in(locked_kv_bytes[worker], bytes, budget); },
@@ -680,8 +685,11 @@ void token_trie::impl::check_invariants() const {
     violation("log-prob bytes over budget");
   if (config.logprob_max_entries != 0 && rows > config.logprob_max_entries)
     violation("log-prob entries over the entry limit");
+  if (kv_budgets.size() != workers || kv_candidates.size() != workers ||
+      stats.kv_bytes.size() != workers)
+    violation("per-worker tables disagree with the number of workers");
   for (worker_id w = 0; w < workers; ++w)
-    if (kv_bytes[w] > config.kv_budget_bytes)
+    if (kv_bytes[w] > kv_budgets[w])
       violation("KV bytes of worker " + std::to_string(w) + " over budget");
 }
 
@@ -774,6 +782,35 @@ void token_trie::clear() {
 
 void token_trie::clear_kv() {
   impl_->clear(false);
+}
+
+worker_id token_trie::add_worker(std::size_t kv_budget_bytes) {
+  auto& i = *impl_;
+  const auto id = static_cast<worker_id>(i.config.workers);
+  ++i.config.workers;
+  i.kv_candidates.emplace_back();
+  i.locked_kv_bytes.push_back(0);
+  i.kv_budgets.push_back(kv_budget_bytes);
+  i.stats.kv_entries.push_back(0);
+  i.stats.kv_bytes.push_back(0);
+  return id;
+}
+
+void token_trie::set_kv_budget(worker_id worker, std::size_t kv_budget_bytes) {
+  impl_->check_worker(worker);
+  if (impl_->stats.kv_entries[worker] != 0)
+    throw std::logic_error("token_trie::set_kv_budget: worker " + std::to_string(worker) +
+                           " holds KV (forget it first)");
+  impl_->kv_budgets[worker] = kv_budget_bytes;
+}
+
+std::size_t token_trie::kv_budget(worker_id worker) const {
+  impl_->check_worker(worker);
+  return impl_->kv_budgets[worker];
+}
+
+std::uint32_t token_trie::workers() const {
+  return impl_->config.workers;
 }
 
 void token_trie::forget_worker(worker_id worker) {

@@ -1,6 +1,8 @@
 #include <canopy/messages/registration.hpp>
 
+#include <canopy/messages/actor_interfaces.hpp>
 #include <canopy/messages/batch_messages.hpp>
+#include <canopy/messages/computed_pass.hpp>
 #include <canopy/messages/errors.hpp>
 #include <canopy/messages/pass_messages.hpp>
 #include <canopy/messages/query.hpp>
@@ -36,9 +38,15 @@ void add_message_types(caf::actor_system_config& config) {
   config.add_message_type<answer_batch>("canopy::answer_batch");
   config.add_message_type<backends::pass_item>("canopy::pass_item");
   config.add_message_type<backends::pass_request>("canopy::pass_request");
-  config.add_message_type<backends::item_output>("canopy::item_output");
-  config.add_message_type<backends::pass_result>("canopy::pass_result");
   config.add_message_type<backends::model_info>("canopy::model_info");
+  config.add_message_type<backends::mock_options>("canopy::mock_options");
+  config.add_message_type<backends::torch_options>("canopy::torch_options");
+  config.add_message_type<backends::backend_spec>("canopy::backend_spec");
+  config.add_message_type<cache::row_dtype>("canopy::row_dtype");
+  config.add_message_type<computed_item>("canopy::computed_item");
+  config.add_message_type<computed_pass>("canopy::computed_pass");
+  config.add_message_type<worker_description>("canopy::worker_description");
+  config.add_message_type<worker_actor>("canopy::worker_actor");
   config.add_message_type<cache::kv_prefix>("canopy::kv_prefix");
   config.add_message_type<prepare_request>("canopy::prepare_request");
   config.add_message_type<prepared_entry>("canopy::prepared_entry");

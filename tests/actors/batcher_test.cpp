@@ -1,6 +1,7 @@
 // The batcher and its neighbours driven on the deterministic scheduler with the
 // production wiring: merging, flush rules, KV reuse, failures, cancellation,
-// deadlines, dead workers and eviction under pressure.
+// deadlines and eviction under pressure (workers coming and going:
+// worker_membership_test.cpp).
 
 #include "pipeline_fixture.hpp"
 
@@ -294,32 +295,6 @@ TEST_F(batcher_test, branches_sharing_uncached_tokens_compute_them_once) {
   EXPECT_EQ(actors.metrics->deferred, 1u);
 }
 
-TEST_F(batcher_test, a_worker_that_dies_under_a_batch_fails_it_and_the_survivor_serves) {
-  start(2);
-  auto a = ask(token_seq{1, 2});
-  // Step until the batcher has asked the cache to prepare the batch, let the cache
-  // answer, then kill worker 0 before the batcher hears of it: the batch goes to a
-  // dead worker.
-  auto* batcher = dynamic_cast<caf::stateful_actor<
-    canopy::actors::batcher_state, canopy::messages::batcher_actor::base>*>(
-    caf::actor_cast<caf::abstract_actor*>(actors.batcher));
-  ASSERT_NE(batcher, nullptr);
-  while (!batcher->state.preparing)
-    ASSERT_TRUE(sched.try_run_once());
-  ASSERT_TRUE(sched.prioritize(actors.cache));
-  sched.run_once();
-  caf::anon_send_exit(actors.workers[0], caf::exit_reason::kill);
-  ASSERT_TRUE(sched.prioritize(actors.workers[0]));
-  sched.run_once();
-  sched.run();
-  EXPECT_EQ(probes->passes, 0);
-  EXPECT_EQ(error_of(a), errc::worker_lost);
-  auto b = ask(token_seq{1, 2});
-  sched.run();
-  EXPECT_TRUE(matches_reference(b, {1, 2}));
-  EXPECT_EQ(probes->passes, 1);
-}
-
 TEST_F(batcher_test, a_pass_past_its_timeout_fails_its_batch_and_its_late_kv_is_freed) {
   config.pass_timeout_ms = 50;
   start();
@@ -385,7 +360,7 @@ TEST_F(batcher_test, eviction_under_pressure_never_changes_an_answer) {
       sched.run();
       ASSERT_TRUE(matches_reference(r, tokens)) << "sequence " << ::testing::PrintToString(tokens);
       ASSERT_LE(actors.metrics->logprob_bytes, config.logprob_budget_bytes);
-      ASSERT_LE(actors.metrics->kv_bytes[0], config.kv_budget_bytes);
+      ASSERT_LE(actors.metrics->worker(0).kv_bytes, config.kv_budget_bytes);
     }
   };
   check();

@@ -58,7 +58,7 @@ protected:
   std::unique_ptr<backend_i> make(std::uint64_t kv_budget = 64u << 20) {
     torch_options options;
     options.kv_budget_bytes = kv_budget;
-    return make_torch_backend(load_checkpoint(model_path), options);
+    return make_torch_backend(load_checkpoint(model_path), "cpu", options);
   }
   std::filesystem::path model_path;
   std::vector<oracle_case> cases;
@@ -141,7 +141,7 @@ protected:
   std::unique_ptr<backend_i> make(std::uint64_t kv_budget) {
     torch_options options;
     options.kv_budget_bytes = kv_budget;
-    return make_torch_backend(ckpt, options);
+    return make_torch_backend(ckpt, "cpu", options);
   }
   checkpoint ckpt;
 };
@@ -210,7 +210,7 @@ TEST_F(torch_backend_kv, bfloat16_compute_stays_near_the_float64_reference) {
   CANOPY_SHARED_PATH_OR_SKIP(oracle_dir, "oracle/stories260K");
   torch_options options;
   options.dtype = "bfloat16";
-  auto backend = make_torch_backend(ckpt, options);
+  auto backend = make_torch_backend(ckpt, "cpu", options);
   EXPECT_EQ(backend->info().kv_bytes_per_token, 640u) << "KV is stored in the compute dtype";
   std::size_t rows = 0, same_argmax = 0;
   for (const auto& c : load_oracle_cases(oracle_dir)) {
@@ -231,23 +231,20 @@ TEST_F(torch_backend_kv, bfloat16_compute_stays_near_the_float64_reference) {
 
 TEST_F(torch_backend_kv, devices_and_dtypes_are_checked) {
   torch_options options;
-  options.device = "tpu";
-  EXPECT_THROW(make_torch_backend(ckpt, options), std::invalid_argument);
-  options.device = "cpu";
+  EXPECT_THROW(make_torch_backend(ckpt, "tpu", options), std::invalid_argument);
   options.dtype = "float64";
-  EXPECT_THROW(make_torch_backend(ckpt, options), std::invalid_argument);
+  EXPECT_THROW(make_torch_backend(ckpt, "cpu", options), std::invalid_argument);
   options.dtype = "float16";
   try {
-    make_torch_backend(ckpt, options);
+    make_torch_backend(ckpt, "cpu", options);
     ADD_FAILURE() << "float16 accepted on the CPU";
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("needs a CUDA device"), std::string::npos) << e.what();
   }
   if (cuda_device_count() == 0) {
     options.dtype = "float32";
-    options.device = "cuda:0";
     try {
-      make_torch_backend(ckpt, options);
+      make_torch_backend(ckpt, "cuda:0", options);
       ADD_FAILURE() << "cuda:0 accepted without CUDA";
     } catch (const std::invalid_argument& e) {
       EXPECT_NE(std::string(e.what()).find("no CUDA"), std::string::npos) << e.what();

@@ -3,7 +3,8 @@
 // invariants hold, budgets hold, locked nodes keep what they hold, answers never
 // change (a row found is the row attached for that sequence), refusals happen exactly
 // when evicting every unlocked holder would not make room, and every KV handle is
-// either still held or released exactly once.
+// either still held or released exactly once. Workers are added mid-run, each with its
+// own KV budget, and a forgotten worker may come back with another budget.
 
 #include <canopy/cache/token_trie.hpp>
 
@@ -23,6 +24,7 @@ namespace {
 constexpr token_id alphabet = 3;
 constexpr std::size_t max_length = 5;
 constexpr std::size_t max_locks = 6;
+constexpr std::uint32_t max_workers = 5;
 
 struct lock_record {
   node_id node = root_node;
@@ -65,7 +67,7 @@ bool fits_in(std::size_t used, std::size_t extra, std::size_t budget) {
 class fuzzer {
 public:
   fuzzer(trie_config config, std::uint32_t seed)
-      : config_(config), trie_(config), rng_(seed) {}
+      : config_(config), trie_(config), rng_(seed), budgets_(config.workers, config.kv_budget_bytes) {}
 
   void run(int steps) {
     for (int i = 0; i < steps && !::testing::Test::HasFatalFailure(); ++i) {
@@ -151,6 +153,25 @@ private:
       trie_.clear();
     else if (pick(4) == 0)
       forget_worker();
+    else if (pick(2) == 0)
+      add_worker();
+  }
+
+  std::uint32_t workers() const { return static_cast<std::uint32_t>(budgets_.size()); }
+
+  // Budgets between a third and twice the initial one, so workers differ.
+  std::size_t random_budget() {
+    return config_.kv_budget_bytes / 3 + pick(2 * config_.kv_budget_bytes);
+  }
+
+  void add_worker() {
+    if (workers() >= max_workers)
+      return;
+    const std::size_t budget = random_budget();
+    ASSERT_EQ(trie_.add_worker(budget), workers());
+    budgets_.push_back(budget);
+    for (lock_record& r : locks_)
+      r.kv.push_back(no_kv);
   }
 
   void match() {
@@ -173,7 +194,8 @@ private:
       EXPECT_EQ(decoded(*m.logprobs), decoded(*row_for(s)));
     }
     const std::uint32_t reach = std::min(cap, m.length);
-    for (worker_id w = 0; w < config_.workers; ++w) {
+    ASSERT_EQ(m.kv.size(), workers());
+    for (worker_id w = 0; w < workers(); ++w) {
       const kv_prefix& kv = m.kv[w];
       ASSERT_LE(kv.length, reach);
       for (std::uint32_t d = 0; d < kv.length; ++d)
@@ -202,7 +224,7 @@ private:
     r.node = insert(r.seq);
     trie_.lock(r.node);
     r.row = trie_.logprobs(r.node);
-    for (worker_id w = 0; w < config_.workers; ++w)
+    for (worker_id w = 0; w < workers(); ++w)
       r.kv.push_back(trie_.kv(r.node, w));
     locks_.push_back(r);
   }
@@ -258,10 +280,10 @@ private:
   }
 
   void attach_kv() {
-    const auto w = static_cast<worker_id>(pick(config_.workers));
+    const auto w = static_cast<worker_id>(pick(workers()));
     const auto [n, s] = kv_target(w);
-    const std::size_t bytes = pick(20) == 0 ? config_.kv_budget_bytes + 1
-                                            : 1 + pick(config_.kv_budget_bytes / 3);
+    const std::size_t budget = budgets_[w];
+    const std::size_t bytes = pick(20) == 0 ? budget + 1 : 1 + pick(budget / 3);
     const kv_handle handle = next_handle_++;
     const node_id up = trie_.parent(n);
     const bool prefix_ok = up == root_node || trie_.kv(up, w) != no_kv;
@@ -270,7 +292,7 @@ private:
     for (node_id p : protected_nodes(n))
       if (const kv_handle h = trie_.kv(p, w))
         protected_bytes += handles_.at(h).bytes;
-    const bool room = fits_in(protected_bytes, bytes, config_.kv_budget_bytes);
+    const bool room = fits_in(protected_bytes, bytes, budget);
 
     const bool ok = trie_.attach_kv(n, w, handle, bytes);
     ASSERT_EQ(ok, vacant && prefix_ok && room);
@@ -296,21 +318,26 @@ private:
   void take_released() {
     for (const kv_release& r : trie_.take_released())
       release(r);
-    std::vector<std::uint64_t> held(config_.workers);
+    std::vector<std::uint64_t> held(workers());
     for (const auto& [handle, h] : handles_)
       if (!h.gone)
         held[h.worker] += h.bytes;
     EXPECT_EQ(held, trie_.stats().kv_bytes);
   }
 
+  // A worker is lost; sometimes it comes back with another budget, holding nothing.
   void forget_worker() {
-    const auto w = static_cast<worker_id>(pick(config_.workers));
+    const auto w = static_cast<worker_id>(pick(workers()));
     trie_.forget_worker(w);
     for (auto& [handle, h] : handles_)
       if (h.worker == w)
         h.gone = true;
     for (lock_record& r : locks_)
       r.kv[w] = no_kv;
+    if (pick(2) == 0) {
+      budgets_[w] = random_budget();
+      trie_.set_kv_budget(w, budgets_[w]);
+    }
   }
 
   void check_step() {
@@ -320,13 +347,16 @@ private:
     if (config_.logprob_max_entries != 0) {
       ASSERT_LE(st.logprob_entries, config_.logprob_max_entries);
     }
-    for (worker_id w = 0; w < config_.workers; ++w)
-      ASSERT_LE(st.kv_bytes[w], config_.kv_budget_bytes);
+    ASSERT_EQ(trie_.workers(), workers());
+    for (worker_id w = 0; w < workers(); ++w) {
+      ASSERT_EQ(trie_.kv_budget(w), budgets_[w]);
+      ASSERT_LE(st.kv_bytes[w], budgets_[w]);
+    }
     for (const lock_record& r : locks_) {
       ASSERT_TRUE(trie_.exists(r.node));
       ASSERT_EQ(tokens_of(r.node), r.seq);
       EXPECT_EQ(trie_.logprobs(r.node), r.row);
-      for (worker_id w = 0; w < config_.workers; ++w)
+      for (worker_id w = 0; w < workers(); ++w)
         EXPECT_EQ(trie_.kv(r.node, w), r.kv[w]);
     }
   }
@@ -345,6 +375,7 @@ private:
   token_trie trie_;
   std::mt19937 rng_;
   std::map<token_seq, row_ptr> expected_row_;
+  std::vector<std::size_t> budgets_; // [workers] the KV budget each worker has now
   std::map<kv_handle, handle_record> handles_;
   std::vector<lock_record> locks_;
   kv_handle next_handle_ = 1;

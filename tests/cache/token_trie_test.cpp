@@ -537,6 +537,43 @@ TEST(TokenTrie, LfuPolicyEvictsTheLeastMatchedRow) {
   EXPECT_FALSE(has_row(t, {2}));
 }
 
+TEST(TokenTrie, EachWorkerHasItsOwnKvBudget) {
+  token_trie t(config_with(8, /*kv_bytes=*/64));
+  const worker_id small = t.add_worker(16);
+  EXPECT_EQ(small, 1u);
+  EXPECT_EQ(t.workers(), 2u);
+  EXPECT_EQ(t.kv_budget(0), 64u);
+  EXPECT_EQ(t.kv_budget(small), 16u);
+  // Four 8-byte tokens fit worker 0; worker 1 keeps two at a time, evicting.
+  put_kv_path(t, {1, 2, 3, 4}, 100, 8, 0);
+  EXPECT_EQ(t.stats().kv_bytes[0], 32u);
+  put_kv_path(t, {1, 2}, 200, 8, small);
+  EXPECT_EQ(t.stats().kv_bytes[small], 16u);
+  const node_id third = insert(t, {1, 2, 3});
+  EXPECT_FALSE(t.attach_kv(third, small, 300, 8)) << "its whole prefix is needed and locked by it";
+  t.lock(insert(t, {5}));
+  EXPECT_TRUE(t.attach_kv(insert(t, {5}), small, 301, 8));
+  EXPECT_LE(t.stats().kv_bytes[small], 16u);
+  EXPECT_EQ(t.stats().kv_bytes[0], 32u) << "worker 0 lost nothing to worker 1's budget";
+  t.unlock(insert(t, {5}));
+  t.check_invariants();
+}
+
+TEST(TokenTrie, AWorkerGetsANewBudgetOnlyWhenItHoldsNoKv) {
+  token_trie t(config_with(8, /*kv_bytes=*/64, eviction_policy::lru, /*workers=*/0));
+  EXPECT_EQ(t.workers(), 0u);
+  const worker_id w = t.add_worker(32);
+  put_kv_path(t, {1, 2}, 100, 8, w);
+  EXPECT_THROW(t.set_kv_budget(w, 8), std::logic_error);
+  t.forget_worker(w); // lost: it comes back empty
+  t.set_kv_budget(w, 8);
+  EXPECT_EQ(t.kv_budget(w), 8u);
+  put_kv_path(t, {1}, 200, 8, w);
+  EXPECT_FALSE(t.attach_kv(insert(t, {1, 2}), w, 201, 8));
+  EXPECT_THROW(t.kv_budget(w + 1), std::out_of_range);
+  t.check_invariants();
+}
+
 TEST(TokenTrie, AccessorsRejectDeadNodes) {
   token_trie t(config_with(1));
   EXPECT_FALSE(t.exists(42));

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <cstdlib>
@@ -236,7 +237,33 @@ engine_stats busy_engine() {
   e.logprob_bytes = 1 << 20;
   e.logprob_budget_bytes = 1 << 30;
   e.kv_bytes = {1000, 2000};
-  e.kv_budget_bytes = 4096;
+  worker_stats local;
+  local.id = 0;
+  local.node = "local";
+  local.device = "cpu";
+  local.state = "active";
+  local.passes = 7;
+  local.tokens_computed = 300;
+  local.kv_bytes = 1000;
+  local.kv_budget_bytes = 4096;
+  worker_stats remote = local;
+  remote.id = 1;
+  remote.node = "10.0.0.2:7101";
+  remote.state = "lost";
+  remote.in_flight = 2;
+  remote.heartbeat_age_ms = 1500;
+  remote.losses = 1;
+  remote.redispatched_queries = 17;
+  remote.kv_bytes = 2000;
+  remote.kv_budget_bytes = 8192;
+  e.workers = {local, remote};
+  node_stats node;
+  node.address = "10.0.0.2:7101";
+  node.state = "refused";
+  node.last_error = "fingerprint differs";
+  node.admissions = 2;
+  node.losses = 1;
+  e.nodes = {node};
   e.latency_seconds = histogram({0.001, 0.01, 0.1}, {2, 0, 5, 1}, 1.5);
   e.batch_size = histogram({1, 2, 4}, {3, 3, 3, 0}, 20);
   e.errors_by_code = {{"cancelled", 2}, {"deadline_exceeded", 5}};
@@ -316,9 +343,28 @@ TEST(PrometheusText, EveryMetricIsThereWithItsValue) {
   EXPECT_EQ(value_of(p, "canopy_cache_locked_nodes"), 65);
   EXPECT_EQ(value_of(p, "canopy_logprob_cache_bytes"), 1 << 20);
   EXPECT_EQ(value_of(p, "canopy_logprob_cache_budget_bytes"), 1 << 30);
-  EXPECT_EQ(value_of(p, "canopy_kv_cache_bytes", {{"worker", "0"}}), 1000);
-  EXPECT_EQ(value_of(p, "canopy_kv_cache_bytes", {{"worker", "1"}}), 2000);
-  EXPECT_EQ(value_of(p, "canopy_kv_cache_budget_bytes", {{"worker", "1"}}), 4096);
+  const std::map<std::string, std::string> local = {
+    {"worker", "0"}, {"node", "local"}, {"device", "cpu"}};
+  const std::map<std::string, std::string> remote = {
+    {"worker", "1"}, {"node", "10.0.0.2:7101"}, {"device", "cpu"}};
+  EXPECT_EQ(value_of(p, "canopy_kv_cache_bytes", local), 1000);
+  EXPECT_EQ(value_of(p, "canopy_kv_cache_bytes", remote), 2000);
+  EXPECT_EQ(value_of(p, "canopy_kv_cache_budget_bytes", local), 4096);
+  EXPECT_EQ(value_of(p, "canopy_kv_cache_budget_bytes", remote), 8192);
+  EXPECT_EQ(value_of(p, "canopy_worker_up", local), 1);
+  EXPECT_EQ(value_of(p, "canopy_worker_up", remote), 0);
+  EXPECT_EQ(value_of(p, "canopy_worker_passes_total", local), 7);
+  EXPECT_EQ(value_of(p, "canopy_worker_tokens_computed_total", local), 300);
+  EXPECT_EQ(value_of(p, "canopy_worker_passes_in_flight", remote), 2);
+  EXPECT_EQ(value_of(p, "canopy_worker_losses_total", remote), 1);
+  EXPECT_EQ(value_of(p, "canopy_worker_redispatched_queries_total", remote), 17);
+  EXPECT_EQ(value_of(p, "canopy_worker_heartbeat_age_seconds", remote), 1.5);
+  EXPECT_EQ(p.samples.end(), std::find_if(p.samples.begin(), p.samples.end(), [&](const auto& s) {
+              return s.name == "canopy_worker_heartbeat_age_seconds" && s.labels == local;
+            })) << "an in-process worker has no heartbeat";
+  EXPECT_EQ(value_of(p, "canopy_node_state", {{"node", "10.0.0.2:7101"}, {"state", "refused"}}), 1);
+  EXPECT_EQ(value_of(p, "canopy_node_admissions_total", {{"node", "10.0.0.2:7101"}}), 2);
+  EXPECT_EQ(value_of(p, "canopy_node_losses_total", {{"node", "10.0.0.2:7101"}}), 1);
   EXPECT_EQ(value_of(p, "canopy_queue_depth"), 11);
   EXPECT_EQ(value_of(p, "canopy_queries_in_flight"), 13);
   EXPECT_EQ(value_of(p, "canopy_http_connections_open"), 3);

@@ -48,19 +48,32 @@ struct pipeline_fixture : deterministic_system {
     config.backend_factory = [this](std::uint32_t, const std::string&) {
       return std::make_unique<probe_backend>(mock, probes);
     };
-    actors = actors::spawn_engine_actors(sys, config, actors::make_backends(config),
-                                         actors::worker_threads::scheduled);
+    auto backends = actors::make_backends(config);
+    auto model = actors::served_model(config, backends);
+    auto local = actors::spawn_local_workers(sys, config, std::move(backends),
+                                               actors::worker_threads::scheduled);
+    actors = actors::spawn_engine_actors(sys, config, std::move(model), std::move(local));
     sched.run();
   }
 
   /// Sends a query from a new client actor; returns the index of its reply.
   template <class Query>
   std::size_t ask(Query q) {
+    return ask_with(messages::logprobs_atom::value, std::move(q));
+  }
+
+  /// The same on the reference path (no cache, no batching, no KV kept).
+  std::size_t ask_uncached(cache::token_seq tokens) {
+    return ask_with(messages::uncached_atom::value, std::move(tokens));
+  }
+
+  template <class Atom, class Query>
+  std::size_t ask_with(Atom atom, Query q) {
     auto index = replies.size();
     replies.emplace_back();
     auto front = actors.fronts.front();
-    sys.spawn([this, index, front, q](caf::event_based_actor* self) {
-      self->request(front, caf::infinite, messages::logprobs_atom::value, q)
+    sys.spawn([this, index, front, atom, q](caf::event_based_actor* self) {
+      self->request(front, caf::infinite, atom, q)
         .then([this, index](const messages::shared_logprobs& row) { replies[index] = row; },
               [this, index](const caf::error& e) { replies[index] = e; });
     });

@@ -33,9 +33,17 @@ struct engine_config {
   std::uint64_t mock_seed = 0x243F6A8885A308D3ULL;
 
   // -- devices ----------------------------------------------------------------------
-  std::uint32_t workers = 1;           // one worker actor per device
+  std::uint32_t workers = 1;           // one worker actor per device; 0 (with no
+                                       // devices): a front only, with remote workers
   std::vector<std::string> devices;    // empty: every CUDA device for torch when there
                                        // is one, else `workers` times "cpu"
+  std::uint32_t worker_passes_in_flight = 1; // passes one worker runs or holds at once
+
+  // -- remote workers (README: "Across machines") -------------------------------------
+  std::vector<std::string> remote_workers; // "host:port" of `canopy worker` processes
+  double worker_timeout_ms = 2000;     // a silent worker node is lost after this long
+  std::string cluster_token_file;      // shared secret: nodes prove it to each other
+  std::string tls_cert, tls_key, tls_ca; // all three: CAF's TLS between nodes (PEM)
 
   // -- batching -----------------------------------------------------------------------
   std::uint32_t batch_size = 64;       // flush when this many distinct queries wait
@@ -82,6 +90,8 @@ struct engine_config {
   /// `devices`; when empty, every visible CUDA device (torch backend), else
   /// `workers` times "cpu".
   std::vector<std::string> device_list() const;
+  /// True when TLS files are given (all three, as validate() requires).
+  bool tls() const { return !tls_cert.empty(); }
 };
 
 } // namespace canopy

@@ -17,6 +17,32 @@ struct histogram_snapshot {
   std::uint64_t count = 0;           // observations
 };
 
+/// One worker of the engine, in-process or remote.
+struct worker_stats {
+  std::uint32_t id = 0;                  // its slot (the index of kv_bytes)
+  std::string node;                      // "local", or the "host:port" it was reached at
+  std::string device;
+  std::string state;                     // active | draining | lost
+  std::uint64_t passes = 0;
+  std::uint64_t tokens_computed = 0;
+  std::uint64_t in_flight = 0;           // passes sent and not back
+  double heartbeat_age_ms = -1;          // since its node last answered; -1: in-process
+  std::uint64_t losses = 0;              // times it was lost
+  std::uint64_t redispatched_queries = 0; // queries of its passes sent to other workers
+  std::uint64_t kv_bytes = 0;
+  std::uint64_t kv_budget_bytes = 0;     // the budget the cache enforces on it
+};
+
+/// One remote worker node (remote_workers).
+struct node_stats {
+  std::string address;
+  std::string state;                     // connecting | admitted | refused | lost | unreachable
+  std::string last_error;                // why it was refused, lost or not reached
+  std::uint64_t admissions = 0;
+  std::uint64_t losses = 0;
+  double heartbeat_age_ms = -1;          // -1: never answered
+};
+
 struct engine_stats {
   std::uint64_t queries = 0;            // accepted or rejected calls
   std::uint64_t answered = 0;           // answered with log-probs
@@ -42,10 +68,13 @@ struct engine_stats {
   std::uint64_t logprob_bytes = 0;
   std::uint64_t logprob_budget_bytes = 0;
   std::vector<std::uint64_t> kv_bytes;  // [workers]
-  std::uint64_t kv_budget_bytes = 0;    // per worker
+  std::vector<worker_stats> workers;    // [workers]
+  std::vector<node_stats> nodes;        // [remote_workers]
   double latency_p50_us = 0;            // accepted query to answer
   double latency_p90_us = 0;
   double latency_p99_us = 0;
+  double pass_round_trip_p50_us = 0;    // a pass sent to a worker until its answer is back
+  double pass_round_trip_p99_us = 0;
   histogram_snapshot latency_seconds;   // accepted query to answer, answered or failed
   histogram_snapshot batch_size;        // distinct queries per pass
   /// Failed answers by error code name (empty_sequence, cancelled, ...); codes that

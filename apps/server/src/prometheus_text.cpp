@@ -112,6 +112,61 @@ private:
 constexpr std::string_view counter = "counter";
 constexpr std::string_view gauge = "gauge";
 
+/// One family with a sample per worker, labelled with its slot, node and device.
+template <class Value>
+void per_worker(exposition& x, const std::vector<worker_stats>& workers, std::string_view name,
+                std::string_view type, std::string_view help, Value value) {
+  x.family(name, type, help);
+  for (const auto& w : workers) {
+    const auto id = std::to_string(w.id);
+    x.sample(name, "", {{"worker", id}, {"node", w.node}, {"device", w.device}}, value(w));
+  }
+}
+
+void append_workers(exposition& x, const std::vector<worker_stats>& workers) {
+  per_worker(x, workers, "canopy_worker_up", gauge,
+             "1 while the worker serves (active or draining), 0 once lost.",
+             [](const worker_stats& w) { return std::uint64_t{w.state != "lost"}; });
+  per_worker(x, workers, "canopy_kv_cache_bytes", gauge, "KV bytes held, per worker.",
+             [](const worker_stats& w) { return w.kv_bytes; });
+  per_worker(x, workers, "canopy_kv_cache_budget_bytes", gauge,
+             "KV budget the cache enforces, per worker.",
+             [](const worker_stats& w) { return w.kv_budget_bytes; });
+  per_worker(x, workers, "canopy_worker_passes_total", counter, "Passes the worker returned.",
+             [](const worker_stats& w) { return w.passes; });
+  per_worker(x, workers, "canopy_worker_tokens_computed_total", counter,
+             "Tokens the worker computed.", [](const worker_stats& w) { return w.tokens_computed; });
+  per_worker(x, workers, "canopy_worker_passes_in_flight", gauge,
+             "Passes sent to the worker and not back.",
+             [](const worker_stats& w) { return w.in_flight; });
+  per_worker(x, workers, "canopy_worker_losses_total", counter, "Times the worker was lost.",
+             [](const worker_stats& w) { return w.losses; });
+  per_worker(x, workers, "canopy_worker_redispatched_queries_total", counter,
+             "Queries of the worker's passes sent to other workers when it was lost.",
+             [](const worker_stats& w) { return w.redispatched_queries; });
+  x.family("canopy_worker_heartbeat_age_seconds", gauge,
+           "Since the remote worker's node last answered a heartbeat.");
+  for (const auto& w : workers)
+    if (w.heartbeat_age_ms >= 0)
+      x.sample("canopy_worker_heartbeat_age_seconds", "",
+               {{"worker", std::to_string(w.id)}, {"node", w.node}, {"device", w.device}},
+               w.heartbeat_age_ms / 1000);
+}
+
+void append_nodes(exposition& x, const std::vector<node_stats>& nodes) {
+  x.family("canopy_node_state", gauge,
+           "1 for the state each remote worker node is in (connecting, admitted, refused, "
+           "lost, unreachable).");
+  for (const auto& n : nodes)
+    x.sample("canopy_node_state", "", {{"node", n.address}, {"state", n.state}}, std::uint64_t{1});
+  x.family("canopy_node_admissions_total", counter, "Times the node was admitted.");
+  for (const auto& n : nodes)
+    x.sample("canopy_node_admissions_total", "", {{"node", n.address}}, n.admissions);
+  x.family("canopy_node_losses_total", counter, "Times the node was lost.");
+  for (const auto& n : nodes)
+    x.sample("canopy_node_losses_total", "", {{"node", n.address}}, n.losses);
+}
+
 void append_engine(exposition& x, const engine_stats& e) {
   x.single("canopy_queries_total", counter, "Engine queries, accepted or rejected.",
            e.queries);
@@ -152,13 +207,8 @@ void append_engine(exposition& x, const engine_stats& e) {
            e.logprob_bytes);
   x.single("canopy_logprob_cache_budget_bytes", gauge, "Budget of stored log-prob rows.",
            e.logprob_budget_bytes);
-  x.family("canopy_kv_cache_bytes", gauge, "KV bytes held, per worker.");
-  for (std::size_t w = 0; w < e.kv_bytes.size(); ++w)
-    x.sample("canopy_kv_cache_bytes", "", {{"worker", std::to_string(w)}}, e.kv_bytes[w]);
-  x.family("canopy_kv_cache_budget_bytes", gauge, "KV budget, per worker.");
-  for (std::size_t w = 0; w < e.kv_bytes.size(); ++w)
-    x.sample("canopy_kv_cache_budget_bytes", "", {{"worker", std::to_string(w)}},
-             e.kv_budget_bytes);
+  append_workers(x, e.workers);
+  append_nodes(x, e.nodes);
   x.single("canopy_queue_depth", gauge, "Distinct queries waiting in the batcher.",
            e.queue_depth);
   x.single("canopy_queries_in_flight", gauge, "Accepted queries not answered yet.",

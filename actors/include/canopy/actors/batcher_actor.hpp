@@ -3,14 +3,19 @@
 // equals one already waiting or in flight joins it (never a suffix key: equal
 // suffixes under different prefixes are different queries). A batch leaves when it
 // reaches batch_size, when batch_timeout has passed since its FIRST waiting query,
-// or at once when a worker is idle and flush_when_idle is set; each worker runs one
-// batch at a time, and the next batch's prepare follows the previous batch's store
-// into the cache's mailbox, so every batch is prepared against a cache that holds the
-// results of the batch before it. Each entry holds a lock, taken by the cache at
-// lookup, on its sequence's node until it leaves. Per batch: the cache reports hits
-// and KV prefixes (prepare), the planner folds prefixes and picks the worker, the
-// worker runs the pass, the cache stores the results (store), and every waiter gets
-// its row. A failed pass, a dead worker, a cancellation, an expired deadline or
+// or at once when a worker is idle and flush_when_idle is set; each worker runs at
+// most passes_in_flight batches at a time (one by default), and the next batch's
+// prepare follows the previous batch's store into the cache's mailbox, so every batch
+// is prepared against a cache that holds the results of the batch before it. Each
+// entry holds a lock, taken by the cache at lookup, on its sequence's node until it
+// leaves. Per batch: the cache reports hits and KV prefixes (prepare), the planner
+// folds prefixes and picks the worker, the worker runs the pass, the cache stores the
+// results (store), and every waiter gets its row.
+// Workers join (in-process ones at start, remote ones when their link has admitted
+// them) and are lost when their handle goes down or a pass to them fails below the
+// backend (the worker is gone): the queries of every pass they had not returned go
+// back to the head of the queue for the remaining workers, and only when none is left
+// do they fail with worker_lost. A failed pass, a cancellation, an expired deadline or
 // shutdown reaches every waiter as an error.
 // Thread contract: the state is touched only by the actor.
 
@@ -18,6 +23,7 @@
 #include <canopy/actors/earliest_timer.hpp>
 #include <canopy/actors/engine_metrics.hpp>
 #include <canopy/actors/token_seq_hash.hpp>
+#include <canopy/actors/worker_pool.hpp>
 #include <canopy/messages/actor_interfaces.hpp>
 
 #include <caf/actor_clock.hpp>
@@ -32,6 +38,9 @@
 namespace canopy::actors {
 
 struct batcher_options {
+  backends::model_info served;           // the model workers must serve to join
+  std::uint32_t passes_in_flight = 1;    // per worker
+  cache::row_dtype rows = cache::row_dtype::float32; // the dtype passes return rows in
   std::uint32_t batch_size = 64;
   caf::timespan batch_timeout{std::chrono::milliseconds(2)};
   bool flush_when_idle = true;
@@ -63,6 +72,7 @@ struct batch_entry {
 /// A batch between prepare and its answers.
 struct running_batch {
   cache::worker_id worker = 0;
+  messages::worker_actor handle;        // the worker running it (its slot may change hands)
   std::vector<entry_id> entries;        // answered by this pass
   std::vector<answer_ref> answers;      // [entries]
   std::vector<std::size_t> first_row;   // [items + 1] offset of each item's rows in the
@@ -74,18 +84,20 @@ struct running_batch {
   backends::pass_request pass;
 };
 
-struct worker_slot {
-  messages::worker_actor handle;
-  bool alive = true;
-  std::optional<std::uint64_t> batch;   // the running batch, if any
-  std::uint64_t load = 0;               // tokens computed so far (least-loaded routing)
+/// A query on the reference path (no cache, no batching, no KV kept).
+struct uncached_job {
+  cache::token_seq tokens;
+  std::uint64_t ticket = 0;
+  messages::answer_sink sink;
+  cache::worker_id worker = 0;          // where it runs now
+  std::uint64_t attempt = 0;            // which sending of it an answer belongs to
 };
 
 struct batcher_state {
   batcher_options options;
   messages::cache_actor cache;
   std::shared_ptr<engine_metrics> metrics;
-  std::vector<worker_slot> workers;
+  worker_pool workers;
 
   std::unordered_map<entry_id, batch_entry> entries;
   // When merging: each entry by its sequence (a view of the entry's own q.tokens).
@@ -93,6 +105,8 @@ struct batcher_state {
   std::deque<entry_id> pending;          // arrival order
   std::vector<cache::node_id> unlocks;   // locks of entries that left, for the cache
   std::unordered_map<std::uint64_t, running_batch> running;
+  std::unordered_map<std::uint64_t, uncached_job> uncached;
+  std::uint64_t next_uncached = 0;
   entry_id next_entry = 0;
   std::uint64_t next_batch = 0;
   bool preparing = false;                // one prepare at a time
@@ -106,8 +120,9 @@ struct batcher_state {
 
 using batcher_pointer = messages::batcher_actor::stateful_pointer<batcher_state>;
 
+/// Starts with no worker: workers join with (join_atom, handle, description).
 messages::batcher_actor::behavior_type
 batcher(batcher_pointer self, batcher_options options, messages::cache_actor cache,
-        std::vector<messages::worker_actor> workers, std::shared_ptr<engine_metrics> metrics);
+        std::shared_ptr<engine_metrics> metrics);
 
 } // namespace canopy::actors

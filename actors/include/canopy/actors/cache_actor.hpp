@@ -1,9 +1,10 @@
 #pragma once
 // The cache actor: owns the token trie (rows and KV handles per node), its eviction
-// policy and byte budgets. It answers hits itself, so hits never reach the batcher;
-// it locks each miss's node and forwards the miss to the batcher, reports how a
-// batch stands before its pass, stores what a pass computed, and tells workers to
-// free the KV it evicts.
+// policy and byte budgets (each worker's KV under the budget it joined with). It
+// answers hits itself, so hits never reach the batcher; it locks each miss's node and
+// forwards the miss to the batcher, reports how a batch stands before its pass,
+// stores what a pass computed (rows come encoded in the storage dtype), and tells
+// workers to free the KV it evicts.
 // Thread contract: the state is touched only by the actor.
 
 #include <canopy/actors/engine_metrics.hpp>
@@ -19,15 +20,19 @@ namespace canopy::actors {
 
 struct cache_options {
   bool enabled = true;                          // false: every query is a miss
-  cache::trie_config trie;
-  cache::row_dtype dtype = cache::row_dtype::float32;
-  std::vector<std::uint64_t> kv_bytes_per_token; // [workers]
-  std::vector<messages::worker_actor> workers;   // [workers], to free evicted KV
+  cache::trie_config trie;                      // its workers: 0 (they join)
+};
+
+/// What the cache knows of a worker that joined.
+struct cache_worker {
+  messages::worker_actor handle;                // where its evicted KV is freed
+  std::uint64_t kv_bytes_per_token = 0;
 };
 
 struct cache_state {
   cache_options options;
   std::unique_ptr<cache::token_trie> trie; // made when the actor starts
+  std::vector<cache_worker> workers;       // [trie workers]
   messages::batcher_actor batcher;
   std::shared_ptr<engine_metrics> metrics;
 
@@ -41,8 +46,12 @@ struct cache_state {
                            const cache::match_result& m);
   /// How one locked sequence of a batch stands (see prepared_entry).
   messages::prepared_entry prepare(cache::node_id leaf, bool require_kv) const;
-  /// Attaches a pass's KV and rows; returns the rows of every item, in order.
-  std::vector<messages::shared_logprobs> store(const messages::store_request& request);
+  /// Attaches a pass's KV and rows (taking them from the request); returns the rows
+  /// of every item, in order.
+  std::vector<messages::shared_logprobs> store(messages::store_request& request);
+  /// A worker took slot `w`: a new one, or one back after its loss, holding no KV.
+  void join(cache::worker_id w, messages::worker_actor handle,
+            const messages::worker_description& description);
   /// Sends the KV the trie dropped to its workers, and publishes the accounting.
   void after_change();
 

@@ -1,7 +1,9 @@
 #pragma once
-// Spawns and wires the actors of one engine: a worker per backend, the cache actor,
-// the batcher and the request (front) actors. The engine and the actor tests share it,
-// so tests drive exactly the production wiring.
+// Creating workers and wiring an engine, kept apart: spawn_local_workers makes the
+// in-process workers (a remote worker's link makes its own bindings), and the
+// composition root spawn_engine_actors wires the cache actor, the batcher and the
+// request (front) actors around a list of workers, whichever kind they are. The
+// engine and the actor tests share both, so tests drive exactly the production wiring.
 // Thread contract: call from any thread; the returned handles are values.
 
 #include <canopy/actors/engine_metrics.hpp>
@@ -18,10 +20,17 @@
 
 namespace canopy::actors {
 
+/// A worker ready to join: its handle (an in-process worker, or a remote worker's
+/// local proxy) and what it serves, with the KV budget the cache enforces on it.
+struct worker_binding {
+  messages::worker_actor handle;
+  messages::worker_description description;
+};
+
 struct engine_actors {
-  backends::model_info model;
+  backends::model_info model; // what the engine serves; queries are validated against it
   std::shared_ptr<engine_metrics> metrics;
-  std::vector<messages::worker_actor> workers;
+  std::vector<messages::worker_actor> workers; // the workers it was wired with
   messages::cache_actor cache;
   messages::batcher_actor batcher;
   std::vector<messages::engine_actor> fronts;
@@ -32,19 +41,37 @@ struct engine_actors {
 
 enum class worker_threads { detached, scheduled };
 
-/// `config` must be valid. Backends are one per worker, in device order. Tests pass
+/// One in-process worker per backend, in device order. Tests pass
 /// worker_threads::scheduled so a deterministic scheduler runs the workers too.
-engine_actors spawn_engine_actors(caf::actor_system& system, const engine_config& config,
-                                  std::vector<std::unique_ptr<backends::backend_i>> backends,
-                                  worker_threads threads = worker_threads::detached);
+std::vector<worker_binding>
+spawn_local_workers(caf::actor_system& system, const engine_config& config,
+                    std::vector<std::unique_ptr<backends::backend_i>> backends,
+                    worker_threads threads = worker_threads::detached);
 
-/// The description of the backend `config` asks for on `device` (its `backend` key
-/// and the mock settings).
+/// The composition root. `model` is what the engine serves (a worker's description, or
+/// describe_model's when it runs none). Every binding joins before any query can
+/// arrive; throws canopy::error(errc::invalid_config) naming a worker that does not
+/// serve `model`. Workers may join later (remote_workers' links do).
+engine_actors spawn_engine_actors(caf::actor_system& system, const engine_config& config,
+                                  backends::model_info model,
+                                  std::vector<worker_binding> workers);
+
+/// The description of the backend `config` asks for on `device`.
 backends::backend_spec backend_spec_for(const engine_config& config, const std::string& device);
 
+/// The KV a cache may keep on a worker: its configured budget, or less when the
+/// backend keeps part of its storage for passes in flight (model_info::kv_keep_bytes).
+std::uint64_t enforced_kv_budget(std::uint64_t configured, const backends::model_info& model);
+
 /// The backends `config` describes (its backend_factory, or its backend key), one per
-/// device. Throws canopy::error(errc::invalid_config) naming the device on failure.
+/// local device; none for a front that runs no worker of its own. Throws
+/// canopy::error(errc::invalid_config) naming the device on failure.
 std::vector<std::unique_ptr<backends::backend_i>> make_backends(const engine_config& config);
+
+/// What an engine with these backends serves: backend 0's description, or, with
+/// none, describe_model's (no weights are loaded).
+backends::model_info served_model(const engine_config& config,
+                                  const std::vector<std::unique_ptr<backends::backend_i>>& backends);
 
 /// A configuration's milliseconds as a CAF duration.
 caf::timespan from_ms(double ms);

@@ -1,6 +1,8 @@
 #pragma once
 // The counters every actor of one engine updates, shared by pointer. Relaxed atomics:
-// each counter is exact; a snapshot across counters is not a single instant.
+// each counter is exact; a snapshot across counters is not a single instant. Labels
+// (a worker's node and device, a node's state) sit behind mutexes: they change when
+// workers come and go, never per query.
 // Thread contract: any thread.
 
 #include <canopy/actors/bucket_histogram.hpp>
@@ -12,7 +14,11 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
 
 namespace canopy::actors {
 
@@ -32,8 +38,43 @@ private:
   std::array<std::atomic<std::uint64_t>, buckets> counts_{};
 };
 
+enum class worker_status : std::uint8_t { active, draining, lost };
+std::string_view to_string(worker_status state);
+
+/// One worker's figures. The batcher writes passes, tokens, in flight, losses and
+/// re-dispatched queries; the cache the KV bytes and the budget it enforces; a remote
+/// worker's link its last heartbeat.
+struct worker_metrics {
+  std::atomic<std::uint64_t> passes{0}, tokens_computed{0}, in_flight{0}, losses{0},
+    redispatched{0}, kv_bytes{0}, kv_budget_bytes{0};
+  std::atomic<std::int64_t> last_heartbeat_ns{0}; // system clock; 0: none (in-process)
+  std::atomic<worker_status> state{worker_status::active};
+};
+
+/// One remote worker node (an entry of remote_workers), written by its link.
+struct node_metrics {
+  explicit node_metrics(std::string node_address) : address(std::move(node_address)) {}
+  const std::string address;
+  std::atomic<std::uint64_t> admissions{0}, losses{0};
+  std::atomic<std::int64_t> last_heartbeat_ns{0}; // system clock; 0: none yet
+
+  void set_state(std::string state, std::string last_error = {});
+  std::pair<std::string, std::string> state() const; // (state, last error)
+
+private:
+  mutable std::mutex mutex_;
+  std::string state_ = "connecting", last_error_;
+};
+
+/// The time now as worker_metrics::last_heartbeat_ns counts it.
+std::int64_t heartbeat_clock_ns();
+
 struct engine_metrics {
-  explicit engine_metrics(std::uint32_t workers);
+  /// `nodes`: the remote worker nodes' addresses, in remote_workers order.
+  explicit engine_metrics(const std::vector<std::string>& nodes = {});
+
+  /// Workers one engine can hold (slots are never reused by another worker).
+  static constexpr std::uint32_t max_workers = 256;
 
   std::atomic<std::uint64_t> queries{0}, answered{0}, failed{0}, cache_hits{0},
     merged_duplicates{0}, batches{0}, batched_queries{0}, deferred{0}, failed_passes{0},
@@ -42,9 +83,8 @@ struct engine_metrics {
   // accounting).
   std::atomic<std::uint64_t> logprob_evictions{0}, kv_evictions{0}, nodes_removed{0},
     refused_attaches{0}, logprob_entries{0}, logprob_bytes{0}, locked_nodes{0};
-  std::unique_ptr<std::atomic<std::uint64_t>[]> kv_bytes; // [workers]
-  std::uint32_t workers;
   latency_histogram latency;
+  latency_histogram pass_round_trip; // a pass sent to a worker until its answer is back
   // Gauge written by the batcher. (Queries in flight need none: every query counts
   // in `queries` when accepted or rejected, and in `answered` or `failed` once.)
   std::atomic<std::uint64_t> queue_depth{0};
@@ -53,11 +93,23 @@ struct engine_metrics {
   bucket_histogram batch_size{bucket_histogram::size_bounds()};
 
   engine_stats snapshot() const;
-  /// Counts what a finished pass computed.
-  void count_pass(const backends::pass_result& result);
+  /// Counts what a finished pass on `worker` computed.
+  void count_pass(std::uint32_t worker, std::uint64_t tokens, std::uint64_t matmul_flops,
+                  std::uint64_t compute_ns);
+  /// A worker took slot `id` (< max_workers): its labels, and it is active.
+  void worker_joined(std::uint32_t id, std::string node, std::string device);
+  worker_metrics& worker(std::uint32_t id) { return workers_[id]; }
+  node_metrics& node(std::size_t index) { return nodes_[index]; }
   /// Counts a query answered with an error (codes outside Canopy's count as
   /// backend_failure, as the API reports them).
   void count_error(messages::errc code);
+
+private:
+  std::array<worker_metrics, max_workers> workers_;
+  std::atomic<std::uint32_t> worker_count_{0};
+  mutable std::mutex labels_mutex_;
+  std::vector<std::pair<std::string, std::string>> worker_labels_; // [workers] node, device
+  std::deque<node_metrics> nodes_; // fixed at construction
 };
 
 inline void bump(std::atomic<std::uint64_t>& counter, std::uint64_t n = 1) {

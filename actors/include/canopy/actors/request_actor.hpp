@@ -29,7 +29,6 @@ namespace canopy::actors {
 
 struct request_options {
   caf::timespan query_timeout{0}; // 0: none
-  caf::timespan pass_timeout{std::chrono::minutes(10)};
 };
 
 /// A query a sink asked for under its own id.
@@ -50,9 +49,7 @@ struct request_state {
   backends::model_info model;
   messages::cache_actor cache;
   messages::batcher_actor batcher;
-  std::vector<messages::worker_actor> workers; // for the uncached reference path
   std::shared_ptr<engine_metrics> metrics;
-  std::size_t next_worker = 0;
   /// Deadlines of unanswered queries that have one, earliest first, and the one timer
   /// for the earliest.
   using deadline_map = std::multimap<caf::actor_clock::time_point, std::uint64_t>;
@@ -82,7 +79,6 @@ using request_pointer = messages::engine_actor::stateful_pointer<request_state>;
 messages::engine_actor::behavior_type
 request_actor(request_pointer self, request_options options, backends::model_info model,
               messages::cache_actor cache, messages::batcher_actor batcher,
-              std::vector<messages::worker_actor> workers,
               std::shared_ptr<engine_metrics> metrics);
 
 /// The first problem with a sequence for this model, or none.

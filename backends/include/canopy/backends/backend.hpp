@@ -47,11 +47,18 @@ struct pass_result {
   std::uint64_t compute_ns = 0;      // time the backend spent on the pass
 };
 
-/// What the engine needs to know of a model.
+/// What the engine needs to know of a model. A remote worker announces it, and a
+/// front admits the worker only when architecture, vocabulary, context, dtype and
+/// fingerprint agree with what it serves.
 struct model_info {
   std::string name;
+  std::string architecture;             // "llama", "gpt2" or "mock"
   std::int64_t vocab_size = 0;          // rows have this many entries
   std::int64_t context_length = 0;      // longest sequence a query may have
+  std::string dtype;                    // compute dtype: float32 | float16 | bfloat16
+  std::string fingerprint;              // hash of what fixes the answers (the weights
+                                        // and config, or the mock's options); empty:
+                                        // not known (a front that loaded no weights)
   std::uint64_t kv_bytes_per_token = 0; // KV budget cost of one token on this backend
   std::uint64_t kv_keep_bytes = 0;      // KV the cache may keep on this worker (less than
                                         // its storage, so a pass has room for its new

@@ -1,14 +1,14 @@
 #pragma once
 // Builds the backend of one worker from a plain description, so that a description
-// (not a backend object) is what crosses to a worker process: the worker loads the
-// model from its own disk.
+// (not a backend object) is what a worker process starts from: it loads the model from
+// its own disk. messages/ makes the description serializable.
 // Thread contract: pure functions.
 
 #include <canopy/backends/backend.hpp>
 #include <canopy/backends/mock_backend.hpp>
 #include <canopy/backends/synthetic_checkpoint.hpp>
+#include <canopy/backends/torch_backend.hpp>
 
-#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -17,12 +17,9 @@ namespace canopy::backends {
 struct backend_spec {
   std::string kind = "mock";  // "mock" | "torch"
   std::string device = "cpu"; // "cpu", "cuda" or "cuda:N"
-  mock_options mock;
-  // torch:
-  std::string model;          // HF directory or llama2.c .bin; empty: builtin_model()
-  std::string dtype = "float32";
-  std::uint64_t kv_budget_bytes = std::uint64_t{1} << 30;
-  int threads = 0;            // intra-op threads of this worker; 0: ATen's default
+  std::string model;          // torch: HF directory or llama2.c .bin; empty: builtin_model()
+  mock_options mock;          // kind "mock"
+  torch_options torch;        // kind "torch"
 };
 
 /// The model of the torch backend when none is named: a seeded synthetic Llama small
@@ -33,5 +30,11 @@ synthetic_spec builtin_model();
 /// Throws std::invalid_argument naming the problem for an unknown kind or device, and
 /// checkpoint_error for a model file that cannot be used.
 std::unique_ptr<backend_i> make_backend(const backend_spec& spec);
+
+/// What make_backend(spec) would serve, without loading weights or making a backend:
+/// name, architecture, vocabulary, context and dtype (a front that runs no worker of
+/// its own validates queries with it). The fingerprint is known for the mock only, and
+/// the KV fields are 0. Throws as make_backend for what it reads.
+model_info describe_model(const backend_spec& spec);
 
 } // namespace canopy::backends

@@ -61,4 +61,8 @@ struct checkpoint {
 /// naming the file (and tensor) on any problem.
 checkpoint load_checkpoint(const std::filesystem::path& path);
 
+/// The config of what load_checkpoint(path) would load, read without the weights
+/// (config.json of an HF directory, the header of a .bin). Throws as load_checkpoint.
+model_config load_model_config(const std::filesystem::path& path);
+
 } // namespace canopy::backends

@@ -20,4 +20,8 @@ namespace canopy::backends {
 /// Throws checkpoint_error naming the file (and tensor) on any problem.
 checkpoint load_hf_checkpoint(const std::filesystem::path& dir);
 
+/// The config of an HF directory from its config.json alone (the weights need not
+/// be there).
+model_config load_hf_config(const std::filesystem::path& dir);
+
 } // namespace canopy::backends

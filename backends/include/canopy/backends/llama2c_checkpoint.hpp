@@ -22,4 +22,7 @@ namespace canopy::backends {
 /// Throws checkpoint_error naming the file (and what is wrong) on any problem.
 checkpoint load_llama2c_checkpoint(const std::filesystem::path& path);
 
+/// The config of a llama2.c file from its header alone (no weights are read).
+model_config load_llama2c_config(const std::filesystem::path& path);
+
 } // namespace canopy::backends

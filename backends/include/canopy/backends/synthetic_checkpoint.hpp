@@ -44,6 +44,10 @@ std::int64_t default_intermediate_size(architecture arch, std::int64_t hidden);
 /// Element `index` of the standard-normal stream `stream` under `seed`.
 double synthetic_normal(std::uint64_t seed, std::string_view stream, std::uint64_t index);
 
+/// The config make_synthetic_checkpoint(spec) has, without making its weights.
+/// Throws as make_synthetic_checkpoint does for a spec that describes no model.
+model_config synthetic_config(const synthetic_spec& spec);
+
 /// Float32 weights in owned storage, tied embeddings. Throws std::invalid_argument
 /// naming the field when the spec cannot describe a model (non-positive sizes, hidden
 /// not divisible by heads, heads not divisible by kv_heads, an odd llama head_dim,

@@ -14,17 +14,19 @@
 
 namespace canopy::backends {
 
+/// How a worker runs its model (the device is named beside these).
 struct torch_options {
-  std::string device = "cpu";     // "cpu", "cuda" or "cuda:N"
   std::string dtype = "float32";  // compute dtype: float32 | float16 | bfloat16
   std::uint64_t kv_budget_bytes = std::uint64_t{1} << 30; // this worker's KV storage
   int threads = 0;                // intra-op threads of this worker's passes; 0: ATen's
 };
 
-/// Throws std::invalid_argument naming the problem (unknown dtype, a CUDA device
-/// without CUDA, a budget too small for one token) and checkpoint_error for weights
-/// the architecture cannot use.
-std::unique_ptr<backend_i> make_torch_backend(const checkpoint& ckpt, const torch_options& options);
+/// Runs `ckpt` on `device` ("cpu", "cuda" or "cuda:N"). Throws std::invalid_argument
+/// naming the problem (unknown dtype, a CUDA device without CUDA, a budget too small
+/// for one token) and checkpoint_error for weights the architecture cannot use. The
+/// model_info's fingerprint is the checkpoint's (model_fingerprint.hpp).
+std::unique_ptr<backend_i> make_torch_backend(const checkpoint& ckpt, const std::string& device,
+                                              const torch_options& options);
 
 /// CUDA devices LibTorch can use in this process (0 in a CPU-only build).
 int cuda_device_count();

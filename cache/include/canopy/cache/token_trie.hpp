@@ -3,8 +3,10 @@
 // next-token log-probs after its prefix, one KV handle per worker for its token, a
 // lock count (in-flight use) and access statistics. Two hard byte budgets: stored
 // log-prob bytes (plus an optional entry count, genlm-backend's OutputCache maxsize)
-// and KV bytes per worker. After every public operation the accounted bytes are at
-// or under budget.
+// and KV bytes per worker, each worker with its own budget (workers on other machines
+// hold what their own storage holds). After every public operation the accounted
+// bytes are at or under budget. Workers can be added while the trie is in use (a
+// worker joining the engine late).
 //
 // Eviction (Note [eviction candidates]): for each resource (log-probs; KV on worker
 // w) a node is a candidate when it holds the resource, is unlocked, and no child
@@ -34,8 +36,8 @@ namespace canopy::cache {
 struct trie_config {
   std::size_t logprob_budget_bytes = std::size_t{1} << 30; // hard limit on stored row bytes
   std::size_t logprob_max_entries = 0;                     // 0: no entry-count limit
-  std::size_t kv_budget_bytes = std::size_t{1} << 30;      // hard limit per worker
-  std::uint32_t workers = 1;
+  std::size_t kv_budget_bytes = std::size_t{1} << 30;      // hard limit of each initial worker
+  std::uint32_t workers = 1;                               // initial workers
   eviction_policy policy = eviction_policy::lru;
 };
 
@@ -78,6 +80,7 @@ public:
   token_trie(const token_trie&) = delete;
   token_trie& operator=(const token_trie&) = delete;
 
+  /// The configuration, with `workers` the current number of workers.
   const trie_config& config() const;
 
   /// Walks from the root along tokens[0..n) as far as nodes exist and refreshes the
@@ -131,6 +134,15 @@ public:
   void clear_kv();
   /// The worker is gone: drop all of its KV, locked or not, without queueing releases.
   void forget_worker(worker_id worker);
+
+  /// Adds a worker whose KV may take `kv_budget_bytes`; returns its id (the number of
+  /// workers before the call).
+  worker_id add_worker(std::size_t kv_budget_bytes);
+  /// Sets a worker's KV budget. The worker must hold no KV (it is new, or back after
+  /// forget_worker), so the budget holds at once; std::logic_error otherwise.
+  void set_kv_budget(worker_id worker, std::size_t kv_budget_bytes);
+  std::size_t kv_budget(worker_id worker) const;
+  std::uint32_t workers() const;
 
   /// KV entries dropped since the last call, for the owner to free at the workers.
   std::vector<kv_release> take_released();

@@ -16,10 +16,12 @@
 #include <canopy/cache/types.hpp>
 #include <canopy/messages/atoms.hpp>
 #include <canopy/messages/batch_messages.hpp>
+#include <canopy/messages/computed_pass.hpp>
 #include <canopy/messages/pass_messages.hpp>
 #include <canopy/messages/query.hpp>
 #include <canopy/messages/reply_callback.hpp>
 #include <canopy/messages/shared_logprobs.hpp>
+#include <canopy/messages/worker_description.hpp>
 
 #include <caf/replies_to.hpp>
 #include <caf/stateful_actor.hpp>
@@ -40,10 +42,12 @@ using answer_sink = caf::typed_actor<
   // The rows of several tickets: one message per computed batch and request actor.
   caf::reacts_to<answer_atom, answer_batch>>;
 
-/// One per device; spawned detached, because a pass blocks its thread.
+/// One per device; spawned detached, because a pass blocks its thread. On a worker
+/// node the engine holds a local proxy with this interface instead (remote_worker).
 using worker_actor = caf::typed_actor<
-  // Runs one forward pass; a backend exception becomes errc::backend_failure.
-  caf::replies_to<run_atom, backends::pass_request>::with<backends::pass_result>,
+  // Runs one forward pass, its rows encoded in the given dtype; a backend exception
+  // becomes errc::backend_failure.
+  caf::replies_to<run_atom, backends::pass_request, cache::row_dtype>::with<computed_pass>,
   // Frees KV entries the cache dropped.
   caf::reacts_to<free_kv_atom, std::vector<cache::kv_handle>>,
   // Describes the model this worker runs.
@@ -68,7 +72,16 @@ using batcher_actor = caf::typed_actor<
   caf::reacts_to<cancel_atom, answer_sink, std::vector<std::uint64_t>,
                  std::vector<cache::token_seq>>,
   // reset_async_queries(): every waiting query gets errc::cancelled.
-  caf::replies_to<cancel_atom>::with<bool>>;
+  caf::replies_to<cancel_atom>::with<bool>,
+  // Admits a worker: it must serve the engine's model (architecture, vocabulary,
+  // context, dtype, fingerprint), else the error names both sides. It gets a slot
+  // (the one it names when it comes back after a loss), is monitored, and takes
+  // passes at once. Its loss is its handle going down: its passes are re-dispatched.
+  caf::replies_to<join_atom, worker_actor, worker_description>::with<cache::worker_id>,
+  // The worker in this slot is leaving: it takes no new pass and finishes its own.
+  caf::reacts_to<drain_atom, cache::worker_id>,
+  // The reference path (no cache, no batching, no KV kept), answered to the sink.
+  caf::reacts_to<uncached_atom, cache::token_seq, std::uint64_t, answer_sink>>;
 
 /// Owns the token trie, its eviction policy and byte budgets.
 using cache_actor = caf::typed_actor<
@@ -83,8 +96,11 @@ using cache_actor = caf::typed_actor<
   caf::replies_to<store_atom, store_request>::with<std::vector<shared_logprobs>>,
   // Gives back locks taken by lookups (one per element).
   caf::reacts_to<release_atom, std::vector<cache::node_id>>,
-  // A worker died: its KV handles are void.
+  // A worker was lost: its KV handles are void.
   caf::reacts_to<forget_atom, cache::worker_id>,
+  // A worker took this slot (new, or back after its loss with no KV): where to free
+  // its KV, and the budget and bytes per token of what the cache keeps on it.
+  caf::reacts_to<join_atom, cache::worker_id, worker_actor, worker_description>,
   // Wiring, sent once before any query: the batcher that misses are forwarded to.
   caf::reacts_to<connect_atom, batcher_actor>,
   // Passes a withdrawal on to the batcher. It travels the path the misses took, so

@@ -25,5 +25,7 @@ using connect_atom = caf::atom_constant<caf::atom("connect")>;  // wiring at sta
 using answer_atom = caf::atom_constant<caf::atom("answer")>;    // -> request actor
 using timeout_atom = caf::atom_constant<caf::atom("timeout")>;  // deadlines, to oneself
 using idle_atom = caf::atom_constant<caf::atom("idle")>;        // batcher -> itself
+using join_atom = caf::atom_constant<caf::atom("join")>;        // a worker -> batcher, cache
+using drain_atom = caf::atom_constant<caf::atom("drain")>;      // a leaving worker
 
 } // namespace canopy::messages

@@ -6,6 +6,7 @@
 
 #include <canopy/backends/backend.hpp>
 #include <canopy/cache/token_trie.hpp>
+#include <canopy/messages/computed_pass.hpp>
 #include <canopy/messages/pass_messages.hpp>
 #include <canopy/messages/shared_logprobs.hpp>
 
@@ -40,7 +41,7 @@ struct store_request {
   cache::worker_id worker = 0;
   std::vector<store_item> items;       // [pass items]
   backends::pass_request pass;         // what was asked (tokens, rows)
-  backends::pass_result result;        // what came back (KV handles, rows)
+  computed_pass result;                // what came back (KV handles, rows)
 };
 
 template <class Inspector>

@@ -1,10 +1,13 @@
 #pragma once
-// Serialization of what crosses to a worker: the backend's pass structs and model
-// description. The inspect() overloads live in the types' own namespaces (ADL) so
-// that backends/ stays free of CAF.
+// Serialization of what crosses to a worker: the backend's pass structs, the model
+// description a worker announces, and the backend description it starts from. The
+// inspect() overloads live in the types' own namespaces (ADL) so that backends/ stays
+// free of CAF.
 // Thread contract: plain values.
 
 #include <canopy/backends/backend.hpp>
+#include <canopy/backends/backend_factory.hpp>
+#include <canopy/cache/logprob_row.hpp>
 #include <canopy/cache/token_trie.hpp>
 
 #include <caf/meta/type_name.hpp>
@@ -23,20 +26,25 @@ typename Inspector::result_type inspect(Inspector& f, pass_request& x) {
 }
 
 template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, item_output& x) {
-  return f(caf::meta::type_name("item_output"), x.kv, x.logprobs);
-}
-
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, pass_result& x) {
-  return f(caf::meta::type_name("pass_result"), x.items, x.tokens_computed, x.matmul_flops,
-           x.compute_ns);
-}
-
-template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, model_info& x) {
-  return f(caf::meta::type_name("model_info"), x.name, x.vocab_size, x.context_length,
-           x.kv_bytes_per_token, x.kv_keep_bytes);
+  return f(caf::meta::type_name("model_info"), x.name, x.architecture, x.vocab_size,
+           x.context_length, x.dtype, x.fingerprint, x.kv_bytes_per_token, x.kv_keep_bytes);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, mock_options& x) {
+  return f(caf::meta::type_name("mock_options"), x.vocab_size, x.context_length,
+           x.kv_bytes_per_token, x.seed, x.cost_per_pass, x.cost_per_token);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, torch_options& x) {
+  return f(caf::meta::type_name("torch_options"), x.dtype, x.kv_budget_bytes, x.threads);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, backend_spec& x) {
+  return f(caf::meta::type_name("backend_spec"), x.kind, x.device, x.model, x.mock, x.torch);
 }
 
 } // namespace canopy::backends

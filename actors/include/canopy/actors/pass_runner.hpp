@@ -1,0 +1,27 @@
+#pragma once
+// Running one pass on a backend as every worker actor does, in-process or on a worker
+// node: the result carries the backend's rows as they are, tagged with the dtype the
+// pass asked for (encoded when they leave the process, or by the cache), and every
+// exception becomes errc::backend_failure with the backend's message, so the worker
+// keeps serving.
+// Thread contract: call from the thread that owns the backend.
+
+#include <canopy/backends/backend.hpp>
+#include <canopy/cache/logprob_row.hpp>
+#include <canopy/messages/computed_pass.hpp>
+
+#include <caf/expected.hpp>
+
+#include <vector>
+
+namespace canopy::actors {
+
+caf::expected<messages::computed_pass> run_pass(backends::backend_i& backend,
+                                                const backends::pass_request& request,
+                                                cache::row_dtype rows);
+
+/// Frees KV entries the cache dropped; best effort (a backend that cannot free keeps
+/// serving).
+void release_kv(backends::backend_i& backend, const std::vector<cache::kv_handle>& handles);
+
+} // namespace canopy::actors

@@ -1,0 +1,43 @@
+#pragma once
+// What the batcher's two halves share: the queue and its batches
+// (batcher_actor.cpp) and its workers coming and going, with the reference path that
+// runs on them (batcher_workers.cpp).
+// Thread contract: called only from the batcher's handlers.
+
+#include <canopy/actors/batcher_actor.hpp>
+
+#include <caf/error.hpp>
+
+#include <cstdint>
+#include <vector>
+
+namespace canopy::actors::batcher_detail {
+
+/// Puts entries back at the head of the queue, keeping their order.
+void requeue_front(batcher_pointer self, const std::vector<entry_id>& ids);
+/// Answers every queued query with `error`.
+void fail_pending(batcher_pointer self, const caf::error& error);
+/// Flushes a batch if one is due, refreshes the queue gauge and gives back the locks of
+/// entries that left. Every handler ends here after changing entries or the queue.
+void maybe_flush(batcher_pointer self);
+
+/// Admits a worker (see batcher_actor's join_atom).
+caf::result<cache::worker_id> join(batcher_pointer self, messages::worker_actor handle,
+                                   messages::worker_description description);
+/// The worker in slot `w` takes no new pass.
+void drain(batcher_pointer self, cache::worker_id w);
+/// The worker in slot `w` is gone if `handle` is still its worker: its KV is
+/// forgotten, the queries of its unreturned passes go back to the queue and its
+/// reference-path queries to other workers; with no worker left, they fail.
+void lose_worker(batcher_pointer self, cache::worker_id w, const messages::worker_actor& handle,
+                 const std::string& why);
+/// A worker's handle went down.
+void on_worker_down(batcher_pointer self, const caf::actor_addr& source, const caf::error& reason);
+
+/// The reference path: runs the sequence alone on the least loaded active worker.
+void run_uncached(batcher_pointer self, cache::token_seq tokens, std::uint64_t ticket,
+                  messages::answer_sink sink);
+/// Sends job `id` to an active worker, or answers it worker_lost when none is left.
+void send_uncached(batcher_pointer self, std::uint64_t id);
+
+} // namespace canopy::actors::batcher_detail
