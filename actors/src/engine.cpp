@@ -1,10 +1,11 @@
 #include <canopy/engine.hpp>
 
+#include <canopy/actor_system_setup.hpp>
 #include <canopy/actors/engine_actors.hpp>
+#include <canopy/actors/remote_workers.hpp>
 #include <canopy/actors/model_tokenizer.hpp>
 #include <canopy/actors/sampling.hpp>
 #include <canopy/messages/errors.hpp>
-#include <canopy/messages/registration.hpp>
 
 #include <ATen/ATen.h>
 #include <caf/actor_system.hpp>
@@ -61,11 +62,18 @@ struct engine::impl {
 
   void start(caf::actor_system& sys) {
     system = &sys;
+    check_actor_system(sys, config, front_role(config));
     auto backends = actors::make_backends(config);
     auto model = actors::served_model(config, backends);
     tokenizer = actors::load_model_tokenizer(config, model.vocab_size);
     auto workers = actors::spawn_local_workers(sys, config, std::move(backends));
     actors = actors::spawn_engine_actors(sys, config, std::move(model), std::move(workers));
+    if (config.remote_workers.empty())
+      return;
+    actors.links = actors::spawn_worker_links(sys, config, actors);
+    // The nodes that are up join before the first query; a handshake takes a few
+    // round trips, each bounded by worker_timeout_ms.
+    actors::await_first_attempts(sys, actors.links, 3 * from_ms(config.worker_timeout_ms));
   }
 
   /// Sends a query whose answer arrives through `callback` (on an actor thread).
@@ -112,7 +120,7 @@ engine::engine(engine_config config) : impl_(std::make_unique<impl>()) {
   config.validate();
   impl_->config = std::move(config);
   impl_->own_config = std::make_unique<caf::actor_system_config>();
-  messages::add_message_types(*impl_->own_config);
+  configure_actor_system(*impl_->own_config, impl_->config, front_role(impl_->config));
   auto threads = impl_->config.scheduler_threads;
   if (threads == 0)
     threads = std::max(2u, std::thread::hardware_concurrency());

@@ -164,6 +164,8 @@ void engine_actors::stop() const {
   caf::anon_send_exit(cache, caf::exit_reason::user_shutdown);
   for (const auto& w : workers)
     caf::anon_send_exit(w, caf::exit_reason::user_shutdown);
+  for (const auto& l : links)
+    caf::anon_send_exit(l, caf::exit_reason::user_shutdown);
 }
 
 } // namespace canopy::actors

@@ -16,5 +16,6 @@ int detokenize_command(const std::vector<std::string>& args);
 int vocab_command(const std::vector<std::string>& args);
 int make_model_command(const std::vector<std::string>& args);
 int serve_command(const std::vector<std::string>& args);
+int worker_command(const std::vector<std::string>& args);
 
 } // namespace canopy::app

@@ -35,6 +35,7 @@ const subcommand subcommands[] = {
     {"vocab", "list the bytes of every token id, in hex", vocab_command},
     {"serve", "serve the engine over HTTP (JSON and binary log-probs, metrics)",
      serve_command},
+    {"worker", "lend this machine's devices to fronts on other machines", worker_command},
     {"make-model", "write a seeded synthetic llama or gpt2 checkpoint (HF directory)",
      make_model_command},
 };

@@ -6,8 +6,8 @@
 #include "commands.hpp"
 #include "open_file_limit.hpp"
 
+#include <canopy/actor_system_setup.hpp>
 #include <canopy/engine.hpp>
-#include <canopy/messages/registration.hpp>
 #include <canopy/server/api_router.hpp>
 #include <canopy/server/gateway_actor.hpp>
 #include <canopy/server/http_server.hpp>
@@ -116,7 +116,7 @@ int serve_command(const std::vector<std::string>& argv) {
               << " connections can be open at once\n";
 
   caf::actor_system_config system_config;
-  messages::add_message_types(system_config);
+  configure_actor_system(system_config, args.config, front_role(args.config));
   auto threads = args.config.scheduler_threads ? args.config.scheduler_threads : core_count();
   system_config.set("scheduler.max-threads", static_cast<std::size_t>(threads));
   // Note [scheduler wake-up]: an idle CAF worker polls its queue 100 times, then

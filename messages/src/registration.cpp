@@ -4,6 +4,7 @@
 #include <canopy/messages/batch_messages.hpp>
 #include <canopy/messages/computed_pass.hpp>
 #include <canopy/messages/errors.hpp>
+#include <canopy/messages/node_messages.hpp>
 #include <canopy/messages/pass_messages.hpp>
 #include <canopy/messages/query.hpp>
 #include <canopy/messages/shared_logprobs.hpp>
@@ -47,6 +48,13 @@ void add_message_types(caf::actor_system_config& config) {
   config.add_message_type<computed_pass>("canopy::computed_pass");
   config.add_message_type<worker_description>("canopy::worker_description");
   config.add_message_type<worker_actor>("canopy::worker_actor");
+  config.add_message_type<worker_link_actor>("canopy::worker_link_actor");
+  config.add_message_type<node_device_actor>("canopy::node_device_actor");
+  config.add_message_type<node_hello>("canopy::node_hello");
+  config.add_message_type<node_challenge>("canopy::node_challenge");
+  config.add_message_type<device_announcement>("canopy::device_announcement");
+  config.add_message_type<node_announcement>("canopy::node_announcement");
+  config.add_message_type<std::vector<std::uint8_t>>("canopy::bytes");
   config.add_message_type<cache::kv_prefix>("canopy::kv_prefix");
   config.add_message_type<prepare_request>("canopy::prepare_request");
   config.add_message_type<prepared_entry>("canopy::prepared_entry");

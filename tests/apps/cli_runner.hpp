@@ -3,7 +3,7 @@
 // arguments passed as they are, no shell in between, and returns its exit code and
 // both outputs. stdout and stderr go to temporary files rather than pipes, so a
 // command writing much to both can never block against the test reading one.
-// spawn_canopy starts it for fixtures that keep it running (serve_process.hpp).
+// spawn_canopy starts it for fixtures that keep it running (canopy_process.hpp).
 // Thread contract: pure functions of the file system; run_canopy may be called from
 // several threads (each call uses its own temporary files).
 
@@ -48,12 +48,12 @@ inline std::filesystem::path unique_temp_path(const std::string& stem) {
          (stem + "-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
 }
 
-/// Starts `canopy args...` with stdin from /dev/null, stdout onto the open descriptor
+/// Starts `program args...` with stdin from /dev/null, stdout onto the open descriptor
 /// `stdout_fd` and stderr into the file `err_path`. posix_spawn's result: 0 when it
 /// started (its id in `pid`), else an errno value.
-inline int spawn_canopy(const std::vector<std::string>& args, int stdout_fd,
-                        const std::filesystem::path& err_path, pid_t& pid) {
-  std::vector<std::string> argv_store{CANOPY_CLI};
+inline int spawn_program(const std::string& program, const std::vector<std::string>& args,
+                         int stdout_fd, const std::filesystem::path& err_path, pid_t& pid) {
+  std::vector<std::string> argv_store{program};
   argv_store.insert(argv_store.end(), args.begin(), args.end());
   std::vector<char*> argv;
   for (auto& a : argv_store)
@@ -67,9 +67,15 @@ inline int spawn_canopy(const std::vector<std::string>& args, int stdout_fd,
   posix_spawn_file_actions_addopen(&actions, 2, err_path.c_str(),
                                    O_WRONLY | O_CREAT | O_TRUNC, 0600);
   if (spawned == 0)
-    spawned = posix_spawn(&pid, CANOPY_CLI, &actions, nullptr, argv.data(), environ);
+    spawned = posix_spawn(&pid, program.c_str(), &actions, nullptr, argv.data(), environ);
   posix_spawn_file_actions_destroy(&actions);
   return spawned;
+}
+
+/// spawn_program for the built `canopy`.
+inline int spawn_canopy(const std::vector<std::string>& args, int stdout_fd,
+                        const std::filesystem::path& err_path, pid_t& pid) {
+  return spawn_program(CANOPY_CLI, args, stdout_fd, err_path, pid);
 }
 
 /// Runs `canopy args...` and waits for it.

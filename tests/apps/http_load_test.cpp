@@ -4,7 +4,7 @@
 // is for benchmarks, not tests.
 
 #include "cli_runner.hpp"
-#include "serve_process.hpp"
+#include "canopy_process.hpp"
 
 #include <gtest/gtest.h>
 

@@ -5,7 +5,7 @@
 // away has its queries cancelled.
 
 #include "http_test_client.hpp"
-#include "serve_process.hpp"
+#include "canopy_process.hpp"
 
 #include <canopy/actors/engine_actors.hpp>
 #include <canopy/backends/mock_backend.hpp>

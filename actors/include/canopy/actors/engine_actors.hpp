@@ -34,6 +34,7 @@ struct engine_actors {
   messages::cache_actor cache;
   messages::batcher_actor batcher;
   std::vector<messages::engine_actor> fronts;
+  std::vector<messages::worker_link_actor> links; // to remote nodes (remote_workers.hpp)
 
   /// Asks every actor to stop; fronts first, so they answer what they hold.
   void stop() const;

@@ -33,6 +33,11 @@
 
 namespace canopy::messages {
 
+// The handshake's messages (node_messages.hpp, which includes this catalogue).
+struct node_hello;
+struct node_challenge;
+struct node_announcement;
+
 /// Where answers go: a request actor, which knows each query by its ticket.
 using answer_sink = caf::typed_actor<
   // The row for ticket N.
@@ -52,6 +57,50 @@ using worker_actor = caf::typed_actor<
   caf::reacts_to<free_kv_atom, std::vector<cache::kv_handle>>,
   // Describes the model this worker runs.
   caf::replies_to<info_atom>::with<backends::model_info>>;
+
+/// One per entry of remote_workers, on the front: connects to a worker node, proves the
+/// cluster secret, makes its devices join through local proxies (worker_actor handles),
+/// sends heartbeats, and on a loss removes them and connects again with backoff.
+using worker_link_actor = caf::typed_actor<
+  // From the node's gate: the node leaves; its workers take no new pass.
+  caf::reacts_to<drain_atom>,
+  // From the node's gate, last before it closes: everything it sent has arrived.
+  caf::replies_to<leave_atom>::with<bool>,
+  // INTERNAL: time for attempt N to connect.
+  caf::reacts_to<connect_atom, std::uint64_t>,
+  // INTERNAL: time for session N's next heartbeat.
+  caf::reacts_to<ping_atom, std::uint64_t>,
+  // Answered once the first attempt has concluded: admitted, refused or unreachable.
+  caf::replies_to<wait_atom>::with<bool>>;
+
+/// One per device on a worker node (`canopy worker`), detached. Every message names the
+/// session it belongs to; the device serves only open sessions, and a pass may build
+/// only on KV its own session made.
+using node_device_actor = caf::typed_actor<
+  // Runs one forward pass for the session (worker_actor's run).
+  caf::replies_to<run_atom, std::uint64_t, backends::pass_request, cache::row_dtype>::with<
+    computed_pass>,
+  // Frees KV entries the session's cache dropped.
+  caf::reacts_to<free_kv_atom, std::uint64_t, std::vector<cache::kv_handle>>,
+  // From the node's gate only: opens (true) or closes (false) a session; closing frees
+  // the session's KV and answers how many entries that was.
+  caf::replies_to<session_atom, std::uint64_t, bool>::with<std::uint64_t>,
+  // From the node's owner: finish what the mailbox holds, then stop.
+  caf::reacts_to<drain_atom>>;
+
+/// A worker node's published actor: the only one a stranger can reach.
+using node_gate_actor = caf::typed_actor<
+  // A front's first message: its protocol, nonce and link. Answered with the node's
+  // protocol, nonce and proof of the cluster secret; refused while the node leaves.
+  caf::replies_to<hello_atom, node_hello>::with<node_challenge>,
+  // The front's proof of the cluster secret. Admitted: the node's devices and the
+  // session they serve it under; a session the same link had before ends.
+  caf::replies_to<auth_atom, std::vector<std::uint8_t>>::with<node_announcement>,
+  // A heartbeat of an open session.
+  caf::replies_to<ping_atom, std::uint64_t>::with<bool>,
+  // From the node's owner: tells the fronts, lets the devices finish, and answers once
+  // the fronts have everything the node sent.
+  caf::replies_to<drain_atom>::with<bool>>;
 
 /// Merges duplicate queries and dispatches batches to workers.
 using batcher_actor = caf::typed_actor<

@@ -27,5 +27,11 @@ using timeout_atom = caf::atom_constant<caf::atom("timeout")>;  // deadlines, to
 using idle_atom = caf::atom_constant<caf::atom("idle")>;        // batcher -> itself
 using join_atom = caf::atom_constant<caf::atom("join")>;        // a worker -> batcher, cache
 using drain_atom = caf::atom_constant<caf::atom("drain")>;      // a leaving worker
+using hello_atom = caf::atom_constant<caf::atom("hello")>;      // front -> node: handshake
+using auth_atom = caf::atom_constant<caf::atom("auth")>;        // front -> node: proof
+using ping_atom = caf::atom_constant<caf::atom("ping")>;        // heartbeats
+using session_atom = caf::atom_constant<caf::atom("session")>;  // node gate -> devices
+using leave_atom = caf::atom_constant<caf::atom("leave")>;      // node -> front, last
+using wait_atom = caf::atom_constant<caf::atom("wait")>;        // engine -> its links
 
 } // namespace canopy::messages

@@ -1,0 +1,30 @@
+#pragma once
+// A device of a worker node (`canopy worker`): the node-side twin of worker_actor,
+// spawned detached. It serves fronts by session: a pass runs only for an open session,
+// may build only on KV that session made, and the KV a session made is freed when the
+// session ends (its front closed, died or was replaced), so a front that dies loses
+// nothing durable and leaves nothing behind.
+// Thread contract: the state is touched only by the actor.
+
+#include <canopy/backends/backend.hpp>
+#include <canopy/messages/actor_interfaces.hpp>
+
+#include <cstdint>
+#include <memory>
+#include <unordered_map>
+#include <unordered_set>
+
+namespace canopy::actors {
+
+struct node_device_state {
+  std::unique_ptr<backends::backend_i> backend;
+  /// Open sessions by token, each with the KV entries it made and has not freed.
+  std::unordered_map<std::uint64_t, std::unordered_set<cache::kv_handle>> sessions;
+  static inline const char* name = "canopy.node_device";
+};
+
+messages::node_device_actor::behavior_type
+node_device(messages::node_device_actor::stateful_pointer<node_device_state> self,
+            std::shared_ptr<std::unique_ptr<backends::backend_i>> backend);
+
+} // namespace canopy::actors

@@ -1,0 +1,89 @@
+#include <canopy/actors/node_device_actor.hpp>
+
+#include <canopy/actors/pass_runner.hpp>
+#include <canopy/messages/errors.hpp>
+
+#include <vector>
+
+namespace canopy::actors {
+
+using namespace messages;
+
+namespace {
+
+using device_pointer = node_device_actor::stateful_pointer<node_device_state>;
+
+/// A message from this node's own actors (the gate, the owner), not from a front.
+bool from_this_node(device_pointer self) {
+  const auto& sender = self->current_sender();
+  return sender != nullptr && sender->node() == self->node();
+}
+
+caf::error no_session() {
+  // worker_lost: the front's link treats it as the node gone, and connects again.
+  return make_error(errc::worker_lost, "the node has no such session (it ended)");
+}
+
+} // namespace
+
+node_device_actor::behavior_type
+node_device(device_pointer self, std::shared_ptr<std::unique_ptr<backends::backend_i>> backend) {
+  self->state.backend = std::move(*backend);
+  return {
+    [=](run_atom, std::uint64_t session, const backends::pass_request& request,
+        cache::row_dtype rows) -> caf::result<computed_pass> {
+      auto& st = self->state;
+      auto it = st.sessions.find(session);
+      if (it == st.sessions.end())
+        return no_session();
+      auto& owned = it->second;
+      for (std::size_t i = 0; i < request.items.size(); ++i) {
+        const auto prefix = request.items[i].prefix;
+        if (prefix != cache::no_kv && owned.count(prefix) == 0)
+          return make_error(errc::invalid_request, "pass item " + std::to_string(i) +
+                                                     " builds on KV its session does not hold");
+      }
+      auto result = run_pass(*st.backend, request, rows);
+      if (!result)
+        return std::move(result.error());
+      for (const auto& item : result->items)
+        for (auto kv : item.kv)
+          if (kv != cache::no_kv)
+            owned.insert(kv);
+      return std::move(*result);
+    },
+    [=](free_kv_atom, std::uint64_t session, const std::vector<cache::kv_handle>& handles) {
+      auto& st = self->state;
+      auto it = st.sessions.find(session);
+      if (it == st.sessions.end())
+        return; // ended: its KV is freed already
+      std::vector<cache::kv_handle> mine;
+      for (auto kv : handles)
+        if (it->second.erase(kv) != 0)
+          mine.push_back(kv);
+      release_kv(*st.backend, mine);
+    },
+    [=](session_atom, std::uint64_t session, bool open) -> caf::result<std::uint64_t> {
+      if (!from_this_node(self))
+        return make_error(errc::invalid_request, "sessions are the node's gate's to open");
+      auto& st = self->state;
+      if (open) {
+        st.sessions.emplace(session, std::unordered_set<cache::kv_handle>{});
+        return std::uint64_t{0};
+      }
+      auto it = st.sessions.find(session);
+      if (it == st.sessions.end())
+        return std::uint64_t{0};
+      std::vector<cache::kv_handle> freed(it->second.begin(), it->second.end());
+      st.sessions.erase(it);
+      release_kv(*st.backend, freed);
+      return std::uint64_t{freed.size()};
+    },
+    [=](drain_atom) {
+      if (from_this_node(self))
+        self->quit(); // after what came before; later passes are bounced to their fronts
+    },
+  };
+}
+
+} // namespace canopy::actors

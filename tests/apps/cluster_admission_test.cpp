@@ -1,0 +1,205 @@
+// Who a front admits and who a worker node answers (README: "Across machines"): a node
+// serving another model, one without the front's cluster token, one of another
+// protocol are refused by name while the front keeps serving with the others; a front
+// of another protocol gets nothing from a node; TLS between nodes works and a front
+// without it is not let in; a node listening beyond loopback without a token refuses
+// to start.
+
+#include "cluster_support.hpp"
+#include "scratch_files.hpp"
+
+#include <canopy/actor_system_setup.hpp>
+#include <canopy/backends/model_fingerprint.hpp>
+#include <canopy/messages/errors.hpp>
+#include <canopy/messages/node_messages.hpp>
+
+#include <caf/actor_system.hpp>
+#include <caf/io/middleman.hpp>
+#include <caf/scoped_actor.hpp>
+
+#include <cstdlib>
+
+using namespace canopy::testing;
+using namespace std::chrono_literals;
+using canopy::engine;
+using canopy::engine_stats;
+using canopy::token_seq;
+namespace msg = canopy::messages;
+
+namespace {
+
+/// Asks a few queries: the front serves with the workers it admitted.
+void expect_serving(engine& front) {
+  for (std::int32_t t = 0; t < 5; ++t) {
+    const token_seq tokens = {2, t};
+    EXPECT_TRUE(is_mock_row(front.next_token_logprobs_sync(tokens), tokens));
+  }
+}
+
+/// The refused node's last error, once it is refused.
+std::string refusal_of(engine& front, const std::string& address) {
+  EXPECT_TRUE(eventually(front, [&](const engine_stats& s) {
+    return node_at(s, address)->state == "refused";
+  })) << "state " << node_at(front.stats(), address)->state << ": "
+      << node_at(front.stats(), address)->last_error;
+  return node_at(front.stats(), address)->last_error;
+}
+
+std::string token_file(const scratch_dir& dir, const std::string& name, const std::string& secret) {
+  const auto path = dir.path() / name;
+  write_bytes(path, secret + "\n");
+  return path.string();
+}
+
+TEST(cluster_admission, a_node_serving_another_model_is_refused_naming_both_fingerprints) {
+  worker_process good(cluster_mock_flags);
+  worker_process other(flags_with({"--mock_seed", "7"}));
+  engine front{front_config({good.address(), other.address()})};
+  const auto why = refusal_of(front, other.address());
+  auto mine = canopy::actors::backend_spec_for(cluster_mock_config(), "cpu").mock;
+  auto theirs = mine;
+  theirs.seed = 7;
+  EXPECT_NE(why.find("fingerprint " + canopy::backends::mock_fingerprint(theirs)), std::string::npos) << why;
+  EXPECT_NE(why.find(canopy::backends::mock_fingerprint(mine)), std::string::npos) << why;
+  EXPECT_NE(why.find(other.address()), std::string::npos) << why;
+  expect_serving(front);
+  EXPECT_EQ(front.stats().workers.size(), 1u) << "only the good node's device joined";
+}
+
+TEST(cluster_admission, a_node_with_another_vocabulary_is_refused_even_by_a_front_with_no_fingerprint) {
+  worker_process wider({"--backend", "mock", "--vocab_size", "256", "--context_length", "256"});
+  worker_process good(cluster_mock_flags);
+  engine front{front_config({wider.address(), good.address()})};
+  const auto why = refusal_of(front, wider.address());
+  EXPECT_NE(why.find("vocabulary 256"), std::string::npos) << why;
+  EXPECT_NE(why.find("this engine serves 128"), std::string::npos) << why;
+  expect_serving(front);
+}
+
+TEST(cluster_admission, tokens_that_differ_are_refused_and_the_secret_never_helps_a_stranger) {
+  scratch_dir dir;
+  const auto ours = token_file(dir, "ours", "correct horse battery staple");
+  const auto theirs = token_file(dir, "theirs", "another secret");
+  worker_process good(flags_with({"--cluster_token_file", ours}));
+  worker_process wrong(flags_with({"--cluster_token_file", theirs}));
+  worker_process open_node(cluster_mock_flags);
+  auto config = front_config({good.address(), wrong.address(), open_node.address()});
+  config.cluster_token_file = ours;
+  engine front{config};
+  EXPECT_NE(refusal_of(front, wrong.address()).find("could not prove the cluster token"),
+            std::string::npos);
+  EXPECT_NE(refusal_of(front, open_node.address()).find("has no cluster token"),
+            std::string::npos);
+  expect_serving(front);
+  EXPECT_EQ(front.stats().workers.size(), 1u);
+  // A front without a token gets nothing from a node that has one.
+  engine stranger{front_config({good.address()})};
+  EXPECT_NE(refusal_of(stranger, good.address()).find("requires a cluster token"),
+            std::string::npos);
+  EXPECT_THROW(stranger.next_token_logprobs_sync({1}), canopy::error);
+}
+
+TEST(cluster_admission, a_node_of_another_protocol_is_refused_naming_both_versions) {
+  canopy_process fake({"999"}, "fake worker node: listening on ", CANOPY_FAKE_WORKER_NODE);
+  worker_process good(cluster_mock_flags);
+  engine front{front_config({fake.address(), good.address()})};
+  const auto why = refusal_of(front, fake.address());
+  EXPECT_NE(why.find("protocol mismatch: this front speaks protocol " +
+                     std::to_string(msg::protocol_version) + ", the node at " + fake.address() +
+                     " speaks 999"),
+            std::string::npos)
+    << why;
+  expect_serving(front);
+}
+
+TEST(cluster_admission, a_front_of_another_protocol_gets_nothing_from_a_node) {
+  worker_process node(cluster_mock_flags);
+  canopy::engine_config config = front_config({node.address()});
+  caf::actor_system_config system_config;
+  canopy::configure_actor_system(system_config, config, canopy::network_role::front);
+  caf::actor_system system{system_config};
+  auto gate = system.middleman().remote_actor<msg::node_gate_actor>("127.0.0.1", node.port());
+  ASSERT_TRUE(gate) << system.render(gate.error());
+  caf::scoped_actor self{system};
+  auto link = caf::actor_cast<msg::worker_link_actor>(self);
+  std::string refused;
+  self->request(*gate, 5s, msg::hello_atom::value,
+                msg::node_hello{999, std::vector<std::uint8_t>(32, 3), link})
+    .receive([](const msg::node_challenge&) {},
+             [&](const caf::error& e) { refused = msg::message_of(e); });
+  EXPECT_EQ(refused, "protocol mismatch: the front speaks protocol 999, this worker node " +
+                       std::to_string(msg::protocol_version));
+  // Nor does anything but a hello get an answer of substance.
+  self->request(*gate, 5s, msg::auth_atom::value, std::vector<std::uint8_t>(32, 0))
+    .receive([](const msg::node_announcement&) { ADD_FAILURE() << "admitted without a hello"; },
+             [&](const caf::error& e) { refused = msg::message_of(e); });
+  EXPECT_NE(refused.find("unauthorized"), std::string::npos) << refused;
+  self->request(*gate, 5s, msg::ping_atom::value, std::uint64_t{42})
+    .receive([](bool) { ADD_FAILURE() << "a made-up session answered"; },
+             [&](const caf::error& e) { refused = msg::message_of(e); });
+  EXPECT_NE(refused.find("no such session"), std::string::npos) << refused;
+}
+
+/// A CA and a certificate it signed, made with the openssl command (installed by
+/// scripts/install-deps.sh).
+struct test_certificates {
+  scratch_dir dir;
+  std::string ca, cert, key;
+
+  test_certificates() {
+    const auto at = [&](const char* name) { return (dir.path() / name).string(); };
+    ca = at("ca.pem");
+    cert = at("node.pem");
+    key = at("node.key");
+    const std::string quiet = " > /dev/null 2>&1";
+    const std::vector<std::string> commands = {
+      "openssl req -x509 -newkey rsa:2048 -nodes -keyout " + at("ca.key") + " -out " + ca +
+        " -days 2 -subj /CN=canopy-test-ca",
+      "openssl req -newkey rsa:2048 -nodes -keyout " + key + " -out " + at("node.csr") +
+        " -subj /CN=canopy-node",
+      "openssl x509 -req -in " + at("node.csr") + " -CA " + ca + " -CAkey " + at("ca.key") +
+        " -CAcreateserial -out " + cert + " -days 2"};
+    for (const auto& c : commands)
+      if (std::system((c + quiet).c_str()) != 0)
+        throw std::runtime_error("failed (is openssl installed?): " + c);
+  }
+  std::vector<std::string> flags() const {
+    return {"--tls_cert", cert, "--tls_key", key, "--tls_ca", ca};
+  }
+};
+
+TEST(cluster_admission, tls_between_nodes_serves_and_a_front_without_it_is_not_let_in) {
+  test_certificates certs;
+  scratch_dir dir;
+  const auto secret = token_file(dir, "token", "tls and a token");
+  auto flags = flags_with(certs.flags());
+  flags.insert(flags.end(), {"--cluster_token_file", secret});
+  worker_process node(flags);
+  auto config = front_config({node.address()});
+  config.tls_cert = certs.cert;
+  config.tls_key = certs.key;
+  config.tls_ca = certs.ca;
+  config.cluster_token_file = secret;
+  {
+    engine front{config};
+    ASSERT_TRUE(eventually(front, [&](const engine_stats& s) {
+      return node_at(s, node.address())->state == "admitted";
+    })) << node_at(front.stats(), node.address())->last_error;
+    expect_serving(front);
+  }
+  auto plain = front_config({node.address()});
+  plain.cluster_token_file = secret;
+  engine outsider{plain};
+  EXPECT_FALSE(eventually(outsider, [&](const engine_stats& s) {
+    return node_at(s, node.address())->state == "admitted";
+  }, 1500ms));
+  EXPECT_TRUE(outsider.stats().workers.empty());
+}
+
+TEST(cluster_admission, a_node_beyond_loopback_without_a_token_refuses_to_start) {
+  const auto r = run_canopy(worker_args(flags_with({"--listen", "0.0.0.0:0"})));
+  EXPECT_EQ(r.exit_code, 2) << describe(r);
+  EXPECT_NE(r.err.find("needs cluster_token_file"), std::string::npos) << describe(r);
+}
+
+} // namespace
