@@ -304,9 +304,10 @@ void flush_if_due(batcher_pointer self) {
   if (st.preparing || st.pending.empty())
     return;
   if (!st.workers.any_alive()) {
-    fail_pending(self, make_error(errc::no_workers, st.workers.size() == 0
-                                                      ? "no worker has joined the engine"
-                                                      : "every worker was lost"));
+    fail_pending(self, make_error(errc::no_workers,
+                                  (st.workers.size() == 0 ? "no worker has joined the engine"
+                                                          : "every worker was lost") +
+                                    st.metrics->remote_nodes_summary()));
     return;
   }
   // Note [idle flush]: queries sent together (the particles of an SMC step) reach us

@@ -101,7 +101,8 @@ void lose_worker(batcher_pointer self, cache::worker_id w, const worker_actor& h
     send_uncached(self, id);
   if (!st.workers.any_alive())
     fail_pending(self, make_error(errc::worker_lost, label(st.workers, w) + " was lost (" +
-                                                       why + ") and no worker is left"));
+                                                       why + ") and no worker is left" +
+                                                       st.metrics->remote_nodes_summary()));
   maybe_flush(self);
 }
 
@@ -133,7 +134,7 @@ void send_uncached(batcher_pointer self, std::uint64_t id) {
   const auto w = least_loaded(st.workers);
   if (!w) {
     answer(make_error(st.workers.any_alive() ? errc::no_workers : errc::worker_lost,
-                      "no worker can run the query"));
+                      "no worker can run the query" + st.metrics->remote_nodes_summary()));
     return;
   }
   const auto attempt = ++job.attempt;

@@ -72,6 +72,18 @@ std::int64_t heartbeat_clock_ns() {
     .count();
 }
 
+std::string engine_metrics::remote_nodes_summary() const {
+  if (nodes_.empty())
+    return {};
+  std::string out = " (remote workers:";
+  for (const auto& n : nodes_) {
+    const auto [state, error] = n.state();
+    out += " " + n.address + " " + state + (error.empty() ? "" : ": " + error) + ";";
+  }
+  out.back() = ')';
+  return out;
+}
+
 engine_metrics::engine_metrics(const std::vector<std::string>& nodes) {
   for (const auto& address : nodes)
     nodes_.emplace_back(address);

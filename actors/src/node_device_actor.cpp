@@ -13,12 +13,6 @@ namespace {
 
 using device_pointer = node_device_actor::stateful_pointer<node_device_state>;
 
-/// A message from this node's own actors (the gate, the owner), not from a front.
-bool from_this_node(device_pointer self) {
-  const auto& sender = self->current_sender();
-  return sender != nullptr && sender->node() == self->node();
-}
-
 caf::error no_session() {
   // worker_lost: the front's link treats it as the node gone, and connects again.
   return make_error(errc::worker_lost, "the node has no such session (it ended)");
@@ -27,8 +21,10 @@ caf::error no_session() {
 } // namespace
 
 node_device_actor::behavior_type
-node_device(device_pointer self, std::shared_ptr<std::unique_ptr<backends::backend_i>> backend) {
+node_device(device_pointer self, std::shared_ptr<std::unique_ptr<backends::backend_i>> backend,
+            std::uint64_t owner_key) {
   self->state.backend = std::move(*backend);
+  self->state.owner_key = owner_key;
   return {
     [=](run_atom, std::uint64_t session, const backends::pass_request& request,
         cache::row_dtype rows) -> caf::result<computed_pass> {
@@ -63,10 +59,11 @@ node_device(device_pointer self, std::shared_ptr<std::unique_ptr<backends::backe
           mine.push_back(kv);
       release_kv(*st.backend, mine);
     },
-    [=](session_atom, std::uint64_t session, bool open) -> caf::result<std::uint64_t> {
-      if (!from_this_node(self))
-        return make_error(errc::invalid_request, "sessions are the node's gate's to open");
+    [=](session_atom, std::uint64_t key, std::uint64_t session,
+        bool open) -> caf::result<std::uint64_t> {
       auto& st = self->state;
+      if (key != st.owner_key)
+        return make_error(errc::invalid_request, "sessions are the node's gate's to open");
       if (open) {
         st.sessions.emplace(session, std::unordered_set<cache::kv_handle>{});
         return std::uint64_t{0};
@@ -79,8 +76,8 @@ node_device(device_pointer self, std::shared_ptr<std::unique_ptr<backends::backe
       release_kv(*st.backend, freed);
       return std::uint64_t{freed.size()};
     },
-    [=](drain_atom) {
-      if (from_this_node(self))
+    [=](drain_atom, std::uint64_t key) {
+      if (key == self->state.owner_key)
         self->quit(); // after what came before; later passes are bounced to their fronts
     },
   };

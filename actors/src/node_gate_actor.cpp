@@ -37,7 +37,8 @@ void end_session(gate_pointer self, const caf::actor_addr& link, const std::stri
   auto freed = std::make_shared<std::uint64_t>(0);
   auto left = std::make_shared<std::size_t>(st.options.devices.size());
   for (const auto& d : st.options.devices)
-    self->request(d.handle, std::chrono::seconds(60), session_atom::value, token, false)
+    self->request(d.handle, std::chrono::seconds(60), session_atom::value,
+                  st.options.owner_key, token, false)
       .then(
         [=](std::uint64_t n) {
           *freed += n;
@@ -46,6 +47,15 @@ void end_session(gate_pointer self, const caf::actor_addr& link, const std::stri
                         std::to_string(*freed) + " KV entries");
         },
         [=](const caf::error&) { --*left; });
+}
+
+void forget_challenge(gate_pointer self, const caf::actor_addr& link) {
+  auto& st = self->state;
+  auto it = st.challenges.find(link);
+  if (it == st.challenges.end())
+    return;
+  st.challenge_order.erase(it->second.number);
+  st.challenges.erase(it);
 }
 
 caf::result<node_challenge> hello(gate_pointer self, node_hello& h) {
@@ -59,14 +69,17 @@ caf::result<node_challenge> hello(gate_pointer self, node_hello& h) {
                         std::to_string(protocol_version));
   if (!h.link || h.nonce.size() < 16)
     return make_error(errc::invalid_request, "a hello needs the front's link and nonce");
-  if (st.challenges.size() >= max_pending_challenges)
-    return make_error(errc::invalid_request, "too many handshakes in progress");
   node_challenge c;
   c.nonce = fresh_nonce();
   if (!st.options.secret.empty())
     c.proof = auth_proof(st.options.secret, auth_role::node, h.nonce, c.nonce);
   const auto link = h.link.address();
-  st.challenges[link] = {std::move(h.nonce), c.nonce, std::move(h.link)};
+  forget_challenge(self, link); // a link's new hello replaces its old one
+  const auto number = st.next_challenge++;
+  st.challenge_order.emplace(number, link);
+  st.challenges[link] = {std::move(h.nonce), c.nonce, std::move(h.link), number};
+  if (st.challenges.size() > max_pending_challenges)
+    forget_challenge(self, st.challenge_order.begin()->second);
   return c;
 }
 
@@ -77,7 +90,7 @@ caf::result<node_announcement> auth(gate_pointer self, const auth_bytes& proof) 
   if (it == st.challenges.end())
     return make_error(errc::invalid_request, "unauthorized: no hello came first");
   auto challenge = std::move(it->second);
-  st.challenges.erase(it);
+  forget_challenge(self, sender);
   const auto& secret = st.options.secret;
   if (!secret.empty() &&
       !same_proof(proof, auth_proof(secret, auth_role::front, challenge.front_nonce,
@@ -100,7 +113,8 @@ caf::result<node_announcement> auth(gate_pointer self, const auth_bytes& proof) 
   // Devices learn of the session before the front can send them anything (the front
   // hears of the devices through this answer, sent after these).
   for (const auto& d : st.options.devices)
-    self->request(d.handle, caf::infinite, session_atom::value, token, true)
+    self->request(d.handle, caf::infinite, session_atom::value, st.options.owner_key, token,
+                  true)
       .then([](std::uint64_t) {}, [](const caf::error&) {});
   self->monitor(challenge.link);
   log(self, "admitted front " + front_name(challenge.link));
@@ -131,13 +145,10 @@ void finish_drain(gate_pointer self) {
             [=](const caf::error&) { if (--*left == 0) done(); });
 }
 
-caf::typed_response_promise<bool> drain(gate_pointer self) {
+caf::typed_response_promise<bool> drain(gate_pointer self, std::uint64_t key) {
   auto& st = self->state;
-  // Before the promise: making it takes the sender out of the message.
-  const bool from_owner =
-    self->current_sender() != nullptr && self->current_sender()->node() == self->node();
   auto promise = self->make_response_promise<bool>();
-  if (!from_owner) {
+  if (key != st.options.owner_key) {
     promise.deliver(make_error(errc::invalid_request, "only the node's owner drains it"));
     return promise;
   }
@@ -146,12 +157,13 @@ caf::typed_response_promise<bool> drain(gate_pointer self) {
     return promise;
   st.draining = true;
   st.challenges.clear();
+  st.challenge_order.clear();
   for (const auto& [address, s] : st.sessions)
     self->send(s.link, drain_atom::value);
   st.devices_running = st.options.devices.size();
   for (const auto& d : st.options.devices) {
     self->monitor(d.handle);
-    self->send(d.handle, drain_atom::value);
+    self->send(d.handle, drain_atom::value, st.options.owner_key);
   }
   if (st.devices_running == 0)
     finish_drain(self);
@@ -176,7 +188,7 @@ node_gate_actor::behavior_type node_gate(gate_pointer self, gate_options options
     [=](hello_atom, node_hello& h) { return hello(self, h); },
     [=](auth_atom, const auth_bytes& proof) { return auth(self, proof); },
     [=](ping_atom, std::uint64_t token) { return ping(self, token); },
-    [=](drain_atom) { return drain(self); },
+    [=](drain_atom, std::uint64_t key) { return drain(self, key); },
   };
 }
 

@@ -30,6 +30,7 @@ struct worker_node::impl {
   backends::model_info model;
   std::vector<std::string> devices;
   node_gate_actor gate;
+  std::uint64_t owner_key = actors::random_session_token(); // never leaves the process
   bool drained = false;
 
   /// Drains (see worker_node::drain), then ends the gate, which lives until told, and
@@ -72,6 +73,7 @@ worker_node::worker_node(engine_config config, listen_address listen,
   d.model = backends.front()->info();
   actors::gate_options gate;
   gate.secret = secret;
+  gate.owner_key = d.owner_key;
   gate.log = std::move(log);
   for (std::size_t i = 0; i < backends.size(); ++i) {
     device_announcement a;
@@ -80,7 +82,7 @@ worker_node::worker_node(engine_config config, listen_address listen,
     a.kv_budget_bytes = actors::enforced_kv_budget(d.config.kv_budget_bytes, a.model);
     a.spec = actors::backend_spec_for(d.config, a.device);
     auto holder = std::make_shared<std::unique_ptr<backends::backend_i>>(std::move(backends[i]));
-    a.handle = d.system->spawn<caf::detached>(actors::node_device, holder);
+    a.handle = d.system->spawn<caf::detached>(actors::node_device, holder, d.owner_key);
     gate.devices.push_back(std::move(a));
   }
   d.gate = d.system->spawn(actors::node_gate, std::move(gate));
@@ -115,7 +117,7 @@ void worker_node::drain() {
   // has 2 s to confirm; pass_timeout_ms bounds a pass.
   self->request(d.gate, std::chrono::milliseconds(static_cast<std::int64_t>(
                           d.config.pass_timeout_ms)) + std::chrono::seconds(5),
-                drain_atom::value)
+                drain_atom::value, d.owner_key)
     .receive([](bool) {}, [](const caf::error&) {});
 }
 

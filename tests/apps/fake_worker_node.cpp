@@ -30,7 +30,7 @@ int main(int argc, char** argv) {
       },
       [](auth_atom, const std::vector<std::uint8_t>&) { return node_announcement{}; },
       [](ping_atom, std::uint64_t) { return true; },
-      [](drain_atom) { return true; },
+      [](drain_atom, std::uint64_t) { return true; },
     };
   });
   auto port = caf::io::publish(gate, 0, "127.0.0.1", true);

@@ -71,8 +71,8 @@ struct system_fixture : ::testing::Test {
     return sys.spawn([](node_device_actor::pointer) -> node_device_actor::behavior_type {
       return {[](run_atom, std::uint64_t, const backends::pass_request&, cache::row_dtype) { return computed_pass{}; },
               [](free_kv_atom, std::uint64_t, const std::vector<cache::kv_handle>&) {},
-              [](session_atom, std::uint64_t, bool) { return std::uint64_t{0}; },
-              [](drain_atom) {}};
+              [](session_atom, std::uint64_t, std::uint64_t, bool) { return std::uint64_t{0}; },
+              [](drain_atom, std::uint64_t) {}};
     });
   }
   worker_link_actor some_link() {

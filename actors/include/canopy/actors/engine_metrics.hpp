@@ -99,6 +99,9 @@ struct engine_metrics {
   /// A worker took slot `id` (< max_workers): its labels, and it is active.
   void worker_joined(std::uint32_t id, std::string node, std::string device);
   worker_metrics& worker(std::uint32_t id) { return workers_[id]; }
+  /// "" without remote nodes; else " (remote workers: ADDRESS STATE: LAST ERROR; ...)",
+  /// for the errors of queries no worker can take.
+  std::string remote_nodes_summary() const;
   node_metrics& node(std::size_t index) { return nodes_[index]; }
   /// Counts a query answered with an error (codes outside Canopy's count as
   /// backend_failure, as the API reports them).

@@ -18,6 +18,7 @@ namespace canopy::actors {
 
 struct node_device_state {
   std::unique_ptr<backends::backend_i> backend;
+  std::uint64_t owner_key = 0; // proves a message comes from this node's own actors
   /// Open sessions by token, each with the KV entries it made and has not freed.
   std::unordered_map<std::uint64_t, std::unordered_set<cache::kv_handle>> sessions;
   static inline const char* name = "canopy.node_device";
@@ -25,6 +26,7 @@ struct node_device_state {
 
 messages::node_device_actor::behavior_type
 node_device(messages::node_device_actor::stateful_pointer<node_device_state> self,
-            std::shared_ptr<std::unique_ptr<backends::backend_i>> backend);
+            std::shared_ptr<std::unique_ptr<backends::backend_i>> backend,
+            std::uint64_t owner_key);
 
 } // namespace canopy::actors

@@ -14,6 +14,7 @@
 #include <caf/typed_response_promise.hpp>
 
 #include <cstdint>
+#include <map>
 #include <functional>
 #include <string>
 #include <unordered_map>
@@ -23,6 +24,7 @@ namespace canopy::actors {
 
 struct gate_options {
   std::string secret;                                      // empty: none (loopback only)
+  std::uint64_t owner_key = 0;                             // see node_device_actor
   std::vector<messages::device_announcement> devices;      // this node's
   std::function<void(const std::string&)> log;             // one line per event
 };
@@ -33,8 +35,11 @@ struct node_gate_state {
   struct challenge {
     auth_bytes front_nonce, node_nonce;
     messages::worker_link_actor link;
+    std::uint64_t number = 0; // its key in challenge_order
   };
   std::unordered_map<caf::actor_addr, challenge> challenges;
+  std::map<std::uint64_t, caf::actor_addr> challenge_order; // oldest first
+  std::uint64_t next_challenge = 0;
   /// Admitted fronts, by their link's address.
   struct session {
     std::uint64_t token = 0;
@@ -48,7 +53,8 @@ struct node_gate_state {
   static inline const char* name = "canopy.node_gate";
 };
 
-/// Hellos a gate holds at once; more are refused (a flood costs bounded memory).
+/// Hellos a gate holds at once; past it the oldest is forgotten (a flood of hellos
+/// costs bounded memory, and a front whose hello was pushed out tries again).
 inline constexpr std::size_t max_pending_challenges = 1024;
 
 messages::node_gate_actor::behavior_type

@@ -75,18 +75,21 @@ using worker_link_actor = caf::typed_actor<
 
 /// One per device on a worker node (`canopy worker`), detached. Every message names the
 /// session it belongs to; the device serves only open sessions, and a pass may build
-/// only on KV its own session made.
+/// only on KV its own session made. Messages of the node's own actors carry the node's
+/// owner key, a random number that never leaves the process: a remote peer can make a
+/// message look as if it came from this node (CAF 0.17's routed messages name their
+/// source), but it cannot know the key.
 using node_device_actor = caf::typed_actor<
   // Runs one forward pass for the session (worker_actor's run).
   caf::replies_to<run_atom, std::uint64_t, backends::pass_request, cache::row_dtype>::with<
     computed_pass>,
   // Frees KV entries the session's cache dropped.
   caf::reacts_to<free_kv_atom, std::uint64_t, std::vector<cache::kv_handle>>,
-  // From the node's gate only: opens (true) or closes (false) a session; closing frees
-  // the session's KV and answers how many entries that was.
-  caf::replies_to<session_atom, std::uint64_t, bool>::with<std::uint64_t>,
-  // From the node's owner: finish what the mailbox holds, then stop.
-  caf::reacts_to<drain_atom>>;
+  // With the owner key (from the gate): opens (true) or closes (false) a session;
+  // closing frees the session's KV and answers how many entries that was.
+  caf::replies_to<session_atom, std::uint64_t, std::uint64_t, bool>::with<std::uint64_t>,
+  // With the owner key: finish what the mailbox holds, then stop.
+  caf::reacts_to<drain_atom, std::uint64_t>>;
 
 /// A worker node's published actor: the only one a stranger can reach.
 using node_gate_actor = caf::typed_actor<
@@ -98,9 +101,9 @@ using node_gate_actor = caf::typed_actor<
   caf::replies_to<auth_atom, std::vector<std::uint8_t>>::with<node_announcement>,
   // A heartbeat of an open session.
   caf::replies_to<ping_atom, std::uint64_t>::with<bool>,
-  // From the node's owner: tells the fronts, lets the devices finish, and answers once
+  // With the owner key: tells the fronts, lets the devices finish, and answers once
   // the fronts have everything the node sent.
-  caf::replies_to<drain_atom>::with<bool>>;
+  caf::replies_to<drain_atom, std::uint64_t>::with<bool>>;
 
 /// Merges duplicate queries and dispatches batches to workers.
 using batcher_actor = caf::typed_actor<
