@@ -12,12 +12,6 @@ bool is_prefix_or_equal(const cache::token_seq& prefix, const cache::token_seq& 
   return prefix.size() <= seq.size() && std::equal(prefix.begin(), prefix.end(), seq.begin());
 }
 
-std::uint32_t common_prefix(const cache::token_seq& a, const cache::token_seq& b) {
-  auto n = std::min(a.size(), b.size());
-  auto mismatch = std::mismatch(a.begin(), a.begin() + n, b.begin());
-  return static_cast<std::uint32_t>(mismatch.first - a.begin());
-}
-
 /// Entries answered by one item: each is a prefix of (or equal to) the last.
 struct chain {
   std::vector<std::uint32_t> entries;
@@ -91,33 +85,69 @@ batch_plan plan_batch(const std::vector<plan_entry>& entries, const plan_options
   return plan;
 }
 
-cache::worker_id choose_worker(const std::vector<std::vector<cache::kv_prefix>>& kv,
-                               const std::vector<cache::worker_id>& candidates,
-                               const std::vector<std::uint64_t>& load) {
-  std::map<cache::worker_id, std::size_t> votes;
-  for (const auto& per_worker : kv) {
+std::uint32_t common_prefix(const cache::token_seq& a, const cache::token_seq& b) {
+  auto n = std::min(a.size(), b.size());
+  auto mismatch = std::mismatch(a.begin(), a.begin() + n, b.begin());
+  return static_cast<std::uint32_t>(mismatch.first - a.begin());
+}
+
+std::vector<entry_route> route_entries(const std::vector<routing_entry>& entries,
+                                       const routing_view& workers) {
+  const auto ready = [&](cache::worker_id w) {
+    return std::find(workers.ready.begin(), workers.ready.end(), w) != workers.ready.end();
+  };
+  std::vector<entry_route> out(entries.size());
+  std::map<cache::worker_id, std::uint64_t> given; // by this routing, so families spread
+  const auto send = [&](std::uint32_t e, cache::worker_id w, std::uint64_t tokens) {
+    out[e] = {w, !ready(w)};
+    given[w] += tokens;
+  };
+  std::vector<std::uint32_t> unplaced;
+  for (std::uint32_t e = 0; e < entries.size(); ++e) {
+    const auto& entry = entries[e];
     std::uint32_t best_length = 0;
-    cache::worker_id best = 0;
-    for (cache::worker_id w = 0; w < per_worker.size(); ++w) {
-      if (per_worker[w].length > best_length) {
-        best_length = per_worker[w].length;
+    std::optional<cache::worker_id> best;
+    for (auto w : workers.active) {
+      const auto length = w < entry.kv.size() ? entry.kv[w].length : 0u;
+      if (length > best_length || (length == best_length && best && length > 0 &&
+                                   workers.load[w] < workers.load[*best])) {
+        best_length = length;
         best = w;
       }
     }
-    if (best_length > 0)
-      ++votes[best];
+    const auto size = entry.tokens->size();
+    if (best && (best_length >= reuse_tokens || ready(*best)))
+      send(e, *best, size - best_length);
+    else if (entry.computing && std::find(workers.active.begin(), workers.active.end(),
+                                          *entry.computing) != workers.active.end())
+      send(e, *entry.computing, size);
+    else
+      unplaced.push_back(e);
   }
-  auto chosen = candidates.front();
-  std::size_t chosen_votes = 0;
-  for (auto w : candidates) {
-    auto it = votes.find(w);
-    auto v = it == votes.end() ? 0 : it->second;
-    if (v > chosen_votes || (v == chosen_votes && v == 0 && load[w] < load[chosen])) {
-      chosen = w;
-      chosen_votes = v;
-    }
+  if (workers.active.empty()) {
+    for (auto e : unplaced)
+      out[e] = {std::nullopt, true};
+    return out;
   }
-  return chosen;
+  // Families: in lexicographic order, each entry sharing a first token with the next.
+  std::stable_sort(unplaced.begin(), unplaced.end(), [&](std::uint32_t a, std::uint32_t b) {
+    return *entries[a].tokens < *entries[b].tokens;
+  });
+  for (std::size_t i = 0; i < unplaced.size();) {
+    std::size_t end = i + 1;
+    std::uint64_t size = entries[unplaced[i]].tokens->size();
+    while (end < unplaced.size() &&
+           common_prefix(*entries[unplaced[end - 1]].tokens, *entries[unplaced[end]].tokens) > 0)
+      size += entries[unplaced[end++]].tokens->size();
+    const auto w = *std::min_element(
+      workers.active.begin(), workers.active.end(), [&](cache::worker_id a, cache::worker_id b) {
+        return workers.load[a] + given[a] < workers.load[b] + given[b];
+      });
+    for (; i < end; ++i)
+      out[unplaced[i]] = {w, !ready(w)};
+    given[w] += size;
+  }
+  return out;
 }
 
 } // namespace canopy::actors

@@ -9,6 +9,7 @@
 #include <caf/sec.hpp>
 
 #include <algorithm>
+#include <map>
 #include <optional>
 #include <utility>
 
@@ -87,8 +88,10 @@ void release_worker(batcher_pointer self, const running_batch& batch, std::uint6
   auto& slot = self->state.workers[batch.worker];
   auto& batches = slot.batches;
   batches.erase(std::remove(batches.begin(), batches.end(), batch_id), batches.end());
+  slot.load -= std::min(slot.load, batch.tokens);
   self->state.metrics->worker(batch.worker).in_flight.store(batches.size(),
                                                             std::memory_order_relaxed);
+  wake_waiting(self, batch.worker);
 }
 
 void finish_batch(batcher_pointer self, std::uint64_t batch_id) {
@@ -96,9 +99,12 @@ void finish_batch(batcher_pointer self, std::uint64_t batch_id) {
   auto it = st.running.find(batch_id);
   if (it == st.running.end())
     return;
+  const auto worker = it->second.worker;
   if (!it->second.returned)
     release_worker(self, it->second, batch_id);
   st.running.erase(it);
+  // Entries that waited for these results (running_computation) can be prepared now.
+  wake_waiting(self, worker);
 }
 
 void fail_batch(batcher_pointer self, std::uint64_t batch_id, const caf::error& error) {
@@ -164,7 +170,6 @@ void on_pass_done(batcher_pointer self, std::uint64_t batch_id, const worker_act
   st.metrics->count_pass(batch.worker, result.tokens_computed, result.matmul_flops,
                          result.compute_ns);
   st.metrics->pass_round_trip.record(now(self) - batch.started);
-  st.workers[batch.worker].load += result.tokens_computed;
   batch.returned = true;
   store_request request{batch.worker, std::move(batch.items), std::move(batch.pass),
                         std::move(result)};
@@ -211,40 +216,17 @@ void on_pass_watch(batcher_pointer self) {
   maybe_flush(self);
 }
 
-void dispatch(batcher_pointer self, std::vector<entry_id> ids, const prepared_batch& prepared) {
+/// Plans the pass of `ids` (entries routed to `worker`, with their prepared states) and
+/// sends it. Returns the entries the planner deferred to a later pass.
+std::vector<entry_id> start_batch(batcher_pointer self, cache::worker_id worker,
+                                  const std::vector<entry_id>& ids,
+                                  const std::vector<const prepared_entry*>& prepared) {
   auto& st = self->state;
-  // Answer what became answerable, and drop entries nobody waits for any more.
-  std::vector<entry_id> todo;
-  std::vector<const prepared_entry*> todo_prepared;
-  for (std::size_t i = 0; i < ids.size(); ++i) {
-    const auto& p = prepared.entries[i];
-    auto& entry = st.entries.at(ids[i]);
-    if (p.hit.row) {
-      bump(st.metrics->cache_hits);
-      finish(self, ids[i], p.hit);
-    } else if (entry.waiters.empty()) {
-      finish(self, ids[i], make_error(errc::cancelled, "cancelled"));
-    } else {
-      todo.push_back(ids[i]);
-      todo_prepared.push_back(&p);
-    }
-  }
-  auto ready = st.workers.ready();
-  if (todo.empty() || ready.empty()) {
-    requeue_front(self, todo);
-    return;
-  }
-
-  std::vector<std::vector<cache::kv_prefix>> kv;
-  for (auto* p : todo_prepared)
-    kv.push_back(p->kv);
-  auto worker = choose_worker(kv, ready, st.workers.loads());
-
   std::vector<plan_entry> plan_entries;
-  for (std::size_t i = 0; i < todo.size(); ++i) {
+  for (std::size_t i = 0; i < ids.size(); ++i) {
     // A worker that joined after the prepare has no KV in it yet.
-    const auto& prefixes = todo_prepared[i]->kv;
-    plan_entries.push_back({&st.entries.at(todo[i]).q.tokens,
+    const auto& prefixes = prepared[i]->kv;
+    plan_entries.push_back({&st.entries.at(ids[i]).q.tokens,
                             worker < prefixes.size() ? prefixes[worker] : cache::kv_prefix{}});
   }
   auto plan = plan_batch(plan_entries, st.options.plan);
@@ -254,23 +236,26 @@ void dispatch(batcher_pointer self, std::vector<entry_id> ids, const prepared_ba
   batch.handle = st.workers[worker].handle;
   std::vector<entry_id> deferred;
   for (auto d : plan.deferred)
-    deferred.push_back(todo[d]);
-  for (std::size_t i = 0; i < todo.size(); ++i) {
+    deferred.push_back(ids[d]);
+  for (std::size_t i = 0; i < ids.size(); ++i) {
     if (plan.answers[i].item == answer_ref::deferred)
       continue;
-    batch.entries.push_back(todo[i]);
+    batch.entries.push_back(ids[i]);
     batch.answers.push_back(plan.answers[i]);
   }
-  for (std::size_t item = 0; item < plan.pass.items.size(); ++item)
-    batch.items.push_back({st.entries.at(todo[plan.item_entry[item]]).leaf});
+  for (std::size_t item = 0; item < plan.pass.items.size(); ++item) {
+    batch.items.push_back({st.entries.at(ids[plan.item_entry[item]]).leaf});
+    batch.item_owner.push_back(ids[plan.item_entry[item]]);
+    batch.item_start.push_back(plan.pass.items[item].prefix_length);
+  }
   batch.pass = std::move(plan.pass);
   batch.first_row.assign(batch.pass.items.size() + 1, 0);
-  for (std::size_t i = 0; i < batch.pass.items.size(); ++i)
+  for (std::size_t i = 0; i < batch.pass.items.size(); ++i) {
     batch.first_row[i + 1] = batch.first_row[i] + batch.pass.items[i].rows.size();
-  if (!deferred.empty()) {
-    bump(st.metrics->deferred, deferred.size());
-    requeue_front(self, deferred);
+    batch.tokens += batch.pass.items[i].tokens.size();
   }
+  st.workers[worker].load += batch.tokens;
+  bump(st.metrics->deferred, deferred.size());
   bump(st.metrics->batches);
   bump(st.metrics->batched_queries, batch.entries.size());
   st.metrics->batch_size.observe(double(batch.entries.size()));
@@ -296,6 +281,85 @@ void dispatch(batcher_pointer self, std::vector<entry_id> ids, const prepared_ba
               lose_worker(self, worker, handle, caf::to_string(e));
             maybe_flush(self);
           });
+  return deferred;
+}
+
+/// The worker whose running pass computes tokens of `tokens` (it will hold their KV),
+/// if any. A pass that came back counts until its results are stored: the prepare this
+/// routing follows may have reached the cache before them.
+std::optional<cache::worker_id> running_computation(const batcher_state& st,
+                                                    const cache::token_seq& tokens) {
+  for (const auto& [id, batch] : st.running) {
+    for (std::size_t i = 0; i < batch.item_owner.size(); ++i) {
+      const auto& item = st.entries.at(batch.item_owner[i]).q.tokens;
+      if (common_prefix(tokens, item) > batch.item_start[i])
+        return batch.worker;
+    }
+  }
+  return std::nullopt;
+}
+
+void dispatch(batcher_pointer self, std::vector<entry_id> ids, const prepared_batch& prepared) {
+  auto& st = self->state;
+  // Answer what became answerable, and drop entries nobody waits for any more.
+  std::vector<entry_id> todo;
+  std::vector<const prepared_entry*> todo_prepared;
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    const auto& p = prepared.entries[i];
+    auto& entry = st.entries.at(ids[i]);
+    if (p.hit.row) {
+      bump(st.metrics->cache_hits);
+      finish(self, ids[i], p.hit);
+    } else if (entry.waiters.empty()) {
+      finish(self, ids[i], make_error(errc::cancelled, "cancelled"));
+    } else {
+      todo.push_back(ids[i]);
+      todo_prepared.push_back(&p);
+    }
+  }
+  // Note [routing] in batch_planner.hpp: each entry to the worker holding its KV.
+  std::vector<routing_entry> routing;
+  for (std::size_t i = 0; i < todo.size(); ++i) {
+    const auto& tokens = st.entries.at(todo[i]).q.tokens;
+    routing.push_back({&tokens, todo_prepared[i]->kv, running_computation(st, tokens)});
+  }
+  const auto routes =
+    route_entries(routing, {st.workers.ready(), st.workers.active(), st.workers.loads()});
+  std::map<cache::worker_id, std::pair<std::vector<entry_id>, std::vector<const prepared_entry*>>>
+    batches;
+  std::vector<entry_id> later; // back to the head of the queue, in arrival order
+  auto wait_for = [&](cache::worker_id w, entry_id id, std::uint64_t tokens) {
+    st.waiting[w].push_back({id, tokens});
+    st.workers[w].load += tokens;
+    ++st.waiting_count;
+  };
+  for (std::size_t i = 0; i < todo.size(); ++i) {
+    const auto& route = routes[i];
+    if (route.waits) {
+      if (route.worker) {
+        const auto& prefix = routing[i].kv;
+        const auto cached = *route.worker < prefix.size() ? prefix[*route.worker].length : 0u;
+        wait_for(*route.worker, todo[i], routing[i].tokens->size() - cached);
+      } else {
+        later.push_back(todo[i]);
+      }
+      continue;
+    }
+    auto& batch = batches[*route.worker];
+    if (batch.first.size() >= st.options.batch_size) {
+      later.push_back(todo[i]);
+      continue;
+    }
+    batch.first.push_back(todo[i]);
+    batch.second.push_back(todo_prepared[i]);
+  }
+  // Entries deferred by a batch's planner share tokens its pass computes: they wait for
+  // that worker, which will hold their KV.
+  for (const auto& [worker, batch] : batches)
+    for (auto id : start_batch(self, worker, batch.first, batch.second))
+      wait_for(worker, id, 1); // its tokens past the shared prefix: at least one
+  std::sort(later.begin(), later.end()); // entry ids grow with arrival
+  requeue_front(self, later);
 }
 
 /// Flushes a batch if one is due (see maybe_flush).
@@ -329,7 +393,9 @@ void flush_if_due(batcher_pointer self) {
   }
   std::vector<entry_id> ids;
   prepare_request request;
-  while (!st.pending.empty() && ids.size() < st.options.batch_size) {
+  // A batch for each worker that can take one: entries are routed after the prepare.
+  const auto room = st.options.batch_size * st.workers.ready().size();
+  while (!st.pending.empty() && ids.size() < room) {
     auto id = st.pending.front();
     st.pending.pop_front();
     if (drop_if_abandoned(self, id))
@@ -375,7 +441,7 @@ void send_unlocks(batcher_pointer self) {
 void maybe_flush(batcher_pointer self) {
   flush_if_due(self);
   auto& st = self->state;
-  st.metrics->queue_depth.store(st.pending.size(), std::memory_order_relaxed);
+  st.metrics->queue_depth.store(st.pending.size() + st.waiting_count, std::memory_order_relaxed);
   send_unlocks(self);
 }
 
@@ -385,8 +451,27 @@ void requeue_front(batcher_pointer self, const std::vector<entry_id>& ids) {
     st.pending.push_front(*it);
 }
 
+void wake_waiting(batcher_pointer self, cache::worker_id w) {
+  auto& st = self->state;
+  auto it = st.waiting.find(w);
+  if (it == st.waiting.end())
+    return;
+  std::vector<entry_id> ids;
+  auto& slot = st.workers[w];
+  for (const auto& e : it->second) {
+    ids.push_back(e.id);
+    slot.load -= std::min(slot.load, e.tokens);
+  }
+  st.waiting.erase(it);
+  st.waiting_count -= ids.size();
+  std::sort(ids.begin(), ids.end());
+  requeue_front(self, ids);
+}
+
 void fail_pending(batcher_pointer self, const caf::error& error) {
   auto& st = self->state;
+  while (!st.waiting.empty())
+    wake_waiting(self, st.waiting.begin()->first);
   while (!st.pending.empty()) {
     auto id = st.pending.front();
     st.pending.pop_front();

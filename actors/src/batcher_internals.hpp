@@ -15,6 +15,9 @@ namespace canopy::actors::batcher_detail {
 
 /// Puts entries back at the head of the queue, keeping their order.
 void requeue_front(batcher_pointer self, const std::vector<entry_id>& ids);
+/// The entries waiting for worker `w` go back to the head of the queue: it can take a
+/// pass, or it will never (lost, draining).
+void wake_waiting(batcher_pointer self, cache::worker_id w);
 /// Answers every queued query with `error`.
 void fail_pending(batcher_pointer self, const caf::error& error);
 /// Flushes a batch if one is due, refreshes the queue gauge and gives back the locks of

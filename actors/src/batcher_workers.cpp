@@ -62,6 +62,7 @@ void drain(batcher_pointer self, cache::worker_id w) {
     return;
   st.workers[w].state = worker_status::draining;
   st.metrics->worker(w).state.store(worker_status::draining, std::memory_order_relaxed);
+  wake_waiting(self, w); // its KV is not used any more
   maybe_flush(self);
 }
 
@@ -90,9 +91,11 @@ void lose_worker(batcher_pointer self, cache::worker_id w, const worker_actor& h
     }
   }
   slot.batches.clear();
+  slot.load = 0;
   m.in_flight.store(0, std::memory_order_relaxed);
   bump(m.redispatched, again.size());
   requeue_front(self, again);
+  wake_waiting(self, w);
   std::vector<std::uint64_t> jobs; // sending one again may answer and erase it
   for (const auto& [id, job] : st.uncached)
     if (job.worker == w)

@@ -53,8 +53,7 @@ worker_pool::admit(messages::worker_actor handle, messages::worker_description d
     served_.fingerprint = description.model.fingerprint;
   auto& slot = slots_[id];
   description.slot = id;
-  slot = worker_slot{std::move(handle), std::move(description), worker_status::active, {},
-                     slot.load};
+  slot = worker_slot{std::move(handle), std::move(description), worker_status::active, {}, 0};
   return id;
 }
 

@@ -8,6 +8,7 @@
 #include "http_load_command.hpp"
 #include "matmul_ceiling.hpp"
 #include "process_memory.hpp"
+#include "worker_processes.hpp"
 
 #include <canopy/actors/engine_actors.hpp>
 #include <canopy/backends/backend_factory.hpp>
@@ -52,6 +53,8 @@ const char* const usage =
     "2e-5 x |value|); a mismatch makes the exit code 1. After the table, a targets\n"
     "section compares the results with the engine's goals (informational: the exit\n"
     "code does not depend on it).\n"
+    "With --remote_workers, the engine drives those worker nodes (with --workers 0, as a\n"
+    "front only); --spawn-workers starts them itself and compares counts side by side.\n"
     "With --target http://HOST:PORT it measures a running `canopy serve` over HTTP\n"
     "instead ('canopy bench --target URL --help' lists those options).\n";
 
@@ -80,6 +83,10 @@ std::vector<flag_spec> bench_flags() {
       {"miss-tokens", "K",
        "misses: new tokens per query after its prompt" + dflt(d.miss_tokens)},
       {"seed", "S", "seed of prompts, sequences and sampling" + dflt(d.seed)},
+      {"spawn-workers", "LIST",
+       "run everything on N `canopy worker` processes the bench starts on loopback, for "
+       "each N of the comma-separated list (0: the engine's own in-process workers), with "
+       "the bench's engine settings"},
       {"json", "", "print one JSON document instead of the table"},
   };
 }
@@ -191,7 +198,31 @@ std::string describe_workload(workload_kind w, const workload_options& o,
   return out.str();
 }
 
+/// --spawn-workers: counts of worker processes; empty when not given.
+std::vector<std::size_t> spawn_counts_of(const parsed_args& args) {
+  std::vector<std::size_t> out;
+  if (!args.has("spawn-workers"))
+    return out;
+  for (const auto& name : args.names("spawn-workers", "")) {
+    if (name.empty() || name.size() > 3 || name.find_first_not_of("0123456789") != std::string::npos)
+      throw usage_error("--spawn-workers: '" + name + "' is not a count (e.g. 0,1,2,4)");
+    out.push_back(std::stoul(name));
+  }
+  if (!args.config.remote_workers.empty())
+    throw usage_error("--spawn-workers starts its own workers: give it or --remote_workers, not both");
+  return out;
+}
+
+/// The engine settings of a front driving `addresses` with no device of its own.
+engine_config front_of(engine_config config, const std::vector<std::string>& addresses) {
+  config.workers = 0;
+  config.devices.clear();
+  config.remote_workers = addresses;
+  return config;
+}
+
 template <class T> std::string joined(const std::vector<T>& items) {
+  using std::to_string;
   std::string out;
   for (const auto& item : items)
     out += (out.empty() ? "" : ", ") + std::string(to_string(item));
@@ -240,9 +271,10 @@ int bench_command(const std::vector<std::string>& argv) {
                        bench_variant::no_batching, bench_variant::direct}
          : std::vector{bench_variant::full, bench_variant::no_kv, bench_variant::no_batching},
     parse_variant);
+  const auto spawn_counts = spawn_counts_of(args);
+  const bool network = !spawn_counts.empty() || !args.config.remote_workers.empty();
   // The model's vocabulary and context shape the workloads.
-  const auto model =
-    backends::make_backend(actors::backend_spec_for(args.config, "cpu"))->info();
+  const auto model = backends::describe_model(actors::backend_spec_for(args.config, "cpu"));
   const auto options = workload_options_of(args, workloads, model);
   const bool json = args.has("json");
   const auto cores = std::thread::hardware_concurrency();
@@ -259,6 +291,9 @@ int bench_command(const std::vector<std::string>& argv) {
                 << " GFLOP/s (float32 1024x1024 products, measured now)\n";
     for (auto w : workloads)
       std::cout << describe_workload(w, options, model.vocab_size) << '\n';
+    if (!spawn_counts.empty())
+      std::cout << "worker processes started for the runs (0: in-process): "
+                << joined(spawn_counts) << "; direct runs in-process only\n";
     std::cout << "seed " << options.seed << "; every " << check_every
               << (mock ? "th answer checked bit for bit against the mock's reference row"
                        : "th answer checked against the model run alone (within 1e-4 + "
@@ -267,18 +302,32 @@ int bench_command(const std::vector<std::string>& argv) {
               << (rss_per_run ? "peak per run"
                               : "process peak so far (cannot reset it here)")
               << "\n\n";
-    print_table_header(std::cout);
+    print_table_header(std::cout, network);
     std::cout.flush(); // rows appear as runs finish
   }
   std::vector<bench_result> results;
-  for (auto w : workloads)
-    for (auto v : variants) {
-      results.push_back(run_variant(w, options, args.config, v, check_every));
-      if (!json) {
-        print_table_row(std::cout, results.back());
-        std::cout.flush();
+  auto run_all = [&](const engine_config& config, bool remote) {
+    for (auto w : workloads)
+      for (auto v : variants) {
+        if (remote && v == bench_variant::direct)
+          continue; // the bare backend is in this process
+        results.push_back(run_variant(w, options, config, v, check_every));
+        if (!json) {
+          print_table_row(std::cout, results.back(), network);
+          std::cout.flush();
+        }
       }
+  };
+  if (spawn_counts.empty())
+    run_all(args.config, network);
+  for (auto n : spawn_counts) {
+    if (n == 0) {
+      run_all(args.config, false);
+      continue;
     }
+    worker_processes workers(n, args.config);
+    run_all(front_of(args.config, workers.addresses()), true);
+  }
 
   std::uint64_t checked = 0, mismatches = 0;
   for (const auto& r : results) {
@@ -316,7 +365,7 @@ int bench_command(const std::vector<std::string>& argv) {
     std::cout << doc.dump(2) << '\n';
   } else {
     std::cout << '\n';
-    print_table_legend(std::cout);
+    print_table_legend(std::cout, network);
     std::cout << "correctness: " << checked << " rows checked, " << mismatches
               << " mismatches\n\n";
     print_targets(std::cout, targets, args.config);

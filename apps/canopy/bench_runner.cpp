@@ -2,9 +2,11 @@
 
 #include "checking_client.hpp"
 #include "direct_client.hpp"
+#include "process_memory.hpp"
+#include "socket_traffic.hpp"
+
 #include <canopy/actors/engine_actors.hpp>
 #include <canopy/backends/backend_factory.hpp>
-#include "process_memory.hpp"
 
 #include <canopy/engine.hpp>
 
@@ -161,12 +163,23 @@ bench_result run_variant(workload_kind workload, const workload_options& options
   }
   engine lm{variant_config(config, variant)};
   engine_client client(lm);
-  // Counters are taken as differences over the measured phase; the latency histogram
+  std::vector<std::uint16_t> remote_ports;
+  for (const auto& address : config.remote_workers)
+    remote_ports.push_back(static_cast<std::uint16_t>(std::stoul(address.substr(address.rfind(':') + 1))));
+  // Counters are taken as differences over the measured phase; the latency histograms
   // cannot be, so the hits and misses rows' percentiles include their warm-up queries.
   engine_stats before;
+  std::uint64_t wire_before = 0;
   auto r = measure(workload, options, lm.vocab_size(), client, config, variant,
-                   check_every, [&] { before = lm.stats(); });
+                   check_every, [&] {
+                     before = lm.stats();
+                     wire_before = tcp_bytes_with(remote_ports);
+                   });
+  r.wire_bytes = tcp_bytes_with(remote_ports) - wire_before;
   const auto after = lm.stats();
+  r.remote_workers = config.remote_workers.size();
+  r.pass_round_trip_p50_us = after.pass_round_trip_p50_us;
+  r.pass_round_trip_p99_us = after.pass_round_trip_p99_us;
   r.tokens_computed = after.tokens_computed - before.tokens_computed;
   r.matmul_flops = after.matmul_flops - before.matmul_flops;
   r.compute_seconds = after.compute_seconds - before.compute_seconds;

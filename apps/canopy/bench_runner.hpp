@@ -29,6 +29,8 @@ std::string_view to_string(bench_variant variant);
 struct bench_result {
   workload_kind workload = workload_kind::smc;
   bench_variant variant = bench_variant::full;
+  std::size_t remote_workers = 0;     // the engine's workers reached over the network
+                                      // (0: in-process)
   double seconds = 0; // the measured phase
   std::uint64_t queries = 0;
   std::uint64_t tokens_requested = 0;
@@ -40,6 +42,9 @@ struct bench_result {
   double mean_batch_size = 0;         // queries per pass; 0 when no pass ran
   double latency_p50_us = 0;
   double latency_p99_us = 0;
+  double pass_round_trip_p50_us = 0;  // a pass sent to a worker until its answer is back
+  double pass_round_trip_p99_us = 0;
+  std::uint64_t wire_bytes = 0;       // TCP bytes between the engine and remote workers
   std::uint64_t peak_rss_bytes = 0; // of the process during the measured phase
   std::uint64_t logprob_bytes = 0;  // the engine's cached rows at the end
   std::uint64_t kv_bytes = 0;       // the engine's KV, all workers, at the end
@@ -49,7 +54,9 @@ struct bench_result {
   std::string engine_stats_json; // engine::stats() at the end; empty for direct
 };
 
-/// Checks every `check_every`-th answer against the mock's reference row.
+/// Checks every `check_every`-th answer against the reference row. With remote_workers
+/// in `config`, the engine drives them (a front with no device of its own when
+/// `config.workers` is 0).
 bench_result run_variant(workload_kind workload, const workload_options& options,
                          const engine_config& config, bench_variant variant,
                          std::size_t check_every);

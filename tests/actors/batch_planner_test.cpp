@@ -1,12 +1,16 @@
 // The batch planner: folding prefixes, starting after the worker's KV, deferring
-// entries that share uncached tokens, and choosing a worker.
+// entries that share uncached tokens, and routing each entry to a worker.
 
 #include <canopy/actors/batch_planner.hpp>
 
 #include <gtest/gtest.h>
 
 using canopy::actors::answer_ref;
-using canopy::actors::choose_worker;
+using canopy::actors::entry_route;
+using canopy::actors::reuse_tokens;
+using canopy::actors::route_entries;
+using canopy::actors::routing_entry;
+using canopy::actors::routing_view;
 using canopy::actors::plan_batch;
 using canopy::actors::plan_entry;
 using canopy::actors::plan_options;
@@ -107,20 +111,92 @@ TEST(batch_planner, branches_whose_shared_prefix_is_cached_run_together) {
   EXPECT_EQ(computed, 2u);
 }
 
-TEST(batch_planner, chooses_the_worker_holding_kv_for_most_entries) {
-  std::vector<std::vector<kv_prefix>> kv = {
-    {kv_prefix{0, 0}, kv_prefix{3, 1}},
-    {kv_prefix{1, 2}, kv_prefix{0, 0}},
-    {kv_prefix{0, 0}, kv_prefix{2, 3}},
-  };
-  EXPECT_EQ(choose_worker(kv, {0, 1}, {0, 0}), 1u);
-  // A worker that is not a candidate (busy) is not chosen.
-  EXPECT_EQ(choose_worker(kv, {0}, {0, 0}), 0u);
+/// Routing entries of `seqs` with KV prefixes `kv` (none: no KV anywhere).
+std::vector<routing_entry> entries_of(const std::vector<token_seq>& seqs,
+                                      std::vector<std::vector<kv_prefix>> kv = {}) {
+  std::vector<routing_entry> out;
+  for (std::size_t i = 0; i < seqs.size(); ++i)
+    out.push_back({&seqs[i], i < kv.size() ? kv[i] : std::vector<kv_prefix>{}, std::nullopt});
+  return out;
 }
 
-TEST(batch_planner, without_kv_anywhere_chooses_the_least_loaded) {
-  std::vector<std::vector<kv_prefix>> kv = {{kv_prefix{}, kv_prefix{}, kv_prefix{}}};
-  EXPECT_EQ(choose_worker(kv, {0, 1, 2}, {50, 10, 10}), 1u);
+token_seq counting(std::int32_t from, std::int32_t n) {
+  token_seq s;
+  for (std::int32_t i = 0; i < n; ++i)
+    s.push_back(from + i);
+  return s;
+}
+
+TEST(batch_planner, each_entry_goes_to_the_worker_holding_its_longest_kv_prefix) {
+  const std::vector<token_seq> seqs = {counting(1, 12), counting(20, 12), counting(40, 12)};
+  const auto routes = route_entries(entries_of(seqs, {{kv_prefix{0, 0}, kv_prefix{10, 1}},
+                                                      {kv_prefix{9, 2}, kv_prefix{0, 0}},
+                                                      {kv_prefix{8, 4}, kv_prefix{10, 3}}}),
+                                    {{0, 1}, {0, 1}, {0, 0}});
+  EXPECT_EQ(routes[0].worker, 1u);
+  EXPECT_EQ(routes[1].worker, 0u);
+  EXPECT_EQ(routes[2].worker, 1u) << "the longer prefix wins";
+  for (const auto& r : routes)
+    EXPECT_FALSE(r.waits);
+}
+
+TEST(batch_planner, an_entry_waits_for_its_busy_kv_worker_when_the_prefix_is_worth_it) {
+  const std::vector<token_seq> seqs = {counting(1, 12), counting(1, 12), {4, 5}};
+  // Worker 1 is busy (not ready), worker 0 idle.
+  const auto routes = route_entries(
+    entries_of(seqs, {{kv_prefix{0, 0}, kv_prefix{reuse_tokens, 9}},
+                      {kv_prefix{0, 0}, kv_prefix{reuse_tokens - 1, 8}}, {}}),
+    {{0}, {0, 1}, {0, 64}});
+  EXPECT_TRUE(routes[0].waits) << "computing 8 tokens again is worse than waiting";
+  EXPECT_EQ(routes[0].worker, 1u);
+  EXPECT_FALSE(routes[1].waits) << "7 tokens (a BOS) are computed again where there is room";
+  EXPECT_EQ(routes[1].worker, 0u);
+  EXPECT_FALSE(routes[2].waits) << "no KV anywhere: the idle worker takes it";
+  EXPECT_EQ(routes[2].worker, 0u);
+  // A draining worker (not active) holds KV nobody waits for.
+  const auto draining = route_entries(entries_of(seqs, {{kv_prefix{0, 0}, kv_prefix{10, 9}}}),
+                                      {{0}, {0}, {0, 0}});
+  EXPECT_FALSE(draining[0].waits);
+  EXPECT_EQ(draining[0].worker, 0u);
+}
+
+TEST(batch_planner, an_entry_sharing_a_running_pass_prefix_waits_for_its_worker) {
+  const std::vector<token_seq> seqs = {counting(1, 12)};
+  auto entries = entries_of(seqs);
+  entries[0].computing = 1u;
+  const auto routes = route_entries(entries, {{0}, {0, 1}, {0, 0}});
+  EXPECT_EQ(routes[0].worker, 1u);
+  EXPECT_TRUE(routes[0].waits);
+}
+
+TEST(batch_planner, entries_without_kv_spread_in_families_over_the_least_loaded) {
+  // Two families (first tokens 1 and 50): each stays whole, and they go to different
+  // workers, the less loaded first.
+  const std::vector<token_seq> seqs = {counting(1, 10), counting(50, 10), counting(1, 9),
+                                       counting(50, 11)};
+  const auto routes = route_entries(entries_of(seqs), {{0, 1, 2}, {0, 1, 2}, {50, 10, 12}});
+  EXPECT_EQ(routes[0].worker, 1u);
+  EXPECT_EQ(routes[2].worker, 1u);
+  EXPECT_EQ(routes[1].worker, 2u);
+  EXPECT_EQ(routes[3].worker, 2u);
+  // Busy workers are counted too: a family goes to the one with the least in hand,
+  // and waits for it.
+  const auto busy = route_entries(entries_of(seqs), {{0}, {0, 1, 2}, {8, 20, 600}});
+  EXPECT_EQ(busy[0].worker, 0u);
+  EXPECT_FALSE(busy[0].waits);
+  EXPECT_EQ(busy[1].worker, 1u) << "worker 0 has 8 + 19 in hand now, busy worker 1 20";
+  EXPECT_TRUE(busy[1].waits);
+  // Sharing a first token cached nowhere makes a family: it is computed once.
+  const std::vector<token_seq> bos = {{1, 5, 6}, {1, 7, 8}, {2, 7, 8, 9}};
+  const auto apart = route_entries(entries_of(bos), {{0, 1}, {0, 1}, {0, 0}});
+  EXPECT_EQ(apart[0].worker, apart[1].worker);
+  EXPECT_NE(apart[1].worker, apart[2].worker);
+  // With no active worker, every entry waits for any.
+  const auto none_active = route_entries(entries_of(seqs), {{}, {}, {0, 0, 0}});
+  for (const auto& r : none_active) {
+    EXPECT_TRUE(r.waits);
+    EXPECT_FALSE(r.worker);
+  }
 }
 
 } // namespace

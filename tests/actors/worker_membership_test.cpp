@@ -126,15 +126,22 @@ TEST_F(worker_membership_test, every_query_of_a_lost_pass_is_answered_once_by_th
   config.batch_size = 3; // the three distinct sequences
   start(2);
   std::vector<std::size_t> asked;
-  std::vector<token_seq> sequences = {{1, 2}, {1, 2, 3}, {4, 5}, {4, 5}}; // a prefix, a duplicate
+  // One family (first token 1), so one worker's pass: a prefix, and a duplicate.
+  std::vector<token_seq> sequences = {{1, 2}, {1, 2, 3}, {1, 5}, {1, 5}};
   for (const auto& s : sequences)
     asked.push_back(ask(s));
+  sched.clock().advance_time(std::chrono::milliseconds(2)); // the batch window
   ASSERT_TRUE(run_until_pass_queued(0));
   declare_lost(0);
   sched.run();
+  // {1, 5} shares the uncached token 1 with the item of {1, 2, 3}: it waited for worker
+  // 0's pass, and was woken by its loss.
+  sched.clock().advance_time(std::chrono::milliseconds(2));
+  sched.run();
   for (std::size_t i = 0; i < asked.size(); ++i)
     EXPECT_TRUE(matches_reference(asked[i], sequences[i])) << i;
-  EXPECT_EQ(figures(0).redispatched, 3u) << "three distinct entries were in the lost pass";
+  EXPECT_EQ(figures(0).redispatched, 2u) << "two distinct entries were in the lost pass";
+  EXPECT_EQ(figures(1).passes, 2u) << "the survivor computed them, then the one waiting";
   EXPECT_EQ(actors.metrics->answered, 4u);
   EXPECT_EQ(actors.metrics->failed, 0u);
 }
@@ -200,6 +207,42 @@ TEST_F(worker_membership_test, a_worker_holds_at_most_passes_in_flight_passes) {
   EXPECT_TRUE(matches_reference(c, {3}));
   EXPECT_EQ(figures(0).passes, 3u);
   EXPECT_EQ(figures(0).in_flight, 0u);
+}
+
+TEST_F(worker_membership_test, an_extension_waits_for_the_busy_worker_holding_its_prefix) {
+  start(2);
+  // A prompt long enough to be worth waiting for (reuse_tokens), and its extensions.
+  const token_seq prompt = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
+  auto extended = [&](std::initializer_list<std::int32_t> more) {
+    auto s = prompt;
+    s.insert(s.end(), more);
+    return s;
+  };
+  auto a = ask(prompt);
+  sched.run();
+  ASSERT_TRUE(matches_reference(a, prompt));
+  ASSERT_EQ(figures(0).passes, 1u);
+  auto b = ask(extended({20}));
+  run_all_but_worker(0); // worker 0 holds b's pass
+  auto c = ask(extended({21}));
+  run_all_but_worker(0);
+  EXPECT_EQ(figures(1).passes, 0u) << "the idle worker would compute the prompt again";
+  EXPECT_EQ(actors.metrics->queue_depth, 1u) << "c waits for worker 0";
+  sched.run();
+  EXPECT_TRUE(matches_reference(b, extended({20})));
+  EXPECT_TRUE(matches_reference(c, extended({21})));
+  EXPECT_EQ(probes->tokens, 12u) << "the prompt, then one new token each";
+  EXPECT_EQ(figures(0).passes, 3u);
+  // A sequence no worker holds KV for goes to the one with the least work in hand.
+  auto e = ask(extended({20, 22}));
+  run_all_but_worker(0); // worker 0 holds e's pass
+  auto d = ask(token_seq{8, 9});
+  run_all_but_worker(0);
+  EXPECT_TRUE(answered(d)) << "worker 1 took it while worker 0 holds e";
+  sched.run();
+  EXPECT_TRUE(matches_reference(d, {8, 9}));
+  EXPECT_TRUE(matches_reference(e, extended({20, 22})));
+  EXPECT_EQ(figures(1).passes, 1u);
 }
 
 TEST_F(worker_membership_test, a_late_worker_joins_and_serves_when_the_first_is_lost) {
@@ -284,16 +327,19 @@ TEST_F(worker_membership_test, each_worker_keeps_its_kv_under_its_own_budget) {
   join(small);
   sched.run();
   ASSERT_TRUE(joined && *joined);
-  for (int i = 0; i < 12; ++i) {
-    auto q = ask(token_seq{i + 1, 2, 3, 4, 5});
-    sched.run();
-    EXPECT_TRUE(matches_reference(q, {i + 1, 2, 3, 4, 5}));
-    EXPECT_LE(figures(0).kv_bytes, config.kv_budget_bytes);
-    EXPECT_LE(figures(1).kv_bytes, small.description.kv_budget_bytes);
-  }
+  // Asked together, in twelve families: routing spreads them over both workers.
+  std::vector<std::size_t> asked;
+  for (int i = 0; i < 12; ++i)
+    asked.push_back(ask(token_seq{i + 1, 2, 3, 4, 5}));
+  sched.run();
+  for (int i = 0; i < 12; ++i)
+    EXPECT_TRUE(matches_reference(asked[i], {i + 1, 2, 3, 4, 5}));
+  EXPECT_LE(figures(0).kv_bytes, config.kv_budget_bytes);
+  EXPECT_LE(figures(1).kv_bytes, small.description.kv_budget_bytes);
+  EXPECT_GT(figures(1).kv_bytes, 0u);
   EXPECT_EQ(figures(0).kv_budget_bytes, config.kv_budget_bytes);
   EXPECT_EQ(figures(1).kv_budget_bytes, small.description.kv_budget_bytes);
-  EXPECT_GT(figures(1).passes, 0u) << "least-loaded routing used both workers";
+  EXPECT_GT(figures(1).passes, 0u) << "routing used both workers";
 }
 
 } // namespace

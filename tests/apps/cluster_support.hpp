@@ -19,6 +19,7 @@
 #include <chrono>
 #include <cstring>
 #include <functional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -60,17 +61,33 @@ inline bool is_mock_row(const at::Tensor& row, const token_seq& tokens) {
          std::memcmp(row.data_ptr<float>(), expected.data(), expected.size() * sizeof(float)) == 0;
 }
 
-/// SMC-shaped: particles in groups of four extend a shared 8-token prompt one token per
-/// step; the four of a group draw the same token (exact duplicates, which merge), and
-/// every 40 steps each group starts a new branch from the prompt (shared prefixes).
-/// Query (particle, step) is a pure function of both, so answers can be checked.
+/// SMC-shaped: four SMC runs of 16 particles each (four users' problems, so that there
+/// is work for several workers: one run's KV lives where its prompt was computed), each
+/// extending its own 8-token prompt one token per step; the particles of a group of
+/// four draw the same token (exact duplicates, which merge), and every 40 steps each
+/// group starts a new branch from its prompt (shared prefixes). Query (particle, step)
+/// is a pure function of both, so answers can be checked.
 inline token_seq smc_query(std::size_t particle, std::size_t step, std::int32_t vocab) {
-  token_seq s = {1, 7, 3, 9, 4, 2, 8, 5};
+  const auto run = static_cast<std::int32_t>(particle / 16);
+  token_seq s = {1 + run, 7, 3, 9, 4, 2, 8, 5};
   const auto group = static_cast<std::int32_t>(particle / 4);
   const auto branch = static_cast<std::int32_t>(step / 40);
   for (std::size_t k = 0; k <= step % 40; ++k)
     s.push_back((group * 31 + static_cast<std::int32_t>(k) * 7 + branch * 13 + 11) % vocab);
   return s;
+}
+
+/// Distinct prefixes of the workload's queries: the tokens an engine computing each
+/// token once computes.
+inline std::size_t smc_unique_tokens(std::size_t particles, std::size_t steps, std::int32_t vocab) {
+  std::set<token_seq> prefixes;
+  for (std::size_t p = 0; p < particles; ++p)
+    for (std::size_t s = 0; s < steps; ++s) {
+      const auto q = smc_query(p, s, vocab);
+      for (std::size_t n = 1; n <= q.size(); ++n)
+        prefixes.emplace(q.begin(), q.begin() + static_cast<std::ptrdiff_t>(n));
+    }
+  return prefixes.size();
 }
 
 struct workload_tally {

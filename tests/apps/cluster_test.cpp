@@ -43,6 +43,8 @@ TEST(cluster, two_workers_and_a_front_answer_an_smc_workload_bit_for_bit_as_the_
     EXPECT_GE(w.heartbeat_age_ms, 0) << "a remote worker has heartbeats";
   }
   EXPECT_GT(s.merged_duplicates + s.cache_hits, 0u) << "the workload repeats queries";
+  EXPECT_EQ(s.tokens_computed, smc_unique_tokens(particles, steps, 128))
+    << "each token computed once, on one of the two workers";
   EXPECT_EQ(s.locked_nodes, 0u);
   EXPECT_EQ(s.in_flight, 0u);
 }

@@ -6,8 +6,7 @@
 //    to the next pass, where those tokens are cached (computing them twice now would
 //    waste the work KV reuse saves);
 //  - each item starts after the KV prefix the chosen worker holds.
-// Also chooses the worker: the one holding KV for the longest prefix of most entries,
-// else the least loaded.
+// Also routes the entries of a flush to workers (route_entries).
 // Thread contract: pure functions.
 
 #include <canopy/backends/backend.hpp>
@@ -15,6 +14,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <vector>
 
 namespace canopy::actors {
@@ -48,11 +48,51 @@ struct plan_options {
 
 batch_plan plan_batch(const std::vector<plan_entry>& entries, const plan_options& options);
 
-/// Chooses among `candidates` (non-empty): the worker that holds the longest KV prefix
-/// for the most entries; when no candidate holds any, the one with the least `load`
-/// (ties: lowest id). kv[e][w] is entry e's KV prefix on worker w.
-cache::worker_id choose_worker(const std::vector<std::vector<cache::kv_prefix>>& kv,
-                               const std::vector<cache::worker_id>& candidates,
-                               const std::vector<std::uint64_t>& load);
+/// What route_entries knows of the workers.
+struct routing_view {
+  std::vector<cache::worker_id> ready;  // may take a pass now
+  std::vector<cache::worker_id> active; // serve (ready or busy); draining ones do not
+  std::vector<std::uint64_t> load;      // [workers] tokens given to each and not back yet
+};
+
+/// One entry of a flush, as routing sees it.
+struct routing_entry {
+  const cache::token_seq* tokens = nullptr;
+  std::vector<cache::kv_prefix> kv;     // [workers, or fewer] its KV prefix on each
+  std::optional<cache::worker_id> computing; // a worker whose running pass computes
+                                        // tokens of it (cached nowhere yet)
+};
+
+/// Where one entry goes.
+struct entry_route {
+  std::optional<cache::worker_id> worker; // the worker it goes to, or the busy one it
+                                          // waits for; none: it waits for any
+  bool waits = false;                     // that worker (any) has no room now
+};
+
+/// A cached prefix this long is worth waiting for (Note [routing]): computing it again
+/// on another worker would cost more than a short wait. A shorter one (a BOS token)
+/// whose worker is busy is computed again where there is room, so that it does not tie
+/// every sequence to one worker: at most reuse_tokens - 1 tokens again per sequence.
+inline constexpr std::uint32_t reuse_tokens = 8;
+
+/// Note [routing]: KV stays where it was computed. An entry goes to the active worker
+/// holding the longest KV prefix of it (ties: the least loaded) when that worker is
+/// ready, or, waiting for it, when the prefix is worth waiting for (reuse_tokens):
+/// computing it again elsewhere would spend what KV reuse saves, and make tokens
+/// computed exceed the unique ones. An entry sharing tokens a running pass computes
+/// goes to (waits for) that pass's worker, which will hold their KV, as the planner
+/// defers an entry sharing uncached tokens with an item of its pass. The other entries
+/// go, in families sharing a first token (so that a prefix they share, cached nowhere,
+/// is computed once, on one worker), to the least loaded active worker, counting what
+/// this routing gives each, waiting if it is busy: where a prompt's KV is made decides
+/// where its continuations go, so prompts are spread by the work each worker has in
+/// hand, not given all to whichever worker happens to be idle.
+std::vector<entry_route> route_entries(const std::vector<routing_entry>& entries,
+                                       const routing_view& workers);
+
+/// How many leading tokens `a` and `b` share.
+std::uint32_t common_prefix(const cache::token_seq& a, const cache::token_seq& b);
+
 
 } // namespace canopy::actors

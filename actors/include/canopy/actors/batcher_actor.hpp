@@ -30,6 +30,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <memory>
 #include <optional>
 #include <unordered_map>
@@ -72,11 +73,14 @@ struct batch_entry {
 /// A batch between prepare and its answers.
 struct running_batch {
   cache::worker_id worker = 0;
+  std::uint64_t tokens = 0;             // new tokens of its pass (the worker's load)
   messages::worker_actor handle;        // the worker running it (its slot may change hands)
   std::vector<entry_id> entries;        // answered by this pass
   std::vector<answer_ref> answers;      // [entries]
   std::vector<std::size_t> first_row;   // [items + 1] offset of each item's rows in the
                                         // store's answer
+  std::vector<entry_id> item_owner;     // [items] the entry whose sequence the item ends
+  std::vector<std::uint32_t> item_start; // [items] its KV prefix: it computes past this
   caf::actor_clock::time_point started; // when the pass was sent (pass_timeout)
   bool returned = false;                // the pass is back; its results are being stored
   // Until the pass returns; then moved into the store request.
@@ -103,6 +107,15 @@ struct batcher_state {
   // When merging: each entry by its sequence (a view of the entry's own q.tokens).
   std::unordered_map<token_view, entry_id, token_seq_hash> by_key;
   std::deque<entry_id> pending;          // arrival order
+  // Entries waiting for a busy worker (Note [routing] in batch_planner.hpp): it holds
+  // their KV, or computes a prefix they share; back to the head of `pending` when the
+  // worker can take a pass, or is lost.
+  struct waiting_entry {
+    entry_id id = 0;
+    std::uint64_t tokens = 0; // what routing counted it for in the worker's load
+  };
+  std::map<cache::worker_id, std::vector<waiting_entry>> waiting;
+  std::size_t waiting_count = 0;
   std::vector<cache::node_id> unlocks;   // locks of entries that left, for the cache
   std::unordered_map<std::uint64_t, running_batch> running;
   std::unordered_map<std::uint64_t, uncached_job> uncached;

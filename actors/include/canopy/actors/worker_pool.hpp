@@ -25,7 +25,8 @@ struct worker_slot {
   messages::worker_description description;
   worker_status state = worker_status::active;
   std::vector<std::uint64_t> batches; // running, at most passes_in_flight
-  std::uint64_t load = 0;             // tokens computed so far (least-loaded routing)
+  std::uint64_t load = 0;             // tokens given to it and not back yet: its running
+                                      // passes' and those of entries waiting for it
 };
 
 /// Why a worker serving `worker` cannot join an engine serving `served`, naming both
