@@ -266,6 +266,9 @@ TEST(cluster, a_front_that_dies_leaves_no_kv_on_its_workers) {
                                                            R"({"batch": [[1, 2, 3, 4], [1, 2, 5]]})",
                                                            "Content-Type: application/json\r\n"));
     ASSERT_EQ(reply.status, 200) << reply.body;
+    const auto model = exchange(front.port(), make_request("GET", "/v1/model"));
+    EXPECT_NE(model.body.find("\"devices\":[\"" + w.address() + "/cpu\"]"), std::string::npos)
+      << model.body;
     front.signal(SIGKILL);
     front.wait(5s);
   }

@@ -56,6 +56,11 @@ std::string model_body(const canopy::engine& engine) {
           ? std::string()
           : std::filesystem::path(info.name.substr(space + 1)).filename().string();
   const auto& config = engine.config();
+  // The workers serving now: in-process ones by device, remote ones as node/device.
+  json devices = json::array();
+  for (const auto& w : engine.stats().workers)
+    if (w.state != "lost")
+      devices.push_back(w.node == "local" ? w.device : w.node + "/" + w.device);
   return dump({{"name", source.empty() ? architecture : architecture + " " + source},
                {"architecture", architecture},
                {"backend", config.backend},
@@ -63,7 +68,7 @@ std::string model_body(const canopy::engine& engine) {
                {"context_length", info.context_length},
                {"dtype", config.backend == "mock" ? "float32" : config.dtype},
                {"logprob_dtype", config.logprob_dtype},
-               {"devices", config.device_list()},
+               {"devices", std::move(devices)},
                {"tokenizer", engine.has_tokenizer()}});
 }
 
@@ -113,7 +118,7 @@ api_router::api_router(canopy::engine& engine, std::vector<gateway_actor> gatewa
                        const server_options& options)
     : engine_(engine), gateways_(std::move(gateways)),
       metrics_(std::move(metrics)), limits_{options.max_batch, options.max_sample_tokens},
-      max_rows_(options.max_rows), model_body_(model_body(engine)),
+      max_rows_(options.max_rows),
       vocab_body_(vocab_body(engine)) {}
 
 const gateway_actor& api_router::gateway_of(request_id id) const {
@@ -174,8 +179,9 @@ void api_router::dispatch(request_id id, http_request& request, respond_fn& resp
        }},
       {"/v1/model", "GET",
        [](api_router& r, request_id, http_request&, respond_fn& a) {
+         // Built per request: which workers serve changes while the server runs.
          http_response response;
-         response.body = r.model_body_;
+         response.body = model_body(r.engine_);
          a(std::move(response));
        }},
       {"/healthz", "GET",

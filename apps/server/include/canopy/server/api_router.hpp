@@ -48,7 +48,6 @@ private:
   std::shared_ptr<server_metrics> metrics_;
   request_limits limits_;
   std::size_t max_rows_;
-  std::string model_body_;  // GET /v1/model, fixed at start
   std::string vocab_body_;  // GET /v1/vocab, fixed at start ("" without a tokenizer)
 };
 
