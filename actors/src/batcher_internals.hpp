@@ -1,17 +1,40 @@
 #pragma once
-// What the batcher's two halves share: the queue and its batches
-// (batcher_actor.cpp) and its workers coming and going, with the reference path that
-// runs on them (batcher_workers.cpp).
+// What the batcher's parts share: the queue and its flushes (batcher_actor.cpp), the
+// passes, routed, run and answered (batcher_passes.cpp), and its workers coming and
+// going, with the reference path that runs on them (batcher_workers.cpp).
 // Thread contract: called only from the batcher's handlers.
 
 #include <canopy/actors/batcher_actor.hpp>
 
 #include <caf/error.hpp>
+#include <caf/actor_clock.hpp>
 
 #include <cstdint>
 #include <vector>
 
 namespace canopy::actors::batcher_detail {
+
+using clock_point = caf::actor_clock::time_point;
+
+inline clock_point now(batcher_pointer self) { return self->clock().now(); }
+
+/// Forgets an entry (its lock goes back with the next unlocks) and returns who waits.
+std::vector<waiter> take_waiters(batcher_pointer self, entry_id id);
+
+/// Answers every waiter of an entry and forgets it.
+template <class Answer>
+void finish(batcher_pointer self, entry_id id, const Answer& answer) {
+  for (const auto& w : take_waiters(self, id))
+    self->send(w.sink, messages::answer_atom::value, w.ticket, answer);
+}
+
+/// Routes the prepared entries `ids` to workers and sends each worker its pass;
+/// entries that became answerable are answered, the others wait or go back to the
+/// queue.
+void dispatch(batcher_pointer self, std::vector<entry_id> ids,
+              const messages::prepared_batch& prepared);
+/// The pass watchdog's turn: fails every batch whose pass outlived pass_timeout.
+void on_pass_watch(batcher_pointer self);
 
 /// Puts entries back at the head of the queue, keeping their order.
 void requeue_front(batcher_pointer self, const std::vector<entry_id>& ids);

@@ -121,6 +121,13 @@ inline void run_smc(engine& lm, std::size_t particles, std::size_t steps, worklo
     c.join();
 }
 
+/// Every query of run_smc answered with the right row, none with an error.
+inline void expect_all_answered_right(const workload_tally& tally, std::size_t queries) {
+  EXPECT_EQ(tally.answered, queries);
+  EXPECT_EQ(tally.wrong, 0u);
+  EXPECT_EQ(tally.errors, 0u) << (tally.error_codes.empty() ? "" : tally.error_codes.front());
+}
+
 /// Polls `condition` on the front's stats every 10 ms for at most `patience`.
 inline bool eventually(engine& lm, const std::function<bool(const engine_stats&)>& condition,
                        std::chrono::milliseconds patience = std::chrono::seconds(20)) {

@@ -77,6 +77,35 @@ TEST(engine_config, malformed_settings_name_what_is_wrong) {
                        "vocab_size"));
 }
 
+TEST(engine_config, remote_worker_settings_are_checked_by_name) {
+  auto config = engine_config::from_json(
+    R"({"workers": 0, "remote_workers": ["127.0.0.1:7101", "[::1]:7102"],
+        "worker_timeout_ms": 500, "worker_passes_in_flight": 2})");
+  EXPECT_TRUE(config.device_list().empty()) << "a front only";
+  EXPECT_EQ(config.remote_workers.size(), 2u);
+  EXPECT_EQ(config.worker_passes_in_flight, 2u);
+  EXPECT_FALSE(config.tls());
+  EXPECT_TRUE(mentions(config_error([] { engine_config::from_json(R"({"workers": 0})"); }),
+                       "needs remote_workers"));
+  for (const char* bad : {R"(["localhost"])", R"(["h:0"])", R"(["h:70000"])", R"([":7101"])",
+                          R"(["h:71x"])"})
+    EXPECT_TRUE(mentions(config_error([&] {
+                           engine_config::from_json(std::string(R"({"remote_workers": )") + bad + "}");
+                         }),
+                         "remote_workers"))
+      << bad;
+  EXPECT_TRUE(mentions(
+    config_error([] { engine_config::from_json(R"({"worker_timeout_ms": 0})"); }),
+    "worker_timeout_ms"));
+  EXPECT_TRUE(mentions(
+    config_error([] { engine_config::from_json(R"({"worker_passes_in_flight": 0})"); }),
+    "worker_passes_in_flight"));
+  EXPECT_TRUE(mentions(config_error([] {
+                         engine_config::from_json(R"({"tls_cert": "a.pem", "tls_key": "a.key"})");
+                       }),
+                       "all three"));
+}
+
 TEST(engine_config, an_engine_refuses_an_invalid_config) {
   engine_config config;
   config.workers = 0;

@@ -133,7 +133,8 @@ class CanopyLM:
     @property
     def model_info(self):
         """``GET /v1/model``: name, architecture, vocab_size, context_length, dtype,
-        devices, tokenizer (fetched once: the model is fixed while the server runs)."""
+        devices, tokenizer (fetched once: the model is fixed while the server runs; the
+        devices are those serving then)."""
         with self._lazy_lock:
             if self._model_info is None:
                 self._model_info = self._run(self._get_json("/v1/model"))
