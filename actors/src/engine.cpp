@@ -70,7 +70,7 @@ struct engine::impl {
     actors = actors::spawn_engine_actors(sys, config, std::move(model), std::move(workers));
     if (config.remote_workers.empty())
       return;
-    actors.links = actors::spawn_worker_links(sys, config, actors);
+    actors::spawn_worker_links(sys, config, actors);
     // The nodes that are up join before the first query; a handshake takes a few
     // round trips, each bounded by worker_timeout_ms.
     actors::await_first_attempts(sys, actors.links, 3 * from_ms(config.worker_timeout_ms));

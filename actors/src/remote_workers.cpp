@@ -1,8 +1,10 @@
 #include <canopy/actors/remote_workers.hpp>
 
 #include <canopy/actors/cluster_auth.hpp>
+#include <canopy/actors/tls_middleman.hpp>
 #include <canopy/actors/worker_link_actor.hpp>
 
+#include <caf/io/middleman.hpp>
 #include <caf/scoped_actor.hpp>
 
 namespace canopy::actors {
@@ -20,12 +22,14 @@ std::pair<std::string, std::uint16_t> split_address(const std::string& address) 
 
 } // namespace
 
-std::vector<messages::worker_link_actor>
-spawn_worker_links(caf::actor_system& system, const engine_config& config,
-                   const engine_actors& actors) {
+void spawn_worker_links(caf::actor_system& system, const engine_config& config,
+                        engine_actors& actors) {
   const std::string secret =
     config.cluster_token_file.empty() ? std::string{} : read_cluster_secret(config.cluster_token_file);
-  std::vector<messages::worker_link_actor> links;
+  if (config.tls())
+    actors.tls_middleman = spawn_tls_middleman(system);
+  const auto middleman =
+    config.tls() ? actors.tls_middleman : system.middleman().actor_handle();
   for (std::size_t i = 0; i < config.remote_workers.size(); ++i) {
     link_options options;
     options.address = config.remote_workers[i];
@@ -33,10 +37,10 @@ spawn_worker_links(caf::actor_system& system, const engine_config& config,
     options.node_index = i;
     options.timeout = from_ms(config.worker_timeout_ms);
     options.secret = secret;
-    options.tls = config.tls();
-    links.push_back(system.spawn(worker_link, options, actors.batcher, actors.metrics));
+    options.middleman = middleman;
+    actors.links.push_back(
+      system.spawn(worker_link, options, actors.batcher, actors.metrics));
   }
-  return links;
 }
 
 void await_first_attempts(caf::actor_system& system,

@@ -5,8 +5,6 @@
 #include <canopy/messages/errors.hpp>
 
 #include <caf/actor_system.hpp>
-#include <caf/io/middleman.hpp>
-#include <caf/openssl/manager.hpp>
 
 #include <algorithm>
 #include <set>
@@ -224,10 +222,8 @@ void connect(link_pointer self) {
   auto& st = self->state;
   drop(self, caf::exit_reason::user_shutdown);
   const auto attempt = ++st.attempt;
-  auto& sys = self->system();
-  const auto mm = st.options.tls ? sys.openssl_manager().actor_handle()
-                                 : sys.middleman().actor_handle();
-  self->request(mm, st.options.timeout, connect_atom::value, st.options.host, st.options.port)
+  self->request(st.options.middleman, st.options.timeout, connect_atom::value,
+                st.options.host, st.options.port)
     .then(
       [=](const caf::node_id&, caf::strong_actor_ptr& ptr, std::set<std::string>& interface) {
         if (self->state.attempt == attempt)

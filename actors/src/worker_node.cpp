@@ -5,13 +5,13 @@
 #include <canopy/actors/engine_actors.hpp>
 #include <canopy/actors/node_device_actor.hpp>
 #include <canopy/actors/node_gate_actor.hpp>
+#include <canopy/actors/tls_middleman.hpp>
 #include <canopy/error.hpp>
 #include <canopy/messages/node_messages.hpp>
 
 #include <caf/actor_system.hpp>
 #include <caf/io/middleman.hpp>
 #include <caf/io/publish.hpp>
-#include <caf/openssl/publish.hpp>
 #include <caf/scoped_actor.hpp>
 #include <caf/send.hpp>
 
@@ -30,15 +30,36 @@ struct worker_node::impl {
   backends::model_info model;
   std::vector<std::string> devices;
   node_gate_actor gate;
+  caf::io::middleman_actor tls_middleman; // publishes the gate with TLS (tls_middleman.hpp)
   std::uint64_t owner_key = actors::random_session_token(); // never leaves the process
   bool drained = false;
 
-  /// Drains (see worker_node::drain), then ends the gate, which lives until told, and
-  /// the system, whose destructor waits for every actor.
+  /// Publishes the gate on `listen`, through TLS when configured; the port bound.
+  caf::expected<std::uint16_t> publish_gate() {
+    const char* host = listen.host.c_str();
+    if (!config.tls())
+      return caf::io::publish(gate, listen.port, host, true);
+    tls_middleman = actors::spawn_tls_middleman(*system);
+    caf::expected<std::uint16_t> port = caf::sec::runtime_error;
+    caf::scoped_actor self{*system};
+    self
+      ->request(tls_middleman, caf::infinite, caf::publish_atom::value, listen.port,
+                caf::actor_cast<caf::strong_actor_ptr>(gate), system->message_types(gate),
+                listen.host, true)
+      .receive([&](std::uint16_t bound) { port = bound; },
+               [&](caf::error& e) { port = std::move(e); });
+    return port;
+  }
+
+  /// Drains (see worker_node::drain), then ends the gate and the TLS middleman, which
+  /// live until told, and the system, whose destructor waits for every actor.
   void shut_down(worker_node& node) {
     node.drain();
     caf::anon_send_exit(gate, caf::exit_reason::user_shutdown);
     gate = nullptr;
+    if (tls_middleman)
+      caf::anon_send_exit(tls_middleman, caf::exit_reason::kill); // it ignores the others
+    tls_middleman = nullptr; // its thread ends only once nothing holds it
     system.reset();
   }
 };
@@ -86,9 +107,7 @@ worker_node::worker_node(engine_config config, listen_address listen,
     gate.devices.push_back(std::move(a));
   }
   d.gate = d.system->spawn(actors::node_gate, std::move(gate));
-  const char* host = d.listen.host.c_str();
-  auto published = d.config.tls() ? caf::openssl::publish(d.gate, d.listen.port, host, true)
-                                  : caf::io::publish(d.gate, d.listen.port, host, true);
+  auto published = d.publish_gate();
   if (!published) {
     const auto why = d.system->render(published.error());
     d.shut_down(*this);

@@ -2,10 +2,12 @@
 // serving another model, one without the front's cluster token, one of another
 // protocol are refused by name while the front keeps serving with the others; a front
 // of another protocol gets nothing from a node; TLS between nodes works and a front
-// without it is not let in; a node listening beyond loopback without a token refuses
-// to start.
+// without it is not let in; strangers who reach a node's port (silent, noise, the wrong
+// transport) and a TLS front's failed handshakes with one node disturb no admitted
+// front; a node listening beyond loopback without a token refuses to start.
 
 #include "cluster_support.hpp"
+#include "http_test_client.hpp"
 #include "scratch_files.hpp"
 
 #include <canopy/actor_system_setup.hpp>
@@ -194,6 +196,79 @@ TEST(cluster_admission, tls_between_nodes_serves_and_a_front_without_it_is_not_l
     return node_at(s, node.address())->state == "admitted";
   }, 1500ms));
   EXPECT_TRUE(outsider.stats().workers.empty());
+  EXPECT_EQ(node.stop(5s), 0) << node.err(); // SIGTERM: drains and exits
+}
+
+/// What anyone who reaches a node's port can do without its secret, many times: connect
+/// and say nothing, send noise (deterministic), send a BASP-looking header that claims a
+/// huge payload; each connection closed at once.
+void strangers_knock(std::uint16_t port) {
+  std::string noise(4096, '\0');
+  std::uint32_t state = 12345;
+  for (auto& c : noise) {
+    state = state * 1664525u + 1013904223u;
+    c = static_cast<char>(state >> 24);
+  }
+  std::string huge_header(24, '\0');
+  huge_header[3] = '\x7f';
+  for (int i = 0; i < 10; ++i) {
+    test_client silent(port);
+    test_client noisy(port);
+    noisy.send(noise);
+    test_client claims(port);
+    claims.send(huge_header);
+  }
+}
+
+/// The front still has its first session with the node at `address`: admitted once,
+/// never lost, and serving.
+void expect_undisturbed(engine& front, const std::string& address) {
+  const auto* node = node_at(front.stats(), address);
+  ASSERT_NE(node, nullptr);
+  EXPECT_EQ(node->state, "admitted") << node->last_error;
+  EXPECT_EQ(node->admissions, 1u) << node->last_error;
+  EXPECT_EQ(node->losses, 0u) << node->last_error;
+  expect_serving(front);
+}
+
+TEST(cluster_admission, strangers_at_a_nodes_port_disturb_no_admitted_front) {
+  worker_process node(cluster_mock_flags);
+  engine front{front_config({node.address()})};
+  ASSERT_TRUE(eventually(front, [&](const engine_stats& s) {
+    return node_at(s, node.address())->state == "admitted";
+  }));
+  strangers_knock(node.port());
+  // Long enough for heartbeats (every 200 ms) to cross every connection many times.
+  std::this_thread::sleep_for(2s);
+  expect_undisturbed(front, node.address());
+}
+
+// OpenSSL keeps errors per thread, and CAF 0.17.6's TLS sessions never empty that queue
+// (their logging, compiled out in Debian's build, is what would): one failed handshake
+// made the next would-block read of any other TLS connection on the thread look fatal.
+TEST(cluster_admission, failed_tls_handshakes_disturb_no_other_tls_connection) {
+  test_certificates certs;
+  scratch_dir dir;
+  const auto secret = token_file(dir, "token", "tls and a token");
+  auto flags = flags_with(certs.flags());
+  flags.insert(flags.end(), {"--cluster_token_file", secret});
+  worker_process tls_node(flags);
+  worker_process plain_node(flags_with({"--cluster_token_file", secret}));
+  // The front's handshakes with the plain node fail, again at every retry.
+  auto config = front_config({tls_node.address(), plain_node.address()});
+  config.tls_cert = certs.cert;
+  config.tls_key = certs.key;
+  config.tls_ca = certs.ca;
+  config.cluster_token_file = secret;
+  engine front{config};
+  ASSERT_TRUE(eventually(front, [&](const engine_stats& s) {
+    return node_at(s, tls_node.address())->state == "admitted";
+  })) << node_at(front.stats(), tls_node.address())->last_error;
+  // The TLS node's handshakes with strangers fail too.
+  strangers_knock(tls_node.port());
+  std::this_thread::sleep_for(3s); // the plain node is retried meanwhile
+  expect_undisturbed(front, tls_node.address());
+  EXPECT_NE(node_at(front.stats(), plain_node.address())->state, "admitted");
 }
 
 TEST(cluster_admission, a_node_beyond_loopback_without_a_token_refuses_to_start) {

@@ -13,6 +13,7 @@
 #include <canopy/messages/actor_interfaces.hpp>
 
 #include <caf/actor_system.hpp>
+#include <caf/io/middleman_actor.hpp>
 
 #include <memory>
 #include <string>
@@ -35,6 +36,7 @@ struct engine_actors {
   messages::batcher_actor batcher;
   std::vector<messages::engine_actor> fronts;
   std::vector<messages::worker_link_actor> links; // to remote nodes (remote_workers.hpp)
+  caf::io::middleman_actor tls_middleman;          // the links' with TLS (tls_middleman.hpp)
 
   /// Asks every actor to stop; fronts first, so they answer what they hold.
   void stop() const;

@@ -1,6 +1,7 @@
 #pragma once
 // The links of an engine to its remote worker nodes (remote_workers): one link actor
-// per node, started beside the composition root's actors. Their devices join the
+// per node, started beside the composition root's actors (and, with TLS, the
+// middleman they connect through). Their devices join the
 // batcher like in-process workers, through local proxies.
 // Thread contract: call from any thread; the handles are values.
 
@@ -14,12 +15,13 @@
 
 namespace canopy::actors {
 
-/// One link per entry of config.remote_workers, connecting at once. Throws
+/// One link per entry of config.remote_workers, connecting at once, into actors.links;
+/// with TLS (config.tls()) they connect through a TLS middleman spawned for them, in
+/// actors.tls_middleman (engine_actors::stop ends both). Throws
 /// canopy::error(errc::invalid_config) for a cluster_token_file that cannot be read.
 /// The system must have been configured for the network (check_actor_system).
-std::vector<messages::worker_link_actor>
-spawn_worker_links(caf::actor_system& system, const engine_config& config,
-                   const engine_actors& actors);
+void spawn_worker_links(caf::actor_system& system, const engine_config& config,
+                        engine_actors& actors);
 
 /// Waits until every link has concluded its first attempt (admitted, refused or not
 /// reached), at most `patience`: an engine starts with the nodes that are up, and

@@ -1,6 +1,6 @@
 #pragma once
 // A front's link to one worker node (an entry of remote_workers). It connects through
-// CAF's middleman (or its OpenSSL module), runs the handshake (node_messages.hpp):
+// CAF's middleman (or, with TLS, tls_middleman.hpp's), runs the handshake (node_messages.hpp):
 // same protocol, each side proving the cluster secret; then makes every device of the
 // node join the batcher through a local proxy (remote_worker_proxy.hpp), which admits
 // it only if it serves the engine's model. Admitted, it sends heartbeats (Note [loss
@@ -14,6 +14,7 @@
 #include <canopy/messages/node_messages.hpp>
 
 #include <caf/actor_clock.hpp>
+#include <caf/io/middleman_actor.hpp>
 #include <caf/typed_response_promise.hpp>
 
 #include <cstdint>
@@ -30,7 +31,7 @@ struct link_options {
   std::size_t node_index = 0; // the node's entry in engine_metrics
   caf::timespan timeout{std::chrono::seconds(2)}; // worker_timeout_ms
   std::string secret;       // empty: the front has none
-  bool tls = false;         // connect through CAF's OpenSSL module
+  caf::io::middleman_actor middleman; // connects: the system's, or a TLS one (tls_middleman.hpp)
 };
 
 struct worker_link_state {
