@@ -170,20 +170,33 @@ struct test_certificates {
   }
 };
 
+/// A node's flags for TLS with the cluster secret in `secret_file`.
+std::vector<std::string> tls_node_flags(const test_certificates& certs,
+                                        const std::string& secret_file) {
+  auto flags = flags_with(certs.flags());
+  flags.insert(flags.end(), {"--cluster_token_file", secret_file});
+  return flags;
+}
+
+/// A front of `nodes` over TLS with the cluster secret in `secret_file`.
+canopy::engine_config tls_front_config(const std::vector<std::string>& nodes,
+                               const test_certificates& certs,
+                               const std::string& secret_file) {
+  auto config = front_config(nodes);
+  config.tls_cert = certs.cert;
+  config.tls_key = certs.key;
+  config.tls_ca = certs.ca;
+  config.cluster_token_file = secret_file;
+  return config;
+}
+
 TEST(cluster_admission, tls_between_nodes_serves_and_a_front_without_it_is_not_let_in) {
   test_certificates certs;
   scratch_dir dir;
   const auto secret = token_file(dir, "token", "tls and a token");
-  auto flags = flags_with(certs.flags());
-  flags.insert(flags.end(), {"--cluster_token_file", secret});
-  worker_process node(flags);
-  auto config = front_config({node.address()});
-  config.tls_cert = certs.cert;
-  config.tls_key = certs.key;
-  config.tls_ca = certs.ca;
-  config.cluster_token_file = secret;
+  worker_process node(tls_node_flags(certs, secret));
   {
-    engine front{config};
+    engine front{tls_front_config({node.address()}, certs, secret)};
     ASSERT_TRUE(eventually(front, [&](const engine_stats& s) {
       return node_at(s, node.address())->state == "admitted";
     })) << node_at(front.stats(), node.address())->last_error;
@@ -250,17 +263,10 @@ TEST(cluster_admission, failed_tls_handshakes_disturb_no_other_tls_connection) {
   test_certificates certs;
   scratch_dir dir;
   const auto secret = token_file(dir, "token", "tls and a token");
-  auto flags = flags_with(certs.flags());
-  flags.insert(flags.end(), {"--cluster_token_file", secret});
-  worker_process tls_node(flags);
+  worker_process tls_node(tls_node_flags(certs, secret));
   worker_process plain_node(flags_with({"--cluster_token_file", secret}));
   // The front's handshakes with the plain node fail, again at every retry.
-  auto config = front_config({tls_node.address(), plain_node.address()});
-  config.tls_cert = certs.cert;
-  config.tls_key = certs.key;
-  config.tls_ca = certs.ca;
-  config.cluster_token_file = secret;
-  engine front{config};
+  engine front{tls_front_config({tls_node.address(), plain_node.address()}, certs, secret)};
   ASSERT_TRUE(eventually(front, [&](const engine_stats& s) {
     return node_at(s, tls_node.address())->state == "admitted";
   })) << node_at(front.stats(), tls_node.address())->last_error;
