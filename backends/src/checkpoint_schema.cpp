@@ -32,8 +32,30 @@ void require_token(const std::string& source, const char* name, std::int64_t id,
 }
 
 std::string layer_prefix(architecture arch, std::int64_t layer) {
-  return (arch == architecture::llama ? "model.layers." : "transformer.h.") +
+  return (llama_style(arch) ? "model.layers." : "transformer.h.") +
          std::to_string(layer) + ".";
+}
+
+bool positive(double x) {
+  return x > 0 && std::isfinite(x);
+}
+
+void validate_rope_scaling(const rope_scaling& r, const std::string& source) {
+  if (r.type == rope_scaling::kind::none)
+    return;
+  if (!positive(r.factor))
+    fail(source, "rope_scaling factor " + std::to_string(r.factor) +
+                   " is not a positive number");
+  if (r.type != rope_scaling::kind::llama3)
+    return;
+  // HF's llama3 rescaling divides by high - low and by both factors.
+  if (!positive(r.low_freq_factor) || !positive(r.high_freq_factor) ||
+      !(r.high_freq_factor > r.low_freq_factor))
+    fail(source, "rope_scaling low_freq_factor " + std::to_string(r.low_freq_factor) +
+                   " and high_freq_factor " + std::to_string(r.high_freq_factor) +
+                   " must be positive with high > low");
+  require_size(source, "rope_scaling original_max_position_embeddings",
+               r.original_context);
 }
 
 } // namespace
@@ -43,17 +65,17 @@ std::string describe_config(const model_config& c) {
                     ", intermediate " + std::to_string(c.intermediate_size) +
                     ", layers " + std::to_string(c.num_layers) + ", heads " +
                     std::to_string(c.num_heads);
-  if (c.arch == architecture::llama)
+  if (llama_style(c.arch))
     out += ", kv_heads " + std::to_string(c.num_kv_heads) + ", head_dim " +
            std::to_string(c.head_dim);
+  if (c.sliding_window > 0)
+    out += ", sliding_window " + std::to_string(c.sliding_window);
   out += ", vocab " + std::to_string(c.vocab_size) + ", context " +
          std::to_string(c.context_length) + (c.tied_embeddings ? ", tied)" : ", untied)");
   return out;
 }
 
 void validate_model_config(const model_config& c, const std::string& source) {
-  if (c.arch != architecture::llama && c.arch != architecture::gpt2)
-    fail(source, "unknown architecture");
   require_size(source, "hidden_size", c.hidden_size);
   require_size(source, "intermediate_size", c.intermediate_size);
   require_size(source, "num_layers", c.num_layers);
@@ -73,7 +95,10 @@ void validate_model_config(const model_config& c, const std::string& source) {
     fail(source, "num_heads * head_dim is out of range");
   if (!(c.norm_eps > 0) || !std::isfinite(c.norm_eps))
     fail(source, "norm eps " + std::to_string(c.norm_eps) + " is not a positive number");
-  if (c.arch == architecture::llama) {
+  if (c.sliding_window < 0)
+    fail(source, "sliding_window " + std::to_string(c.sliding_window) + " is negative");
+  if (llama_style(c.arch)) {
+    validate_rope_scaling(c.scaling, source);
     if (c.head_dim % 2 != 0)
       fail(source, "head_dim " + std::to_string(c.head_dim) +
                        " is odd (RoPE rotates pairs of dimensions)");
@@ -81,6 +106,10 @@ void validate_model_config(const model_config& c, const std::string& source) {
       fail(source,
            "rope_theta " + std::to_string(c.rope_theta) + " is not a positive number");
   } else {
+    if (c.qkv_bias || c.qk_norm || c.sliding_window > 0 ||
+        c.scaling.type != rope_scaling::kind::none)
+      fail(source, "gpt2 has no q/k/v biases of this kind, q/k norms, sliding window or "
+                   "rope scaling");
     if (c.num_kv_heads != c.num_heads)
       fail(source, "gpt2 has no grouped-query attention (num_kv_heads " +
                        std::to_string(c.num_kv_heads) + " != num_heads " +
@@ -97,7 +126,7 @@ void validate_model_config(const model_config& c, const std::string& source) {
 std::vector<tensor_spec> expected_tensors(const model_config& c) {
   const std::int64_t D = c.hidden_size, F = c.intermediate_size, V = c.vocab_size;
   std::vector<tensor_spec> out;
-  if (c.arch == architecture::llama) {
+  if (llama_style(c.arch)) {
     const std::int64_t q = c.num_heads * c.head_dim, kv = c.num_kv_heads * c.head_dim;
     out.push_back({"model.embed_tokens.weight", {V, D}});
     for (std::int64_t layer = 0; layer < c.num_layers; ++layer) {
@@ -106,6 +135,15 @@ std::vector<tensor_spec> expected_tensors(const model_config& c) {
       out.push_back({p + "self_attn.k_proj.weight", {kv, D}});
       out.push_back({p + "self_attn.v_proj.weight", {kv, D}});
       out.push_back({p + "self_attn.o_proj.weight", {D, q}});
+      if (c.qkv_bias) {
+        out.push_back({p + "self_attn.q_proj.bias", {q}});
+        out.push_back({p + "self_attn.k_proj.bias", {kv}});
+        out.push_back({p + "self_attn.v_proj.bias", {kv}});
+      }
+      if (c.qk_norm) {
+        out.push_back({p + "self_attn.q_norm.weight", {c.head_dim}});
+        out.push_back({p + "self_attn.k_norm.weight", {c.head_dim}});
+      }
       out.push_back({p + "mlp.gate_proj.weight", {F, D}});
       out.push_back({p + "mlp.up_proj.weight", {F, D}});
       out.push_back({p + "mlp.down_proj.weight", {D, F}});

@@ -92,8 +92,7 @@ void write_hf_checkpoint(const checkpoint& ckpt, const fs::path& dir) {
 
   std::map<std::string, tensor_view> tensors = ckpt.tensors;
   std::vector<std::vector<std::byte>> permuted; // owns the reordered q/k rows
-  if (ckpt.config.arch == architecture::llama &&
-      ckpt.config.rope == rope_pairs::interleaved) {
+  if (llama_style(ckpt.config.arch) && ckpt.config.rope == rope_pairs::interleaved) {
     for (auto& [name, view] : tensors)
       if (is_query_or_key(name)) {
         permuted.push_back(interleaved_to_rotate_half(view, ckpt.config.head_dim));
@@ -103,8 +102,8 @@ void write_hf_checkpoint(const checkpoint& ckpt, const fs::path& dir) {
   // torch_dtype is informative only (HF loads each tensor in its own dtype).
   const weight_dtype dtype =
       tensors
-          .at(ckpt.config.arch == architecture::llama ? "model.embed_tokens.weight"
-                                                      : "transformer.wte.weight")
+          .at(llama_style(ckpt.config.arch) ? "model.embed_tokens.weight"
+                                            : "transformer.wte.weight")
           .dtype;
   const std::string config = hf_config_json(ckpt.config, dtype);
   write_atomically(dir / "config.json", [&](std::ofstream& out) {

@@ -22,6 +22,7 @@ void cpu_attention_group(const at::Tensor& q, const at::Tensor& keys, const at::
     std::vector<float> scores(static_cast<std::size_t>(L));
     std::vector<double> acc(static_cast<std::size_t>(hd));
     for (std::int64_t r = begin; r < end; ++r) {
+      const auto start = g.key_start[static_cast<std::size_t>(r)];
       const auto limit = g.key_limit[static_cast<std::size_t>(r)];
       if (limit == 0)
         continue; // a padded query
@@ -31,7 +32,7 @@ void cpu_attention_group(const at::Tensor& q, const at::Tensor& keys, const at::
         const auto kv_head = h / per_kv;
         const float* qv = qd + (row * H + h) * hd;
         float top = -INFINITY;
-        for (std::int64_t l = 0; l < limit; ++l) {
+        for (std::int64_t l = start; l < limit; ++l) {
           const float* kv = kd + (key_rows[l] * KV + kv_head) * hd;
           float dot = 0;
           for (std::int64_t d = 0; d < hd; ++d)
@@ -43,7 +44,7 @@ void cpu_attention_group(const at::Tensor& q, const at::Tensor& keys, const at::
         // itself is float (its argument is <= 0, its result in (0, 1]).
         double total = 0;
         std::fill(acc.begin(), acc.end(), 0.0);
-        for (std::int64_t l = 0; l < limit; ++l) {
+        for (std::int64_t l = start; l < limit; ++l) {
           const double p = std::exp(scores[static_cast<std::size_t>(l)] - top);
           total += p;
           const float* vv = vd + (key_rows[l] * KV + kv_head) * hd;

@@ -2,6 +2,8 @@
 
 #include "torch_weights.hpp"
 
+#include <cmath>
+#include <functional>
 #include <string>
 
 namespace canopy::backends {
@@ -21,16 +23,55 @@ at::Tensor to_rotate_half(const at::Tensor& w, std::int64_t heads, std::int64_t 
 // Float32 angle tables alone cost ~6e-5 at position 400 (oracle README): float64.
 std::pair<at::Tensor, at::Tensor> rope_tables(const model_config& c, at::ScalarType dtype,
                                               at::Device device) {
-  const auto hd = c.head_dim;
-  auto exponent = at::arange(0, hd, 2, at::kDouble) / static_cast<double>(hd);
-  auto inv_freq = at::pow(c.rope_theta, exponent).reciprocal();            // [hd/2]
+  const auto inv_freq = rope_inverse_frequencies(c);                      // [hd/2]
   auto positions = at::arange(c.context_length, at::kDouble).unsqueeze(1); // [C, 1]
   auto angles = positions * inv_freq.unsqueeze(0);                          // [C, hd/2]
   angles = at::cat({angles, angles}, 1);                                    // [C, hd]
   return {angles.cos().to(device, dtype), angles.sin().to(device, dtype)};
 }
 
+/// The fused q/k/v bias of layer prefix `p`, or an undefined tensor without biases.
+at::Tensor qkv_bias(const model_config& c, const std::string& p,
+                    const std::function<at::Tensor(const std::string&)>& w) {
+  if (!c.qkv_bias)
+    return {};
+  return at::cat({w(p + "self_attn.q_proj.bias"), w(p + "self_attn.k_proj.bias"),
+                  w(p + "self_attn.v_proj.bias")});
+}
+
 } // namespace
+
+// As HF's _compute_linear_scaling_rope_parameters (every frequency divided by the
+// factor) and _compute_llama3_parameters (wavelengths longer than original_context /
+// low_freq_factor slowed by the factor, those shorter than original_context /
+// high_freq_factor kept, a smooth blend in between).
+at::Tensor rope_inverse_frequencies(const model_config& c) {
+  const auto hd = c.head_dim;
+  auto exponent = at::arange(0, hd, 2, at::kDouble) / static_cast<double>(hd);
+  auto inv_freq = at::pow(c.rope_theta, exponent).reciprocal();
+  const auto& r = c.scaling;
+  switch (r.type) {
+  case rope_scaling::kind::none:
+    break;
+  case rope_scaling::kind::linear:
+    inv_freq = inv_freq / r.factor;
+    break;
+  case rope_scaling::kind::llama3: {
+    const auto original = static_cast<double>(r.original_context);
+    const double low_freq_wavelen = original / r.low_freq_factor;
+    const double high_freq_wavelen = original / r.high_freq_factor;
+    const auto wavelen = 2 * M_PI / inv_freq;
+    const auto scaled = at::where(wavelen > low_freq_wavelen, inv_freq / r.factor, inv_freq);
+    const auto smooth =
+      (original / wavelen - r.low_freq_factor) / (r.high_freq_factor - r.low_freq_factor);
+    const auto smoothed = (1 - smooth) * scaled / r.factor + smooth * scaled;
+    const auto medium = (wavelen >= high_freq_wavelen).logical_and(wavelen <= low_freq_wavelen);
+    inv_freq = at::where(medium, smoothed, scaled);
+    break;
+  }
+  }
+  return inv_freq;
+}
 
 llama_model::llama_model(const checkpoint& ckpt, at::ScalarType dtype, at::Device device)
     : config_(ckpt.config) {
@@ -50,6 +91,9 @@ llama_model::llama_model(const checkpoint& ckpt, at::ScalarType dtype, at::Devic
     }
     layers_.push_back({w(p + "input_layernorm.weight"),
                        in_out(at::cat({q, k, w(p + "self_attn.v_proj.weight")}, 0)),
+                       qkv_bias(c, p, w),
+                       c.qk_norm ? w(p + "self_attn.q_norm.weight") : at::Tensor(),
+                       c.qk_norm ? w(p + "self_attn.k_norm.weight") : at::Tensor(),
                        in_out(w(p + "self_attn.o_proj.weight")),
                        w(p + "post_attention_layernorm.weight"),
                        in_out(at::cat({w(p + "mlp.gate_proj.weight"), w(p + "mlp.up_proj.weight")}, 0)),
@@ -81,9 +125,17 @@ at::Tensor llama_model::forward(const at::Tensor& tokens, const device_layout& l
   auto x = embed_.index_select(0, tokens); // [T, D]
   for (std::int64_t l = 0; l < c.num_layers; ++l) {
     const auto& L = layers_[static_cast<std::size_t>(l)];
-    const auto qkv = at::mm(rms_norm(x, L.input_norm), L.qkv);
-    const auto q = rotate(qkv.narrow(1, 0, H * hd).view({T, H, hd}), cos, sin);
-    const auto k = rotate(qkv.narrow(1, H * hd, KV * hd).view({T, KV, hd}), cos, sin);
+    const auto normed = rms_norm(x, L.input_norm);
+    const auto qkv = L.qkv_bias.defined() ? at::addmm(L.qkv_bias, normed, L.qkv)
+                                          : at::mm(normed, L.qkv);
+    auto q = qkv.narrow(1, 0, H * hd).view({T, H, hd});
+    auto k = qkv.narrow(1, H * hd, KV * hd).view({T, KV, hd});
+    if (L.q_norm.defined()) {
+      q = rms_norm(q, L.q_norm);
+      k = rms_norm(k, L.k_norm);
+    }
+    q = rotate(q, cos, sin);
+    k = rotate(k, cos, sin);
     const auto v = qkv.narrow(1, (H + KV) * hd, KV * hd).reshape({T, KV, hd});
     const auto [keys, values] = kv.sources(l, k, v);
     x = x + at::mm(ragged_attention(q, keys, values, layout), L.out);

@@ -1,7 +1,9 @@
 #pragma once
 // The Llama family: RMSNorm, rotary embeddings (rotate_half form; llama2.c's
-// interleaved q/k rows are permuted into it at load), grouped-query attention,
-// SwiGLU MLP, tied or untied head.
+// interleaved q/k rows are permuted into it at load; linear or llama3 frequency
+// scaling), grouped-query attention, SwiGLU MLP, tied or untied head; with Qwen2's
+// q/k/v biases and Qwen3's per-head q/k RMSNorm when the config has them. Mistral's
+// sliding window is the attention layout's (pass_layout.hpp), not the model's.
 // Thread contract: see transformer.
 
 #include "transformer.hpp"
@@ -9,6 +11,10 @@
 #include <vector>
 
 namespace canopy::backends {
+
+/// RoPE's inverse frequencies [hd/2] in float64, rescaled as the config's rope_scaling
+/// says.
+at::Tensor rope_inverse_frequencies(const model_config& config);
 
 class llama_model final : public transformer {
 public:
@@ -23,6 +29,9 @@ private:
   struct layer {
     at::Tensor input_norm;  // [D]
     at::Tensor qkv;         // [D, (H + 2 KV) hd]: q, k, v projections fused
+    at::Tensor qkv_bias;    // [(H + 2 KV) hd], or undefined (no biases)
+    at::Tensor q_norm;      // [hd], or undefined (no q/k norms)
+    at::Tensor k_norm;      // [hd]
     at::Tensor out;         // [H hd, D]
     at::Tensor post_norm;   // [D]
     at::Tensor gate_up;     // [D, 2F]: gate and up fused

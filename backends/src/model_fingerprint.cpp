@@ -46,7 +46,11 @@ std::string canonical_config(const model_config& c) {
   out << to_string(c.arch) << ' ' << c.hidden_size << ' ' << c.intermediate_size << ' '
       << c.num_layers << ' ' << c.num_heads << ' ' << c.num_kv_heads << ' ' << c.head_dim
       << ' ' << c.vocab_size << ' ' << c.context_length << ' ' << c.norm_eps << ' '
-      << c.rope_theta << ' ' << static_cast<int>(c.rope) << ' ' << c.tied_embeddings;
+      << c.rope_theta << ' ' << static_cast<int>(c.rope) << ' ' << c.tied_embeddings << ' '
+      << static_cast<int>(c.scaling.type) << ' ' << c.scaling.factor << ' '
+      << c.scaling.low_freq_factor << ' ' << c.scaling.high_freq_factor << ' '
+      << c.scaling.original_context << ' ' << c.qkv_bias << ' ' << c.qk_norm << ' '
+      << c.sliding_window;
   return out.str();
 }
 

@@ -18,7 +18,8 @@ constexpr double max_padding_overhead = 1.25;
 constexpr std::int64_t small_group_cells = 4096; // padding this small costs nothing
 
 struct item_geometry {
-  std::int64_t prefix;   // p
+  std::int64_t skipped;  // prefix keys no query of the item sees (sliding window)
+  std::int64_t prefix;   // p: prefix keys some query sees
   std::int64_t tokens;   // n
   std::int64_t offset;   // first packed row
   std::int64_t prefix_at; // packed: first row of its prefix in the key source
@@ -35,7 +36,7 @@ struct key_rows {
   std::int64_t operator()(std::size_t index, const item_geometry& it, std::int64_t l) const {
     const auto& item = items[index];
     if (pool_zero_row >= 0)
-      return l < it.prefix ? item.prefix_slots[static_cast<std::size_t>(l)]
+      return l < it.prefix ? item.prefix_slots[static_cast<std::size_t>(it.skipped + l)]
                            : item.new_slots[static_cast<std::size_t>(l - it.prefix)];
     return l < it.prefix ? it.prefix_at + l : prefix_rows + it.offset + (l - it.prefix);
   }
@@ -43,7 +44,8 @@ struct key_rows {
 
 attention_group make_group(const std::vector<item_geometry>& geo,
                            const std::vector<std::size_t>& members, std::int64_t n_max,
-                           std::int64_t l_max, std::int64_t packed, const key_rows& keys) {
+                           std::int64_t l_max, std::int64_t packed, const key_rows& keys,
+                           std::int64_t window) {
   attention_group g;
   g.items = static_cast<std::int64_t>(members.size());
   g.queries = n_max;
@@ -54,6 +56,7 @@ attention_group make_group(const std::vector<item_geometry>& geo,
   g.key_index.assign(static_cast<std::size_t>(g.items * l_max), pad_key);
   g.mask.assign(static_cast<std::size_t>(g.items * n_max * l_max),
                 -std::numeric_limits<float>::infinity());
+  g.key_start.assign(static_cast<std::size_t>(g.items * n_max), 0);
   g.key_limit.assign(static_cast<std::size_t>(g.items * n_max), 0);
   for (std::int64_t m = 0; m < g.items; ++m) {
     const auto index = members[static_cast<std::size_t>(m)];
@@ -70,9 +73,11 @@ attention_group make_group(const std::vector<item_geometry>& geo,
       g.query_index[row] = it.offset + j;
       g.result_rows.push_back(static_cast<std::int64_t>(row));
       g.result_targets.push_back(it.offset + j);
-      // Causal: the query at absolute position p+j sees keys 0..p+j.
+      // Causal: the query after p+j keys sees keys 0..p+j; windowed, only the last W.
       g.key_limit[row] = it.prefix + j + 1;
-      std::fill(mask_row, mask_row + g.key_limit[row], 0.0f);
+      if (window > 0)
+        g.key_start[row] = std::max<std::int64_t>(0, g.key_limit[row] - window);
+      std::fill(mask_row + g.key_start[row], mask_row + g.key_limit[row], 0.0f);
     }
   }
   return g;
@@ -80,7 +85,8 @@ attention_group make_group(const std::vector<item_geometry>& geo,
 
 } // namespace
 
-pass_layout build_pass_layout(const std::vector<item_shape>& items, std::int64_t pool_zero_row) {
+pass_layout build_pass_layout(const std::vector<item_shape>& items, std::int64_t pool_zero_row,
+                              std::int64_t window) {
   pass_layout out;
   std::vector<item_geometry> geo;
   geo.reserve(items.size());
@@ -88,15 +94,17 @@ pass_layout build_pass_layout(const std::vector<item_shape>& items, std::int64_t
   std::int64_t prefix_rows = 0;
   for (const auto& item : items) {
     const auto p = static_cast<std::int64_t>(item.prefix_slots.size());
-    geo.push_back({p, item.new_tokens, packed, prefix_rows});
+    // The first new token sees the last W-1 prefix keys at most.
+    const auto skipped = window > 0 ? std::max<std::int64_t>(0, p - (window - 1)) : 0;
+    geo.push_back({skipped, p - skipped, item.new_tokens, packed, prefix_rows});
     out.item_offset.push_back(packed);
     for (std::int64_t j = 0; j < item.new_tokens; ++j)
       out.positions.push_back(p + j);
     if (pool_zero_row < 0)
-      out.prefix_slots.insert(out.prefix_slots.end(), item.prefix_slots.begin(),
+      out.prefix_slots.insert(out.prefix_slots.end(), item.prefix_slots.begin() + skipped,
                               item.prefix_slots.end());
     packed += item.new_tokens;
-    prefix_rows += p;
+    prefix_rows += p - skipped;
   }
   out.packed_rows = packed;
   const key_rows keys{items, pool_zero_row, prefix_rows, packed};
@@ -111,7 +119,7 @@ pass_layout build_pass_layout(const std::vector<item_shape>& items, std::int64_t
   std::int64_t n_max = 0, l_max = 0, real_cells = 0;
   auto close_group = [&] {
     if (!members.empty())
-      out.groups.push_back(make_group(geo, members, n_max, l_max, packed, keys));
+      out.groups.push_back(make_group(geo, members, n_max, l_max, packed, keys, window));
     members.clear();
     n_max = l_max = real_cells = 0;
   };

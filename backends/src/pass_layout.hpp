@@ -5,6 +5,11 @@
 // the attention split into groups of items of similar shape, each padded only to its
 // own largest item (Note [attention groups]).
 //
+// With a sliding window W (Mistral), a query at position i sees keys i-W+1..i: the
+// mask says so, and the keys of an item's prefix that none of its queries can see are
+// left out of the layout altogether, so a pass reads at most W-1 prefix keys per item
+// however long the sequence is.
+//
 // Note [key sources]: keys of the attention are rows of one key source:
 //  - pooled: the worker's KV storage itself, once every new token has a row there
 //    (its own slot if kept, else a slot borrowed for the pass); padding reads the
@@ -33,8 +38,8 @@ struct attention_group {
   std::vector<std::int64_t> query_index; // [G*n_max] packed row, or T for padding
   std::vector<std::int64_t> key_index;   // [G*L_max] row of the key source (padding: its zero row)
   std::vector<float> mask;               // [G*n_max*L_max] 0 where allowed, else -inf
-  std::vector<std::int64_t> key_limit;   // [G*n_max] keys a query sees: 0..limit-1
-                                         // (causal), 0 for padding
+  std::vector<std::int64_t> key_start;   // [G*n_max] keys a query sees: start..limit-1
+  std::vector<std::int64_t> key_limit;   // (causal, and windowed); limit 0 for padding
   std::vector<std::int64_t> result_rows;    // [n_real] rows of the G*n_max output that are real
   std::vector<std::int64_t> result_targets; // [n_real] packed rows they answer
 };
@@ -43,7 +48,8 @@ struct pass_layout {
   std::int64_t packed_rows = 0;               // T
   std::vector<std::int64_t> positions;        // [T] absolute position of each new token
   std::vector<std::int64_t> item_offset;      // [items] first packed row of each item
-  std::vector<std::int64_t> prefix_slots;     // packed: [P] all items' prefix slots, item by item
+  std::vector<std::int64_t> prefix_slots;     // packed: [P] all items' visible prefix
+                                              // slots, item by item
   std::vector<attention_group> groups;
   /// True when one group covers every packed row in packed order without padding,
   /// so its output needs no gather (SMC steps: every particle adds one token).
@@ -51,7 +57,9 @@ struct pass_layout {
 };
 
 /// `pool_zero_row` >= 0: pooled keys (every item has new_slots), padding reads that
-/// row; -1: packed keys.
-pass_layout build_pass_layout(const std::vector<item_shape>& items, std::int64_t pool_zero_row);
+/// row; -1: packed keys. `window` > 0: the sliding window W; 0: queries see the whole
+/// prefix.
+pass_layout build_pass_layout(const std::vector<item_shape>& items, std::int64_t pool_zero_row,
+                              std::int64_t window = 0);
 
 } // namespace canopy::backends

@@ -106,7 +106,7 @@ model_config config_of(const synthetic_spec& spec) {
 
 void validate(const synthetic_spec& spec) {
   if (spec.arch != architecture::llama && spec.arch != architecture::gpt2)
-    invalid("unknown architecture");
+    invalid("synthetic checkpoints are llama or gpt2, not " + to_string(spec.arch));
   require_positive("hidden", spec.hidden);
   require_positive("layers", spec.layers);
   require_positive("heads", spec.heads);

@@ -14,7 +14,6 @@
 
 #include <chrono>
 #include <cstring>
-#include <numeric>
 #include <stdexcept>
 #include <string>
 
@@ -158,7 +157,8 @@ public:
     } else {
       slots_->give_back(loan);
     }
-    const auto layout = build_pass_layout(shapes, pooled ? kv_->zero_row() : -1);
+    const auto layout = build_pass_layout(shapes, pooled ? kv_->zero_row() : -1,
+                                          model_->config().sliding_window);
 
     std::vector<std::int64_t> tokens, rows, store_rows, store_slots;
     for (std::size_t i = 0; i < items.size(); ++i) {
@@ -199,7 +199,8 @@ public:
     }
     std::int64_t key_visits = 0;
     for (const auto& g : layout.groups)
-      key_visits = std::accumulate(g.key_limit.begin(), g.key_limit.end(), key_visits);
+      for (std::size_t r = 0; r < g.key_limit.size(); ++r)
+        key_visits += g.key_limit[r] - g.key_start[r];
     result.matmul_flops = model_->matmul_flops(layout.packed_rows, key_visits,
                                                static_cast<std::int64_t>(rows.size()));
     // The copy to the host above waited for the device, so this is the pass's time.

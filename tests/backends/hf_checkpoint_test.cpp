@@ -38,6 +38,14 @@ void expect_same_config(const model_config& a, const model_config& b) {
   EXPECT_EQ(a.rope_theta, b.rope_theta);
   EXPECT_EQ(a.rope, b.rope);
   EXPECT_EQ(a.tied_embeddings, b.tied_embeddings);
+  EXPECT_EQ(a.scaling.type, b.scaling.type);
+  EXPECT_EQ(a.scaling.factor, b.scaling.factor);
+  EXPECT_EQ(a.scaling.low_freq_factor, b.scaling.low_freq_factor);
+  EXPECT_EQ(a.scaling.high_freq_factor, b.scaling.high_freq_factor);
+  EXPECT_EQ(a.scaling.original_context, b.scaling.original_context);
+  EXPECT_EQ(a.qkv_bias, b.qkv_bias);
+  EXPECT_EQ(a.qk_norm, b.qk_norm);
+  EXPECT_EQ(a.sliding_window, b.sliding_window);
   EXPECT_EQ(a.bos_token_id, b.bos_token_id);
   EXPECT_EQ(a.eos_token_id, b.eos_token_id);
 }
@@ -384,14 +392,57 @@ TEST(HfCheckpoint, ConfigProblemsNameTheFileAndKey) {
   };
   const std::vector<edit_case> cases{
       {&llama,
-       [](json& c) { c["architectures"] = {"MistralForCausalLM"}; },
-       {"MistralForCausalLM", "not supported"}},
+       [](json& c) { c["architectures"] = {"Gemma2ForCausalLM"}; },
+       {"Gemma2ForCausalLM", "not supported", "Qwen3ForCausalLM"}},
       {&llama, [](json& c) { c["model_type"] = "gpt2"; }, {"model_type", "contradicts"}},
       {&llama,
        [](json& c) {
-         c["rope_scaling"] = {{"type", "linear"}, {"factor", 2.0}};
+         c["rope_scaling"] = {{"type", "dynamic"}, {"factor", 2.0}};
        },
-       {"rope_scaling", "linear"}},
+       {"rope_scaling", "'dynamic'", "sequence's length"}},
+      {&llama,
+       [](json& c) {
+         c["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}};
+       },
+       {"rope_scaling", "'yarn'", "linear, llama3"}},
+      {&llama,
+       [](json& c) {
+         c["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 8.0}};
+       },
+       {"rope_scaling", "low_freq_factor", "missing"}},
+      {&llama,
+       [](json& c) {
+         c["rope_scaling"] = {{"rope_type", "llama3"},
+                              {"factor", 8.0},
+                              {"low_freq_factor", 4.0},
+                              {"high_freq_factor", 1.0},
+                              {"original_max_position_embeddings", 64}};
+       },
+       {"high > low"}},
+      {&llama, [](json& c) { c["rope_scaling"] = 2; }, {"rope_scaling", "not an object"}},
+      {&llama,
+       [](json& c) { c["attn_logit_softcapping"] = 50.0; },
+       {"attn_logit_softcapping", "50"}},
+      {&llama,
+       [](json& c) { c["partial_rotary_factor"] = 0.5; },
+       {"partial_rotary_factor", "0.5"}},
+      {&llama,
+       [](json& c) {
+         c["architectures"] = {"Qwen2ForCausalLM"};
+         c["model_type"] = "qwen2";
+         c["use_sliding_window"] = true;
+       },
+       {"use_sliding_window", "true"}},
+      {&llama,
+       [](json& c) { c["layer_types"] = {"full_attention", "sliding_attention"}; },
+       {"layer_types", "sliding_attention"}},
+      {&llama,
+       [](json& c) {
+         c["architectures"] = {"MistralForCausalLM"};
+         c["model_type"] = "mistral";
+         c["sliding_window"] = -3;
+       },
+       {"sliding_window -3"}},
       {&llama, [](json& c) { c.erase("hidden_size"); }, {"hidden_size", "missing"}},
       {&llama,
        [](json& c) { c["hidden_size"] = "16"; },
@@ -450,6 +501,40 @@ TEST(HfCheckpoint, ConfigDefaultsFollowHf) {
   EXPECT_EQ(llama.rope, rope_pairs::rotate_half);
   EXPECT_EQ(llama.bos_token_id, -1);
   EXPECT_EQ(llama.eos_token_id, 7);
+  EXPECT_EQ(llama.sliding_window, 0);
+  EXPECT_FALSE(llama.qkv_bias || llama.qk_norm);
+  EXPECT_EQ(llama.scaling.type, rope_scaling::kind::none);
+  // Mistral: MistralConfig's sliding_window is 4096 when absent; null means none.
+  const std::string mistral_keys =
+    R"("architectures": ["MistralForCausalLM"], "hidden_size": 32, "intermediate_size": 64,
+       "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 100,
+       "max_position_embeddings": 64)";
+  EXPECT_EQ(parse_hf_config("{" + mistral_keys + "}", "c.json").sliding_window, 4096);
+  EXPECT_EQ(
+    parse_hf_config("{" + mistral_keys + R"(, "sliding_window": null})", "c.json").sliding_window,
+    0);
+  // Qwen2 always has q/k/v biases (its use_sliding_window false leaves the window
+  // unused); Qwen3 has q/k norms and head_dim 128 unless told.
+  const model_config qwen2 = parse_hf_config(
+    R"({"model_type": "qwen2", "hidden_size": 32, "intermediate_size": 64,
+        "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 100,
+        "max_position_embeddings": 64, "use_sliding_window": false,
+        "sliding_window": 32})",
+    "c.json");
+  EXPECT_EQ(qwen2.arch, architecture::qwen2);
+  EXPECT_TRUE(qwen2.qkv_bias);
+  EXPECT_FALSE(qwen2.qk_norm);
+  EXPECT_EQ(qwen2.sliding_window, 0);
+  const model_config qwen3 = parse_hf_config(
+    R"({"model_type": "qwen3", "hidden_size": 32, "intermediate_size": 64,
+        "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 100,
+        "max_position_embeddings": 64, "rope_scaling": {"type": "linear", "factor": 2}})",
+    "c.json");
+  EXPECT_EQ(qwen3.head_dim, 128);
+  EXPECT_TRUE(qwen3.qk_norm);
+  EXPECT_FALSE(qwen3.qkv_bias);
+  EXPECT_EQ(qwen3.scaling.type, rope_scaling::kind::linear);
+  EXPECT_EQ(qwen3.scaling.factor, 2.0);
   // GPT-2: n_inner null = 4 * n_embd, tied, eps 1e-5, gelu_new.
   const model_config gpt2 = parse_hf_config(
       R"({"model_type": "gpt2", "n_embd": 32, "n_layer": 2, "n_head": 4, "n_inner": null,
@@ -461,6 +546,42 @@ TEST(HfCheckpoint, ConfigDefaultsFollowHf) {
   EXPECT_EQ(gpt2.num_kv_heads, 4);
   EXPECT_EQ(gpt2.norm_eps, 1e-5);
   EXPECT_TRUE(gpt2.tied_embeddings);
+}
+
+TEST(HfCheckpoint, TheConfigOfEveryArchitectureAndFeatureIsWrittenAndReadBack) {
+  model_config base;
+  base.hidden_size = 64;
+  base.intermediate_size = 192;
+  base.num_layers = 2;
+  base.num_heads = 4;
+  base.num_kv_heads = 2;
+  base.head_dim = 32;
+  base.vocab_size = 512;
+  base.context_length = 1024;
+  base.norm_eps = 1e-6;
+  base.rope_theta = 5e5;
+  base.tied_embeddings = false;
+  base.bos_token_id = 1;
+  base.eos_token_id = 2;
+  auto llama3 = base;
+  llama3.scaling = {rope_scaling::kind::llama3, 8.0, 1.0, 4.0, 64};
+  auto linear = base;
+  linear.arch = architecture::qwen3;
+  linear.qk_norm = true;
+  linear.scaling = {rope_scaling::kind::linear, 2.0, 1.0, 4.0, 0};
+  auto qwen2 = base;
+  qwen2.arch = architecture::qwen2;
+  qwen2.qkv_bias = true;
+  auto mistral = base;
+  mistral.arch = architecture::mistral;
+  mistral.sliding_window = 16;
+  auto unwindowed = mistral;
+  unwindowed.sliding_window = 0;
+  for (const auto& config : {llama3, linear, qwen2, mistral, unwindowed}) {
+    SCOPED_TRACE(to_string(config.arch));
+    const auto text = hf_config_json(config, weight_dtype::f32);
+    expect_same_config(parse_hf_config(text, "c.json"), config);
+  }
 }
 
 TEST(HfCheckpoint, ConfigThatIsNotJsonIsNamed) {

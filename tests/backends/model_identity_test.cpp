@@ -13,6 +13,9 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
+#include <vector>
+
 #include <cstring>
 #include <memory>
 #include <vector>
@@ -57,6 +60,17 @@ TEST(model_identity, a_fingerprint_follows_every_weight_byte_and_the_config) {
   checkpoint theta = owned_copy(base);
   theta.config.rope_theta *= 2;
   EXPECT_NE(checkpoint_fingerprint(theta), fingerprint) << "a constant of the arithmetic";
+  // Each feature that changes the arithmetic without changing a weight.
+  const std::vector<std::function<void(model_config&)>> features{
+    [](model_config& c) { c.scaling.type = rope_scaling::kind::linear; },
+    [](model_config& c) { c.sliding_window = 16; },
+    [](model_config& c) { c.arch = architecture::mistral; },
+  };
+  for (std::size_t i = 0; i < features.size(); ++i) {
+    checkpoint changed = owned_copy(base);
+    features[i](changed.config);
+    EXPECT_NE(checkpoint_fingerprint(changed), fingerprint) << "feature " << i;
+  }
   auto other = tiny();
   other.seed = 2;
   EXPECT_NE(checkpoint_fingerprint(make_synthetic_checkpoint(other)), fingerprint);

@@ -1,7 +1,7 @@
 // Ragged attention against a plain per-item reference (causal softmax attention of
 // each item alone, in double), for both kernels and both key sources (pooled and
 // packed), over random mixes of prefix lengths and new-token counts, with grouped
-// query heads.
+// query heads, with and without a sliding window.
 #include "pass_layout.hpp"
 #include "ragged_attention.hpp"
 
@@ -58,8 +58,9 @@ scenario make_scenario(std::uint32_t seed, std::size_t items) {
   return s;
 }
 
-/// Each item alone: its query rows against keys [prefix | new], causal, in double.
-at::Tensor reference(const scenario& s) {
+/// Each item alone: its query rows against keys [prefix | new], causal and, with a
+/// window W > 0, limited to the last W positions, in double.
+at::Tensor reference(const scenario& s, std::int64_t window = 0) {
   std::vector<at::Tensor> rows;
   std::int64_t offset = 0;
   for (const auto& it : s.items) {
@@ -75,8 +76,11 @@ at::Tensor reference(const scenario& s) {
     auto kh = k.index_select(1, head_kv).permute({1, 2, 0}); // [H, hd, L]
     auto vh = v.index_select(1, head_kv).permute({1, 0, 2}); // [H, L, hd]
     auto scores = at::matmul(q.permute({1, 0, 2}), kh) / std::sqrt(double(hd)); // [H, n, L]
-    auto allowed = at::arange(L, at::kLong).unsqueeze(0) <=
-                   (at::arange(it.new_tokens, at::kLong) + p).unsqueeze(1); // [n, L]
+    const auto key_pos = at::arange(L, at::kLong).unsqueeze(0);                // [1, L]
+    const auto query_pos = (at::arange(it.new_tokens, at::kLong) + p).unsqueeze(1); // [n, 1]
+    auto allowed = key_pos <= query_pos; // [n, L]
+    if (window > 0)
+      allowed = allowed.logical_and(key_pos > query_pos - window);
     scores = scores.masked_fill(allowed.logical_not(), -INFINITY);
     auto out = at::matmul(at::softmax(scores, -1), vh); // [H, n, hd]
     rows.push_back(out.permute({1, 0, 2}).reshape({it.new_tokens, H * hd}));
@@ -85,7 +89,8 @@ at::Tensor reference(const scenario& s) {
   return at::cat(rows).to(at::kFloat);
 }
 
-at::Tensor run(const scenario& s, bool pooled, attention_kernel kernel) {
+at::Tensor run(const scenario& s, bool pooled, attention_kernel kernel,
+               std::int64_t window = 0) {
   auto items = s.items;
   std::vector<std::int64_t> prefix;
   if (!pooled)
@@ -94,11 +99,15 @@ at::Tensor run(const scenario& s, bool pooled, attention_kernel kernel) {
       it.new_slots.clear();
     }
   const auto zero_row = s.pool_k.size(0) - 1;
-  const auto layout = build_pass_layout(items, pooled ? zero_row : -1);
+  const auto layout = build_pass_layout(items, pooled ? zero_row : -1, window);
   const auto d = to_device(layout, at::kCPU, at::kFloat, kernel);
   if (pooled)
     return ragged_attention(s.q, s.pool_k, s.pool_v, d);
-  auto index = at::tensor(prefix, at::kLong);
+  // The packed source holds the prefix keys the layout kept (all of them unwindowed).
+  if (window == 0) {
+    EXPECT_EQ(layout.prefix_slots, prefix);
+  }
+  auto index = at::tensor(layout.prefix_slots, at::kLong);
   auto zero = at::zeros({1, KV, hd});
   auto keys = at::cat({s.pool_k.index_select(0, index), s.new_k, zero});
   auto values = at::cat({s.pool_v.index_select(0, index), s.new_v, zero});
@@ -119,6 +128,43 @@ TEST(ragged_attention, both_kernels_and_key_sources_match_each_item_alone) {
           << static_cast<int>(kernel);
       }
   }
+}
+
+TEST(ragged_attention, a_sliding_window_limits_every_query_to_the_last_w_positions) {
+  for (const std::int64_t window : {1, 5, 16}) {
+    for (std::uint32_t seed = 1; seed <= 6; ++seed) {
+      const auto s = make_scenario(seed, 3 + seed * 2);
+      const auto expected = reference(s, window);
+      ASSERT_GT((expected - reference(s)).abs().max().item<float>(), 1e-2f)
+        << "the scenario must have prefixes longer than the window";
+      for (bool pooled : {true, false})
+        for (auto kernel : {attention_kernel::aten, attention_kernel::cpu_loops}) {
+          const auto got = run(s, pooled, kernel, window);
+          EXPECT_LE((got - expected).abs().max().item<float>(), 2e-5f)
+            << "window " << window << " seed " << seed << (pooled ? " pooled" : " packed")
+            << " kernel " << static_cast<int>(kernel);
+        }
+    }
+  }
+}
+
+TEST(ragged_attention, a_windowed_pass_reads_at_most_w_minus_1_prefix_keys_per_item) {
+  constexpr std::int64_t window = 16;
+  std::vector<item_shape> items(4);
+  std::int64_t slot = 0;
+  for (auto& it : items) {
+    it.prefix_slots.resize(200);
+    for (auto& s : it.prefix_slots)
+      s = slot++;
+    it.new_tokens = 1;
+  }
+  const auto layout = build_pass_layout(items, -1, window);
+  ASSERT_EQ(layout.groups.size(), 1u);
+  EXPECT_EQ(layout.groups[0].keys, window) << "15 prefix keys and the new token";
+  EXPECT_EQ(layout.prefix_slots.size(), items.size() * (window - 1));
+  EXPECT_EQ(layout.prefix_slots.front(), 200 - (window - 1)) << "the newest prefix keys";
+  EXPECT_EQ(layout.positions, (std::vector<std::int64_t>{200, 200, 200, 200}))
+    << "positions stay absolute";
 }
 
 TEST(ragged_attention, equal_shapes_make_one_group_without_padding) {

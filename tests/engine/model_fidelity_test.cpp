@@ -12,6 +12,7 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <future>
 #include <random>
 #include <string>
@@ -141,15 +142,21 @@ TEST_P(model_fidelity, extending_token_by_token_computes_each_token_once) {
 
 TEST_P(model_fidelity, after_the_prefix_kv_was_evicted_rows_are_recomputed_the_same) {
   CANOPY_LOAD_ORACLE_MODEL();
-  // A KV budget of a few dozen tokens: other sequences push the prefix's KV out.
   engine probe{config()};
   const auto per_token = probe.model().kv_bytes_per_token;
+  const auto context = static_cast<std::size_t>(probe.model().context_length);
   for (const auto& c : cases) {
-    engine lm{config(per_token * 48)};
+    // A KV budget the prefix fits in (the cache keeps 7/8 of it), then other
+    // sequences of four times the budget in all push the prefix's KV out (each pass
+    // keeps only the new KV the storage has room for, so it takes several).
     const auto k = c.tokens.size() / 2;
+    const std::size_t capacity = std::max<std::size_t>(48, k * 8 / 7 + 8);
+    engine lm{config(per_token * capacity)};
     lm.cache_kv(prefix(c.tokens, k));
-    for (int filler = 0; filler < 4; ++filler)
-      lm.next_token_logprobs_sync(token_seq(40, static_cast<std::int32_t>(3 + filler)));
+    const auto filler_length = std::min(context, capacity / 4);
+    for (std::size_t filler = 0; filler * filler_length < 4 * capacity; ++filler)
+      lm.next_token_logprobs_sync(
+        token_seq(filler_length, static_cast<std::int32_t>(3 + filler)));
     const auto evictions = lm.stats().kv_evictions;
     EXPECT_GE(evictions, k) << "the prefix's KV should have been evicted";
     const auto before = lm.stats().tokens_computed;

@@ -84,12 +84,19 @@ struct model_fixture {
 
 inline void PrintTo(const model_fixture& f, std::ostream* os) { *os << f.model; }
 
-/// Every checkpoint with oracle cases: stories260K in both forms, gpt2-synthetic.
+/// Every checkpoint with oracle cases: stories260K in both forms, gpt2-synthetic, and
+/// the synthetic checkpoints of today's HF architectures (llama3 rope scaling, Qwen2
+/// biases, Qwen3 q/k norms and head_dim, Mistral's sliding window).
 inline auto oracle_models() {
   return ::testing::Values(
     model_fixture{"models/stories260K/stories260K.bin", "oracle/stories260K", "stories260K_bin"},
     model_fixture{"models/stories260K/hf", "oracle/stories260K", "stories260K_hf"},
-    model_fixture{"models/gpt2-synthetic", "oracle/gpt2-synthetic", "gpt2_synthetic"});
+    model_fixture{"models/gpt2-synthetic", "oracle/gpt2-synthetic", "gpt2_synthetic"},
+    model_fixture{"models/llama3-synthetic", "oracle/llama3-synthetic", "llama3_synthetic"},
+    model_fixture{"models/qwen2-synthetic", "oracle/qwen2-synthetic", "qwen2_synthetic"},
+    model_fixture{"models/qwen3-synthetic", "oracle/qwen3-synthetic", "qwen3_synthetic"},
+    model_fixture{"models/mistral-swa-synthetic", "oracle/mistral-swa-synthetic",
+                  "mistral_swa_synthetic"});
 }
 
 inline std::string oracle_model_name(const ::testing::TestParamInfo<model_fixture>& info) {

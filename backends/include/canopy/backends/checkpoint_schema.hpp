@@ -3,9 +3,11 @@
 // names and shapes, checked the same way for every file format, so a file that loads
 // is one the models can run (no missing, extra or misshapen weight, no config that
 // contradicts the weights).
-//   llama: model.embed_tokens.weight [V,D]
+//   llama-style (llama, mistral, qwen2, qwen3): model.embed_tokens.weight [V,D]
 //          model.layers.N.self_attn.q_proj.weight [H*hd,D], k_proj/v_proj [KV*hd,D],
-//          o_proj [D,H*hd]; model.layers.N.mlp.gate_proj/up_proj [F,D], down_proj [D,F];
+//          o_proj [D,H*hd]; with qkv_bias (qwen2) q_proj/k_proj/v_proj.bias [H*hd],
+//          [KV*hd]; with qk_norm (qwen3) self_attn.q_norm/k_norm.weight [hd];
+//          model.layers.N.mlp.gate_proj/up_proj [F,D], down_proj [D,F];
 //          model.layers.N.input_layernorm.weight, post_attention_layernorm.weight [D];
 //          model.norm.weight [D]; lm_head.weight [V,D] only when untied
 //   gpt2:  transformer.wte.weight [V,D], transformer.wpe.weight [C,D]
@@ -36,7 +38,9 @@ std::string describe_config(const model_config& config);
 
 /// Throws checkpoint_error "<source>: ..." when the config cannot describe a model:
 /// a non-positive size, heads not divisible by kv heads, an odd llama head_dim (RoPE
-/// rotates pairs), gpt2 with head_dim * heads != hidden, a non-positive eps or theta,
+/// rotates pairs), gpt2 with head_dim * heads != hidden or with a llama-style feature,
+/// a non-positive eps or theta, rope scaling constants HF's formulas cannot use, a
+/// negative sliding window,
 /// bos/eos outside the vocabulary, sizes whose products overflow.
 void validate_model_config(const model_config& config, const std::string& source);
 

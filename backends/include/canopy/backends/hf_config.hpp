@@ -1,12 +1,15 @@
 #pragma once
-// HF config.json <-> model_config, for the two architectures the models implement:
-// LlamaForCausalLM (model_type "llama") and GPT2LMHeadModel (model_type "gpt2").
-// Reading applies HF's own defaults for absent keys (LlamaConfig: num_key_value_heads
-// = heads, head_dim = hidden / heads, rms_norm_eps 1e-6, rope_theta 10000,
-// tie_word_embeddings false; GPT2Config: n_inner = 4 * n_embd, layer_norm_epsilon 1e-5,
-// activation gelu_new, tie_word_embeddings true) and refuses settings that change the
-// math in ways the models do not implement (rope_scaling, other activations, biases
-// on llama projections, gpt2 attention scaling variants) with a message saying so.
+// HF config.json <-> model_config, for the architectures the models implement:
+// LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM (one
+// Llama-style model with the features each adds: rope_scaling linear or llama3,
+// Mistral's sliding window, Qwen2's q/k/v biases, Qwen3's per-head q/k RMSNorm) and
+// GPT2LMHeadModel. Reading applies HF's own defaults for absent keys (num_key_value_heads
+// = heads, head_dim = hidden / heads but 128 for Qwen3, rms_norm_eps 1e-6, rope_theta
+// 10000, tie_word_embeddings false, Mistral's sliding_window 4096; GPT2Config: n_inner =
+// 4 * n_embd, layer_norm_epsilon 1e-5, activation gelu_new, tie_word_embeddings true)
+// and refuses, by key, settings that change the math in ways the models do not
+// implement (other rope_scaling types, other activations, o_proj or MLP biases, Qwen's
+// per-layer windows, logit soft-capping and the like, gpt2 attention scaling variants).
 // Thread contract: pure functions.
 
 #include <canopy/backends/checkpoint.hpp>

@@ -1,7 +1,8 @@
 #pragma once
 // What a transformer checkpoint is, independent of the file it came from: the
-// architecture, its shapes and constants. Loaders fill it from config.json or a
-// llama2.c header; the LibTorch models read it; make-model writes it.
+// architecture, its shapes and constants, and the features that change its arithmetic.
+// Loaders fill it from config.json or a llama2.c header; the LibTorch models read it;
+// make-model writes it.
 // Thread contract: a plain value.
 
 #include <cstdint>
@@ -9,7 +10,25 @@
 
 namespace canopy::backends {
 
-enum class architecture { llama, gpt2 };
+/// What config.json names. Every one but gpt2 is a Llama-style decoder (RMSNorm,
+/// rotary embeddings, grouped-query attention, SwiGLU) that differs from Llama only by
+/// the features model_config spells out, so one model implements them all.
+enum class architecture { llama, mistral, qwen2, qwen3, gpt2 };
+
+inline bool llama_style(architecture arch) { return arch != architecture::gpt2; }
+
+/// How rotary frequencies are rescaled for long contexts (HF's rope_scaling). Only
+/// schemes whose angles depend on the position alone are here: a scheme that depends
+/// on the sequence's length ("dynamic") would change the KV of a prefix as the
+/// sequence grows, which a KV cache cannot honour.
+struct rope_scaling {
+  enum class kind { none, linear, llama3 };
+  kind type = kind::none;
+  double factor = 1.0;                 // linear, llama3: long wavelengths slowed by this
+  double low_freq_factor = 1.0;        // llama3
+  double high_freq_factor = 4.0;       // llama3
+  std::int64_t original_context = 0;   // llama3: original_max_position_embeddings
+};
 
 /// How q/k rows are ordered inside each head for rotary embeddings.
 /// HF checkpoints use rotate_half (pairs (j, j+hd/2)); llama2.c files use interleaved
@@ -28,15 +47,33 @@ struct model_config {
   std::int64_t vocab_size = 0;        // V: rows of the embedding and the output head
   std::int64_t context_length = 0;    // longest sequence (max_position_embeddings / n_positions / seq_len)
   double norm_eps = 1e-5;             // RMSNorm (llama) or LayerNorm (gpt2) epsilon
-  double rope_theta = 10000.0;        // llama only
-  rope_pairs rope = rope_pairs::rotate_half; // llama only
+  double rope_theta = 10000.0;        // llama-style only
+  rope_pairs rope = rope_pairs::rotate_half; // llama-style only
   bool tied_embeddings = true;        // output head shares the token embedding
+  rope_scaling scaling;               // llama-style only
+  bool qkv_bias = false;              // biases on q/k/v projections (Qwen2)
+  bool qk_norm = false;               // RMSNorm of each head of q and k before RoPE (Qwen3)
+  std::int64_t sliding_window = 0;    // W > 0: a token attends to itself and the W-1
+                                      // tokens before it (Mistral); 0: the whole prefix
   std::int64_t bos_token_id = -1;     // -1: none known
   std::int64_t eos_token_id = -1;     // -1: none known
 };
 
+/// The config.json model_type of `arch`.
 inline std::string to_string(architecture arch) {
-  return arch == architecture::llama ? "llama" : "gpt2";
+  switch (arch) {
+  case architecture::llama:
+    return "llama";
+  case architecture::mistral:
+    return "mistral";
+  case architecture::qwen2:
+    return "qwen2";
+  case architecture::qwen3:
+    return "qwen3";
+  case architecture::gpt2:
+    break;
+  }
+  return "gpt2";
 }
 
 } // namespace canopy::backends
