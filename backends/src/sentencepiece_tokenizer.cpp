@@ -34,8 +34,8 @@ struct plugin {
   std::string error;  // why it could not be loaded; empty when loaded
 };
 
-// Where the plugin may be: $CANOPY_SENTENCEPIECE_PLUGIN, beside the running executable, and
-// where this build put it.
+// Where the plugin may be: $CANOPY_SENTENCEPIECE_PLUGIN, beside the running executable,
+// where this build put it, and where `cmake --install` puts it.
 std::vector<fs::path> plugin_candidates() {
   std::vector<fs::path> out;
   if (const char* env = std::getenv("CANOPY_SENTENCEPIECE_PLUGIN"); env != nullptr && *env != '\0')
@@ -45,6 +45,7 @@ std::vector<fs::path> plugin_candidates() {
   if (!ec)
     out.push_back(exe.parent_path() / plugin_file_name);
   out.emplace_back(CANOPY_SENTENCEPIECE_PLUGIN);
+  out.emplace_back(CANOPY_SENTENCEPIECE_PLUGIN_INSTALLED);
   return out;
 }
 
