@@ -3,8 +3,8 @@
 
 #include <canopy/backends/byte_level_alphabet.hpp>
 
+#include "bpe_merges.hpp"
 #include "gpt2_pretokenizer.hpp"
-#include "symbol_chain.hpp"
 #include "tokenizer_files.hpp"
 
 #include <nlohmann/json.hpp>
@@ -12,18 +12,12 @@
 #include <algorithm>
 #include <cstdio>
 #include <limits>
-#include <queue>
 
 namespace canopy::backends {
 
 namespace {
 
 using cache::token_id;
-
-std::uint64_t pair_key(token_id left, token_id right) {
-  return (static_cast<std::uint64_t>(static_cast<std::uint32_t>(left)) << 32) |
-         static_cast<std::uint32_t>(right);
-}
 
 bool is_control_piece(std::string_view piece) {
   return piece.size() > 4 && piece.substr(0, 2) == "<|" && piece.substr(piece.size() - 2) == "|>";
@@ -39,7 +33,8 @@ std::string hex_byte(unsigned b) {
 
 gpt2_bpe_tokenizer::gpt2_bpe_tokenizer(const std::filesystem::path& vocab_json,
                                        const std::filesystem::path& merges_txt)
-    : pretokenizer_(std::make_unique<gpt2_pretokenizer>()) {
+    : pretokenizer_(std::make_unique<gpt2_pretokenizer>()),
+      merges_(std::make_unique<bpe_merges>()) {
   // vocab.json: a JSON object piece -> id, ids exactly 0..N-1 (dense, so every id in range
   // has a piece and decode needs no "hole" case).
   nlohmann::json vocab;
@@ -104,7 +99,6 @@ gpt2_bpe_tokenizer::gpt2_bpe_tokenizer(const std::filesystem::path& vocab_json,
   const std::string text = tokenizer_detail::read_file(merges_txt);
   std::size_t line_start = 0;
   std::size_t line_number = 0;
-  std::uint32_t rank = 0;
   while (line_start < text.size()) {
     std::size_t line_end = text.find('\n', line_start);
     if (line_end == std::string::npos)
@@ -134,7 +128,7 @@ gpt2_bpe_tokenizer::gpt2_bpe_tokenizer(const std::filesystem::path& vocab_json,
     const token_id l = find(left, "left");
     const token_id r = find(right, "right");
     const token_id result = find(left + right, "merged");
-    merges_.insert_or_assign(pair_key(l, r), merge{rank++, result});
+    merges_->add(l, r, result);
   }
 }
 
@@ -147,96 +141,11 @@ std::optional<cache::token_id> gpt2_bpe_tokenizer::piece_id(std::string_view pie
   return it->second;
 }
 
-void gpt2_bpe_tokenizer::bpe_short(std::vector<token_id>& symbols, std::vector<token_id>& out) const {
-  // encoder.py's loop, literally: take the adjacent pair with the lowest rank, merge every
-  // non-overlapping occurrence of it left to right, repeat until no adjacent pair is a merge.
-  // For the short words that make up most text this beats the heap below.
-  std::vector<token_id> next;
-  next.reserve(symbols.size());
-  while (symbols.size() > 1) {
-    const merge* best = nullptr;
-    token_id best_left = 0;
-    token_id best_right = 0;
-    for (std::size_t i = 0; i + 1 < symbols.size(); ++i) {
-      auto it = merges_.find(pair_key(symbols[i], symbols[i + 1]));
-      if (it != merges_.end() && (best == nullptr || it->second.rank < best->rank)) {
-        best = &it->second;
-        best_left = symbols[i];
-        best_right = symbols[i + 1];
-      }
-    }
-    if (best == nullptr)
-      break;
-    next.clear();
-    for (std::size_t i = 0; i < symbols.size();) {
-      if (i + 1 < symbols.size() && symbols[i] == best_left && symbols[i + 1] == best_right) {
-        next.push_back(best->result);
-        i += 2;
-      } else {
-        next.push_back(symbols[i]);
-        ++i;
-      }
-    }
-    symbols.swap(next);
-  }
-  out.insert(out.end(), symbols.begin(), symbols.end());
-}
-
 void gpt2_bpe_tokenizer::bpe(std::string_view word, std::vector<token_id>& out) const {
-  const std::size_t n = word.size();
-  std::vector<token_id> symbols(n);
-  for (std::size_t i = 0; i < n; ++i)
+  std::vector<token_id> symbols(word.size());
+  for (std::size_t i = 0; i < word.size(); ++i)
     symbols[i] = byte_ids_[static_cast<unsigned char>(word[i])];
-  if (n <= short_word) {
-    bpe_short(symbols, out);
-    return;
-  }
-  // Rescanning a long word for every merge is quadratic (seconds for a 50 kB word), so here
-  // the pairs wait in a heap ordered by (rank, position), and one round pops every pair of the
-  // lowest rank and merges them left to right. That is encoder.py's result: a round's pairs all
-  // exist when it starts (every pair is pushed when it becomes adjacent), and a merge never
-  // creates another pair of the same rank (the merged piece is longer than either side).
-  // Stale pairs are skipped when popped.
-  struct candidate {
-    std::uint32_t rank;
-    std::size_t left;
-    std::size_t right;
-    token_id left_id;
-    token_id right_id;
-    token_id result;
-  };
-  const auto later = [](const candidate& a, const candidate& b) {
-    return a.rank > b.rank || (a.rank == b.rank && a.left > b.left);
-  };
-  std::priority_queue<candidate, std::vector<candidate>, decltype(later)> heap(later);
-  symbol_chain chain(std::move(symbols));
-  const auto consider = [&](std::size_t left, std::size_t right) {
-    if (left == symbol_chain::none || right == symbol_chain::none)
-      return;
-    auto it = merges_.find(pair_key(chain.at(left), chain.at(right)));
-    if (it != merges_.end())
-      heap.push(candidate{it->second.rank, left, right, chain.at(left), chain.at(right),
-                          it->second.result});
-  };
-  for (std::size_t i = 0; i + 1 < n; ++i)
-    consider(i, i + 1);
-  std::vector<candidate> round;
-  while (!heap.empty()) {
-    round.clear();
-    const std::uint32_t rank = heap.top().rank;
-    while (!heap.empty() && heap.top().rank == rank) {  // already in left-to-right order
-      round.push_back(heap.top());
-      heap.pop();
-    }
-    for (const candidate& c : round) {
-      if (!chain.stands(c.left, c.right, c.left_id, c.right_id))
-        continue;  // stale, or overlapping a merge just made in this round
-      chain.merge(c.left, c.right, c.result);
-      consider(chain.prev(c.left), c.left);
-      consider(c.left, chain.next(c.left));
-    }
-  }
-  chain.append_to(out);
+  merges_->merge(std::move(symbols), out);
 }
 
 std::vector<cache::token_id> gpt2_bpe_tokenizer::encode(std::string_view text) const {

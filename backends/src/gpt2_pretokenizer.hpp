@@ -2,8 +2,7 @@
 // GPT-2's pre-tokenizer: splits text into the words that BPE then encodes one by one, with
 // openai/gpt-2 encoder.py's pattern
 //   's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
-// compiled by PCRE2 in UTF + UCP mode (Unicode letters, numbers and white space), JIT-compiled
-// when the platform supports it. Internal to canopy_backends.
+// compiled by PCRE2 (pcre2_pattern.hpp). Internal to canopy_backends.
 //
 // The pattern covers every valid UTF-8 text, so its matches tile the text. Bytes that are not
 // valid UTF-8 (which encoder.py, working on Python str, never sees) match nothing; they are
@@ -12,7 +11,8 @@
 // Thread contract: immutable after construction; split() may be called from many threads
 // (the compiled pattern is shared read-only, match data is per call).
 
-#include <memory>
+#include "pcre2_pattern.hpp"
+
 #include <string_view>
 #include <vector>
 
@@ -20,19 +20,17 @@ namespace canopy::backends {
 
 class gpt2_pretokenizer {
 public:
-  /// Compiles the pattern; throws std::runtime_error when PCRE2 rejects it (a PCRE2 built
-  /// without Unicode support).
+  static const std::string_view pattern;
+
+  /// Compiles the pattern; throws std::invalid_argument when PCRE2 rejects it (a PCRE2
+  /// built without Unicode support).
   gpt2_pretokenizer();
-  ~gpt2_pretokenizer();
-  gpt2_pretokenizer(const gpt2_pretokenizer&) = delete;
-  gpt2_pretokenizer& operator=(const gpt2_pretokenizer&) = delete;
 
   /// The words of `text`, in order; views into `text`, concatenating to all of it.
   std::vector<std::string_view> split(std::string_view text) const;
 
 private:
-  struct compiled;
-  std::unique_ptr<compiled> compiled_;
+  pcre2_pattern pattern_;
 };
 
 } // namespace canopy::backends

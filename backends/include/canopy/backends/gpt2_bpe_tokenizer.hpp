@@ -24,6 +24,7 @@
 
 namespace canopy::backends {
 
+class bpe_merges;
 class gpt2_pretokenizer;
 
 class gpt2_bpe_tokenizer final : public tokenizer_i {
@@ -43,22 +44,14 @@ public:
   std::optional<cache::token_id> piece_id(std::string_view piece) const;
 
 private:
-  struct merge {
-    std::uint32_t rank;
-    cache::token_id result;
-  };
-  // Words up to short_word bytes take the plain rescanning loop, longer ones a heap (same
-  // result, see the .cpp).
-  static constexpr std::size_t short_word = 32;
   void bpe(std::string_view word, std::vector<cache::token_id>& out) const;
-  void bpe_short(std::vector<cache::token_id>& symbols, std::vector<cache::token_id>& out) const;
 
   std::unique_ptr<const gpt2_pretokenizer> pretokenizer_;
   std::unordered_map<std::string, cache::token_id> piece_ids_;
   std::vector<std::optional<std::string>> byte_vocab_;
   std::vector<std::string> decoded_;                  // what decode writes per id
   std::array<cache::token_id, 256> byte_ids_{};       // single-byte piece of each byte
-  std::unordered_map<std::uint64_t, merge> merges_;   // (left id, right id) -> rank and result
+  std::unique_ptr<bpe_merges> merges_;                // built once, then only read
 };
 
 } // namespace canopy::backends
