@@ -2,7 +2,7 @@
 # finds it: the headers, the static libraries, the SentencePiece plugin, and
 # lib/cmake/canopy/ with canopyConfig.cmake (which finds the same dependencies again:
 # LibTorch, CAF through the FindCAF.cmake installed beside it, nlohmann_json, OpenSSL,
-# and pkg-config's PCRE2 and xxHash) and the exported targets, canopy::canopy among them.
+# and pkg-config's PCRE2, utf8proc and xxHash) and the exported targets, canopy::canopy among them.
 
 include(CMakePackageConfigHelpers)
 

@@ -14,6 +14,7 @@ packages=(
   libpcre2-dev          # GPT-2 pre-tokenizer regex: Unicode classes (\p{L}, \p{N}) in UTF + UCP mode, JIT
   libsentencepiece-dev  # optional: SentencePiece .model tokenizers (CMake compiles support in when found)
   libxxhash-dev         # model fingerprints: XXH3-128 over the weights at memory speed
+  libutf8proc-dev       # tokenizer.json normalizers: Unicode NFC/NFKC on UTF-8 directly (small; ICU works in UTF-16)
   libssl-dev            # cluster tokens: HMAC-SHA256 and the CSPRNG (CAF's TLS uses OpenSSL too)
   openssl               # the tests' TLS certificates (the README's TLS example too)
   python3-numpy         # the Python client (apps/python/canopy_client) and its tests

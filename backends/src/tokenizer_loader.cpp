@@ -3,6 +3,7 @@
 #include <canopy/backends/tokenizer.hpp>
 
 #include <canopy/backends/gpt2_bpe_tokenizer.hpp>
+#include <canopy/backends/hf_tokenizer.hpp>
 #include <canopy/backends/llama2c_tokenizer.hpp>
 #include <canopy/backends/sentencepiece_tokenizer.hpp>
 
@@ -27,6 +28,8 @@ bool is_dir(const fs::path& path) {
 // The tokenizer inside a model directory, in order of preference; empty when none.
 // An HF directory with vocab.json + merges.txt is named by the directory itself.
 fs::path tokenizer_in_directory(const fs::path& dir) {
+  if (is_file(dir / "tokenizer.json"))
+    return dir / "tokenizer.json";
   if (is_file(dir / "vocab.json") && is_file(dir / "merges.txt"))
     return dir;
   for (const char* name : {"tokenizer.model", "tokenizer.bin", "tok512.bin"})
@@ -57,7 +60,7 @@ std::unique_ptr<tokenizer_i> load_tokenizer(const fs::path& path) {
   if (is_dir(path)) {
     const fs::path found = tokenizer_in_directory(path);
     if (found.empty())
-      tokenizer_detail::fail(path, "no tokenizer in this directory (looked for vocab.json + merges.txt, "
+      tokenizer_detail::fail(path, "no tokenizer in this directory (looked for tokenizer.json, vocab.json + merges.txt, "
                          "tokenizer.model, tokenizer.bin, tok512.bin)");
     if (found == path)
       return std::make_unique<gpt2_bpe_tokenizer>(path / "vocab.json", path / "merges.txt");
@@ -66,6 +69,8 @@ std::unique_ptr<tokenizer_i> load_tokenizer(const fs::path& path) {
   if (!is_file(path))
     tokenizer_detail::fail(path, "no such tokenizer file");
   const fs::path name = path.filename();
+  if (name == "tokenizer.json")
+    return std::make_unique<hf_tokenizer>(path);
   if (name == "vocab.json" || name == "merges.txt") {
     const fs::path dir = path.parent_path();
     if (!is_file(dir / "vocab.json") || !is_file(dir / "merges.txt"))
@@ -76,7 +81,7 @@ std::unique_ptr<tokenizer_i> load_tokenizer(const fs::path& path) {
     return load_sentencepiece_tokenizer(path);
   if (path.extension() == ".bin")
     return std::make_unique<llama2c_tokenizer>(path);
-  tokenizer_detail::fail(path, "unrecognized tokenizer file (expected vocab.json + merges.txt, "
+  tokenizer_detail::fail(path, "unrecognized tokenizer file (expected tokenizer.json, vocab.json + merges.txt, "
                      "a SentencePiece .model or a llama2.c tokenizer .bin)");
 }
 

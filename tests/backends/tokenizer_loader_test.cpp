@@ -78,10 +78,23 @@ TEST(LoadTokenizer, DispatchesOnTheSharedFiles) {
   expect_rejected(models / "stories260K" / "hf", "hf", "no tokenizer in this directory");
 }
 
+TEST(FindTokenizer, TokenizerJsonComesFirstInAnHfDirectory) {
+  CANOPY_SHARED_PATH_OR_SKIP(llama3, "models/tokenizers/llama3");
+  EXPECT_EQ(find_tokenizer(llama3), llama3 / "tokenizer.json");
+  EXPECT_EQ(load_tokenizer(llama3)->kind(), "tokenizer.json");
+  const scratch_dir dir; // beside a GPT-2 pair too
+  fs::copy_file(llama3 / "tokenizer.json", dir / "tokenizer.json");
+  dir.write("vocab.json", "{}");
+  dir.write("merges.txt", "");
+  EXPECT_EQ(find_tokenizer(dir.path()), dir / "tokenizer.json");
+}
+
 TEST(LoadTokenizer, MissingOrUnknownFiles) {
   const scratch_dir dir;
   expect_rejected(dir.path() / "nothing.bin", "nothing.bin", "no such tokenizer file");
-  expect_rejected(dir.write("tokenizer.json", "{}"), "tokenizer.json", "unrecognized tokenizer file");
+  expect_rejected(dir.write("tokenizer.txt", "{}"), "tokenizer.txt", "unrecognized tokenizer file");
+  expect_rejected(dir.write("tokenizer.json", "{}"), "tokenizer.json", "\"added_tokens\" is missing");
+  expect_rejected(dir.write("tokenizer.json", "{nope"), "tokenizer.json", "not valid JSON");
   expect_rejected(dir.write("only/vocab.json", "{}"), "vocab.json", "needs both vocab.json and merges.txt");
 }
 

@@ -1,0 +1,58 @@
+#pragma once
+// tokenizer.json's model of type BPE: the vocabulary, the merges (as "a b" strings or
+// [a, b] pairs, in rank order), and how a word's first symbols are found:
+//  - byte-level (the pre-tokenizer ends with ByteLevel): each byte of the word is the
+//    piece spelling it in GPT-2's byte alphabet; every byte must have one.
+//  - otherwise each UTF-8 character is its piece, or with byte_fallback the pieces
+//    <0xHH> of its bytes, or else unk_token (consecutive ones fused with fuse_unk).
+// ignore_merges: a word that is a piece of its own is that piece, merges unused.
+// Settings that change the result in ways not implemented (dropout, a
+// continuing_subword_prefix or end_of_word_suffix) are refused by name.
+// Internal to canopy_backends.
+//
+// Thread contract: immutable after construction; encode() from many threads.
+
+#include "bpe_merges.hpp"
+#include "hf_json.hpp"
+
+#include <array>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+namespace canopy::backends::hf {
+
+class bpe_model {
+public:
+  bpe_model(const json_node& spec, bool byte_level);
+
+  /// Appends the ids of `word` (raw bytes when byte-level, else UTF-8 text). Throws
+  /// std::invalid_argument for a character the vocabulary cannot spell.
+  void encode(std::string_view word, std::vector<cache::token_id>& out) const;
+
+  /// [largest id + 1]: every id's piece as tokenizer.json spells it; std::nullopt for an
+  /// id the vocabulary skips.
+  const std::vector<std::optional<std::string>>& pieces() const { return pieces_; }
+  std::optional<cache::token_id> id_of(std::string_view piece) const;
+  bool byte_level() const { return byte_level_; }
+  bool byte_fallback() const { return byte_fallback_; }
+  std::optional<cache::token_id> unk() const { return unk_; }
+
+private:
+  void first_symbols(std::string_view word, std::vector<cache::token_id>& symbols) const;
+
+  bool byte_level_;
+  bool byte_fallback_ = false;
+  bool fuse_unk_ = false;
+  bool ignore_merges_ = false;
+  std::optional<cache::token_id> unk_;
+  std::vector<std::optional<std::string>> pieces_;
+  std::unordered_map<std::string, cache::token_id> ids_;       // as spelled in the file
+  std::unordered_map<std::string, cache::token_id> byte_ids_;  // byte-level: by raw bytes
+  std::array<cache::token_id, 256> single_byte_{};             // byte-level, or <0xHH>
+  bpe_merges merges_;
+};
+
+} // namespace canopy::backends::hf
