@@ -1,6 +1,8 @@
 // HF tokenizer.json against the HF tokenizers library itself: every vector of
 // ../shared/oracle/tokenizer_json.json (Llama 2, Llama 3 and Qwen3's real files: ids,
-// ids with special tokens, decoded text), the byte vocabulary spelling each encoding's
+// ids with special tokens, decoded text) and of hf_tokenizer_vectors/ (small files using
+// what those three do not: Metaspace, every Split behaviour, unk, NFKC, lstrip/rstrip
+// and normalized added tokens, Strip), the byte vocabulary spelling each encoding's
 // text, and the refusal of every component this reader does not implement.
 
 #include <canopy/backends/byte_level_alphabet.hpp>
@@ -72,6 +74,23 @@ TEST_P(hf_tokenizer_oracle, the_byte_vocabulary_spells_every_encoding_of_plain_t
 INSTANTIATE_TEST_SUITE_P(shared_tokenizers, hf_tokenizer_oracle,
                          ::testing::Values("llama2", "llama3", "qwen3"),
                          [](const auto& info) { return std::string(info.param); });
+
+TEST(hf_tokenizer, every_vector_of_the_small_files_matches_the_hf_library) {
+  const std::filesystem::path dir = CANOPY_HF_VECTORS_DIR;
+  const auto vectors = canopy::testing::read_json(dir / "vectors.json").at("tokenizers");
+  ASSERT_EQ(vectors.size(), 5u);
+  for (const auto& [name, entry] : vectors.items()) {
+    const hf_tokenizer tok(dir / entry.at("tokenizer").get<std::string>());
+    for (const auto& c : entry.at("cases")) {
+      const auto text = c.at("text").get<std::string>();
+      EXPECT_EQ(tok.encode(text, false), ids_of(c.at("ids"))) << name << " " << json(text).dump();
+      EXPECT_EQ(tok.encode(text, true), ids_of(c.at("ids_with_special")))
+        << name << " " << json(text).dump();
+      EXPECT_EQ(tok.decode(ids_of(c.at("ids"))), c.at("decoded").get<std::string>())
+        << name << " " << json(text).dump();
+    }
+  }
+}
 
 TEST(hf_tokenizer, special_tokens_have_no_bytes_and_the_rest_all_have_theirs) {
   CANOPY_SHARED_PATH_OR_SKIP(path, "models/tokenizers/llama3/tokenizer.json");
