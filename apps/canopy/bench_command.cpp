@@ -5,6 +5,7 @@
 #include "bench_runner.hpp"
 #include "cli_args.hpp"
 #include "commands.hpp"
+#include "encode_bench_command.hpp"
 #include "http_load_command.hpp"
 #include "matmul_ceiling.hpp"
 #include "process_memory.hpp"
@@ -56,7 +57,8 @@ const char* const usage =
     "With --remote_workers, the engine drives those worker nodes (with --workers 0, as a\n"
     "front only); --spawn-workers starts them itself and compares counts side by side.\n"
     "With --target http://HOST:PORT it measures a running `canopy serve` over HTTP\n"
-    "instead ('canopy bench --target URL --help' lists those options).\n";
+    "instead ('canopy bench --target URL --help' lists those options); with --encode\n"
+    "FILE the tokenizer's encoding speed ('canopy bench --encode FILE --help').\n";
 
 std::vector<flag_spec> bench_flags() {
   const workload_options d;
@@ -248,6 +250,8 @@ nlohmann::json options_json(const workload_options& o, std::int64_t vocab) {
 int bench_command(const std::vector<std::string>& argv) {
   if (names_http_target(argv))
     return http_load_command(argv);
+  if (names_encode_bench(argv))
+    return encode_bench_command(argv);
   const auto flags = bench_flags();
   const auto args = parse_args(argv, flags);
   if (args.help) {

@@ -15,6 +15,15 @@ namespace {
 
 using cache::token_id;
 
+const std::string metaspace = "\xE2\x96\x81"; // U+2581
+
+bool only_metaspace(std::string_view piece) {
+  for (std::size_t at = 0; at < piece.size(); at += metaspace.size())
+    if (piece.compare(at, metaspace.size(), metaspace) != 0)
+      return false;
+  return !piece.empty();
+}
+
 std::string byte_piece(unsigned b) {
   char buffer[8];
   std::snprintf(buffer, sizeof buffer, "<0x%02X>", b);
@@ -89,9 +98,17 @@ bpe_model::bpe_model(const json_node& spec, bool byte_level) : byte_level_(byte_
     }
   }
 
+  for (unsigned c = 0; c < 128; ++c) {
+    const auto it = ids_.find(std::string(1, static_cast<char>(c)));
+    ascii_ids_[c] = it == ids_.end() ? -1 : it->second;
+  }
+
   const auto merges = spec.list("merges");
+  metaspace_chunks_ = !byte_level_;
   for (const auto& entry : merges) {
     const auto [left, right] = merge_pair(entry);
+    if (right.compare(0, metaspace.size(), metaspace) == 0 && !only_metaspace(left))
+      metaspace_chunks_ = false;
     const auto l = ids_.find(left), r = ids_.find(right), m = ids_.find(left + right);
     if (l == ids_.end() || r == ids_.end() || m == ids_.end())
       entry.fail("merges pieces that are not in the vocabulary ('" + left + "', '" + right +
@@ -113,6 +130,13 @@ void bpe_model::first_symbols(std::string_view word, std::vector<token_id>& symb
   }
   bool previous_unk = false;
   for (std::size_t at = 0; at < word.size();) {
+    const auto c = static_cast<unsigned char>(word[at]);
+    if (c < 0x80 && ascii_ids_[c] >= 0) { // the common case, without a string
+      symbols.push_back(ascii_ids_[c]);
+      previous_unk = false;
+      ++at;
+      continue;
+    }
     const std::size_t start = at;
     if (!utf8::next(word, at))
       throw std::invalid_argument("text is not valid UTF-8 at byte " + std::to_string(start));
@@ -150,6 +174,26 @@ void bpe_model::encode(std::string_view word, std::vector<token_id>& out) const 
       return;
     }
   }
+  if (!metaspace_chunks_) {
+    merge_word(word, out);
+    return;
+  }
+  // Cut before every run of U+2581 (Note [metaspace chunks]).
+  std::size_t begin = 0;
+  for (auto next = word.find(metaspace, 1); next != std::string_view::npos;
+       next = word.find(metaspace, next + metaspace.size())) {
+    const bool run_starts =
+      next < metaspace.size() ||
+      word.compare(next - metaspace.size(), metaspace.size(), metaspace) != 0;
+    if (run_starts) {
+      merge_word(word.substr(begin, next - begin), out);
+      begin = next;
+    }
+  }
+  merge_word(word.substr(begin), out);
+}
+
+void bpe_model::merge_word(std::string_view word, std::vector<token_id>& out) const {
   std::vector<token_id> symbols;
   symbols.reserve(word.size());
   first_symbols(word, symbols);

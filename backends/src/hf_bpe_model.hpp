@@ -6,6 +6,13 @@
 //  - otherwise each UTF-8 character is its piece, or with byte_fallback the pieces
 //    <0xHH> of its bytes, or else unk_token (consecutive ones fused with fuse_unk).
 // ignore_merges: a word that is a piece of its own is that piece, merges unused.
+// Note [metaspace chunks]: SentencePiece-style files have no pre-tokenizer, so a whole
+// text is one word. When every merge whose right side starts with U+2581 has a left
+// side made of U+2581 only (runs of spaces merge among themselves), a symbol ending in
+// another character never merges with one starting with U+2581, so each stretch from
+// the start of one run of U+2581 to the next merges alone with the same result; the
+// model then merges those stretches one by one (short words, fast) instead of the
+// whole text at once.
 // Settings that change the result in ways not implemented (dropout, a
 // continuing_subword_prefix or end_of_word_suffix) are refused by name.
 // Internal to canopy_backends.
@@ -42,16 +49,19 @@ public:
 
 private:
   void first_symbols(std::string_view word, std::vector<cache::token_id>& symbols) const;
+  void merge_word(std::string_view word, std::vector<cache::token_id>& out) const;
 
   bool byte_level_;
   bool byte_fallback_ = false;
   bool fuse_unk_ = false;
   bool ignore_merges_ = false;
+  bool metaspace_chunks_ = false; // Note [metaspace chunks]
   std::optional<cache::token_id> unk_;
   std::vector<std::optional<std::string>> pieces_;
   std::unordered_map<std::string, cache::token_id> ids_;       // as spelled in the file
   std::unordered_map<std::string, cache::token_id> byte_ids_;  // byte-level: by raw bytes
   std::array<cache::token_id, 256> single_byte_{};             // byte-level, or <0xHH>
+  std::array<cache::token_id, 128> ascii_ids_{};               // chars mode: -1 if absent
   bpe_merges merges_;
 };
 
