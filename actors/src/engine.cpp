@@ -44,6 +44,7 @@ struct engine::impl {
   caf::actor_system* system = nullptr;
   actors::engine_actors actors;
   std::optional<actors::model_tokenizer> tokenizer;
+  backends::special_tokens special;
   std::atomic<std::size_t> next_front{0};
 
   const actors::model_tokenizer& need_tokenizer() const {
@@ -66,6 +67,8 @@ struct engine::impl {
     auto backends = actors::make_backends(config);
     auto model = actors::served_model(config, backends);
     tokenizer = actors::load_model_tokenizer(config, model.vocab_size);
+    special = actors::load_special_tokens(config, model.vocab_size,
+                                          tokenizer ? &*tokenizer : nullptr);
     auto workers = actors::spawn_local_workers(sys, config, std::move(backends));
     actors = actors::spawn_engine_actors(sys, config, std::move(model), std::move(workers));
     if (config.remote_workers.empty())
@@ -228,6 +231,10 @@ const std::vector<std::optional<std::string>>& engine::byte_vocab() const {
 }
 
 bool engine::has_tokenizer() const { return impl_->tokenizer.has_value(); }
+
+std::optional<std::int32_t> engine::bos_token_id() const { return impl_->special.bos; }
+
+const std::vector<std::int32_t>& engine::eos_token_ids() const { return impl_->special.eos; }
 
 std::int64_t engine::vocab_size() const { return impl_->actors.model.vocab_size; }
 const backends::model_info& engine::model() const { return impl_->actors.model; }

@@ -29,4 +29,17 @@ std::optional<model_tokenizer> load_model_tokenizer(const engine_config& config,
   return out;
 }
 
+backends::special_tokens load_special_tokens(const engine_config& config,
+                                             std::int64_t vocab_size,
+                                             const model_tokenizer* tokenizer) {
+  if (config.backend != "torch")
+    return {};
+  try {
+    return backends::read_special_tokens(config.model, vocab_size,
+                                         tokenizer ? tokenizer->tokenizer.get() : nullptr);
+  } catch (const std::exception& e) {
+    throw error(errc::invalid_config, std::string("special tokens: ") + e.what());
+  }
+}
+
 } // namespace canopy::actors

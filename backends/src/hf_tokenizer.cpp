@@ -167,7 +167,7 @@ const std::vector<std::optional<std::string>>& hf_tokenizer::byte_vocab() const 
   return parts_->byte_vocab;
 }
 
-std::optional<token_id> hf_tokenizer::token_to_id(std::string_view token) const {
+std::optional<token_id> hf_tokenizer::token_id_of(std::string_view token) const {
   if (auto it = parts_->token_ids.find(std::string(token)); it != parts_->token_ids.end())
     return it->second;
   return parts_->model.id_of(token);

@@ -102,8 +102,8 @@ TEST(hf_tokenizer, special_tokens_have_no_bytes_and_the_rest_all_have_theirs) {
     without += bytes ? 0 : 1;
   EXPECT_EQ(without, 256u) << "the 256 added special tokens, and nothing else";
   EXPECT_FALSE(vocab[128000]) << "<|begin_of_text|>";
-  EXPECT_EQ(vocab[*tok.token_to_id("\xC4\xA0world")], " world");
-  EXPECT_EQ(tok.token_to_id("<|end_of_text|>"), 128001);
+  EXPECT_EQ(vocab[*tok.token_id_of("\xC4\xA0world")], " world");
+  EXPECT_EQ(tok.token_id_of("<|end_of_text|>"), 128001);
 }
 
 // --- refusals -------------------------------------------------------------------------

@@ -183,6 +183,9 @@ TEST_P(greedy_from_bos, two_hundred_tokens_equal_the_reference) {
   c.backend = "torch";
   c.model = model.string();
   engine lm{c};
+  // Both forms say BOS 1 and EOS 2: the .bin by its format, hf/ in config.json.
+  EXPECT_EQ(lm.bos_token_id(), 1);
+  EXPECT_EQ(lm.eos_token_ids(), (std::vector<std::int32_t>{2}));
   const auto ids = lm.sample(expected.at("start_tokens").get<token_seq>(),
                              expected.at("n").get<std::size_t>(), {}, 0.0);
   EXPECT_EQ(ids, expected.at("ids").get<token_seq>());

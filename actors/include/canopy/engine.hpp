@@ -107,6 +107,11 @@ public:
   /// (genlm-backend's byte_vocab). errc::no_tokenizer without a tokenizer.
   const std::vector<std::optional<std::string>>& byte_vocab() const;
   bool has_tokenizer() const;
+  /// The model's BOS id, and its EOS ids (generate's stop ids first), as its files say:
+  /// config.json, generation_config.json, tokenizer_config.json, a .bin's format. None
+  /// for the mock and the built-in model.
+  std::optional<std::int32_t> bos_token_id() const;
+  const std::vector<std::int32_t>& eos_token_ids() const;
 
   /// Rows of the model's output head: every row has this many entries. A tokenizer
   /// may have fewer ids (padded heads), never more.

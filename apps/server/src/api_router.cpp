@@ -69,7 +69,10 @@ std::string model_body(const canopy::engine& engine) {
                {"dtype", config.backend == "mock" ? "float32" : config.dtype},
                {"logprob_dtype", config.logprob_dtype},
                {"devices", std::move(devices)},
-               {"tokenizer", engine.has_tokenizer()}});
+               {"tokenizer", engine.has_tokenizer()},
+               {"bos_token_id", engine.bos_token_id() ? json(*engine.bos_token_id())
+                                                      : json(nullptr)},
+               {"eos_token_ids", engine.eos_token_ids()}});
 }
 
 std::string vocab_body(const canopy::engine& engine) {

@@ -1,9 +1,11 @@
 #pragma once
 // The tokenizer of an engine's model: the one its configuration names, or the one
-// found beside the model, checked against the model's head.
+// found beside the model, checked against the model's head; and the model's BOS and EOS
+// ids (backends/special_tokens.hpp).
 // Thread contract: load_model_tokenizer is a pure function of the file system; a
 // model_tokenizer is immutable and may be read from any thread.
 
+#include <canopy/backends/special_tokens.hpp>
 #include <canopy/backends/tokenizer.hpp>
 #include <canopy/engine_config.hpp>
 
@@ -28,5 +30,11 @@ struct model_tokenizer {
 /// has rows (its ids past the head could never be scored).
 std::optional<model_tokenizer> load_model_tokenizer(const engine_config& config,
                                                     std::int64_t vocab_size);
+
+/// What the model's files say of BOS and EOS (none for the mock and the built-in
+/// synthetic model). Throws canopy::error(errc::invalid_config) for malformed files.
+backends::special_tokens load_special_tokens(const engine_config& config,
+                                             std::int64_t vocab_size,
+                                             const model_tokenizer* tokenizer);
 
 } // namespace canopy::actors

@@ -42,6 +42,9 @@ public:
 
   /// The id of a vocab.json piece (alphabet spelling, e.g. "Ġworld"); std::nullopt if absent.
   std::optional<cache::token_id> piece_id(std::string_view piece) const;
+  std::optional<cache::token_id> token_id_of(std::string_view token) const override {
+    return piece_id(token);
+  }
 
 private:
   void bpe(std::string_view word, std::vector<cache::token_id>& out) const;

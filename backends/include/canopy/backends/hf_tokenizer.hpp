@@ -48,8 +48,8 @@ public:
   const std::vector<std::optional<std::string>>& byte_vocab() const override;
   std::string_view kind() const override { return "tokenizer.json"; }
 
-  /// The id whose token string is `token` (an added token's content or a model piece).
-  std::optional<cache::token_id> token_to_id(std::string_view token) const;
+  /// An added token's content, or a model piece as the file spells it.
+  std::optional<cache::token_id> token_id_of(std::string_view token) const override;
 
 private:
   struct parts;

@@ -36,8 +36,16 @@ public:
   /// Its size is the tokenizer's vocabulary size.
   virtual const std::vector<std::optional<std::string>>& byte_vocab() const = 0;
 
-  /// "gpt2-bpe", "llama2c" or "sentencepiece".
+  /// "gpt2-bpe", "llama2c", "sentencepiece" or "tokenizer.json".
   virtual std::string_view kind() const = 0;
+
+  /// The id whose token is spelled `token` in the tokenizer's own files (an added
+  /// token's content, a vocabulary piece: "<|end_of_text|>", "</s>"); std::nullopt when
+  /// there is none or the format does not name its tokens so.
+  virtual std::optional<cache::token_id> token_id_of(std::string_view token) const {
+    (void)token;
+    return std::nullopt;
+  }
 };
 
 /// A tokenizer file that cannot be read or is malformed; the message names the file and
