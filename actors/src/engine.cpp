@@ -212,8 +212,12 @@ void engine::clear_cache() { impl_->control(clear_atom::value); }
 void engine::clear_kv_cache() { impl_->control(clear_kv_atom::value); }
 void engine::reset_async_queries() { impl_->control(cancel_atom::value); }
 
-token_seq engine::tokenize(std::string_view text) const {
-  return impl_->need_tokenizer().tokenizer->encode(text);
+token_seq engine::tokenize(std::string_view text, bool add_special_tokens) const {
+  try {
+    return impl_->need_tokenizer().tokenizer->encode(text, add_special_tokens);
+  } catch (const std::invalid_argument& e) { // text a normalizer cannot read
+    throw canopy::error(errc::invalid_request, e.what());
+  }
 }
 
 std::string engine::detokenize(const token_seq& ids) const {
@@ -228,6 +232,10 @@ std::string engine::detokenize(const token_seq& ids) const {
 
 const std::vector<std::optional<std::string>>& engine::byte_vocab() const {
   return impl_->need_tokenizer().byte_vocab;
+}
+
+const std::vector<std::optional<std::string>>& engine::special_token_texts() const {
+  return impl_->need_tokenizer().special_texts;
 }
 
 bool engine::has_tokenizer() const { return impl_->tokenizer.has_value(); }

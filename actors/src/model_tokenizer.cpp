@@ -26,6 +26,11 @@ std::optional<model_tokenizer> load_model_tokenizer(const engine_config& config,
                 "tokenizer " + path.string() + " has " + std::to_string(ids) +
                   " ids but the model's head has " + std::to_string(vocab_size) + " rows");
   out.byte_vocab.resize(static_cast<std::size_t>(vocab_size));
+  out.special_texts.resize(out.byte_vocab.size());
+  for (std::int64_t id = 0; id < ids; ++id)
+    if (!out.byte_vocab[static_cast<std::size_t>(id)])
+      out.special_texts[static_cast<std::size_t>(id)] =
+        out.tokenizer->token_text(static_cast<cache::token_id>(id));
   return out;
 }
 

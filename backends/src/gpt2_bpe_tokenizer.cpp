@@ -148,7 +148,15 @@ void gpt2_bpe_tokenizer::bpe(std::string_view word, std::vector<token_id>& out) 
   merges_->merge(std::move(symbols), out);
 }
 
-std::vector<cache::token_id> gpt2_bpe_tokenizer::encode(std::string_view text) const {
+std::optional<std::string> gpt2_bpe_tokenizer::token_text(token_id id) const {
+  if (id < 0 || static_cast<std::size_t>(id) >= decoded_.size() ||
+      byte_vocab_[static_cast<std::size_t>(id)])
+    return std::nullopt;
+  return decoded_[static_cast<std::size_t>(id)];
+}
+
+std::vector<cache::token_id> gpt2_bpe_tokenizer::encode(std::string_view text,
+                                                        bool /*add_special_tokens*/) const {
   std::vector<token_id> ids;
   ids.reserve(text.size() / 3 + 1);
   for (std::string_view word : pretokenizer_->split(text))

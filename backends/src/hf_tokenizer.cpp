@@ -167,6 +167,14 @@ const std::vector<std::optional<std::string>>& hf_tokenizer::byte_vocab() const 
   return parts_->byte_vocab;
 }
 
+std::optional<std::string> hf_tokenizer::token_text(token_id id) const {
+  const auto& tokens = parts_->tokens;
+  if (id < 0 || static_cast<std::size_t>(id) >= tokens.size() ||
+      parts_->byte_vocab[static_cast<std::size_t>(id)])
+    return std::nullopt;
+  return tokens[static_cast<std::size_t>(id)];
+}
+
 std::optional<token_id> hf_tokenizer::token_id_of(std::string_view token) const {
   if (auto it = parts_->token_ids.find(std::string(token)); it != parts_->token_ids.end())
     return it->second;

@@ -117,8 +117,20 @@ std::optional<cache::token_id> llama2c_tokenizer::lookup(const std::string& piec
   return it->second;
 }
 
-std::vector<cache::token_id> llama2c_tokenizer::encode(std::string_view text) const {
-  std::vector<token_id> symbols{bos_id};
+std::optional<std::string> llama2c_tokenizer::token_text(token_id id) const {
+  if (id != unk_id && id != bos_id && id != eos_id)
+    return std::nullopt;
+  const std::string& piece = pieces_[static_cast<std::size_t>(id)];
+  const auto first = piece.find_first_not_of("\n");
+  const auto last = piece.find_last_not_of("\n");
+  return first == std::string::npos ? piece : piece.substr(first, last - first + 1);
+}
+
+std::vector<cache::token_id> llama2c_tokenizer::encode(std::string_view text,
+                                                       bool add_special_tokens) const {
+  std::vector<token_id> symbols;
+  if (add_special_tokens)
+    symbols.push_back(bos_id);
   // run.c pushes str_lookup(" ") unchecked; a vocabulary without " " gets no dummy prefix
   // instead of run.c's invalid id -1.
   if (!text.empty() && space_id_)

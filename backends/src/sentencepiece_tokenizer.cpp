@@ -180,9 +180,10 @@ public:
   sentencepiece_tokenizer(const sentencepiece_tokenizer&) = delete;
   sentencepiece_tokenizer& operator=(const sentencepiece_tokenizer&) = delete;
 
-  std::vector<token_id> encode(std::string_view text) const override {
+  using tokenizer_i::encode;
+  std::vector<token_id> encode(std::string_view text, bool add_special_tokens) const override {
     std::vector<token_id> ids;
-    if (bos_ >= 0)
+    if (bos_ >= 0 && add_special_tokens)
       ids.push_back(bos_);
     std::string error;
     struct sinks {

@@ -108,6 +108,11 @@ TEST(ApiRequests, SampleWithDefaultsAndEveryOption) {
 
 TEST(ApiRequests, TokenizeDetokenizeCacheKvAndClear) {
   EXPECT_EQ(accepted(parse_tokenize_request(R"({"text": "a b"})")).text, "a b");
+  EXPECT_TRUE(accepted(parse_tokenize_request(R"({"text": "a"})")).add_special_tokens);
+  EXPECT_FALSE(accepted(parse_tokenize_request(R"({"text": "a", "add_special_tokens": false})"))
+                 .add_special_tokens);
+  EXPECT_TRUE(refused(parse_tokenize_request(R"({"text": "a", "add_special_tokens": 1})"),
+                      "invalid_request", "add_special_tokens"));
   EXPECT_EQ(accepted(parse_detokenize_request(R"({"tokens": [3, 4]})")).tokens,
             (cache::token_seq{3, 4}));
   // Detokenizing nothing is harmless: no query runs.

@@ -98,14 +98,20 @@ public:
   void reset_async_queries();
 
   /// Text to ids with the model's tokenizer, in its own convention (llama2.c: BOS and
-  /// the dummy-prefix space; GPT-2: nothing added). errc::no_tokenizer without one.
-  token_seq tokenize(std::string_view text) const;
+  /// the dummy-prefix space; GPT-2: nothing added; tokenizer.json: its post-processor's
+  /// special tokens); add_special_tokens false leaves out what the convention adds
+  /// around the text. errc::no_tokenizer without one.
+  token_seq tokenize(std::string_view text, bool add_special_tokens = true) const;
   /// The exact bytes of ids (errc::token_out_of_range for an id past the vocabulary).
   std::string detokenize(const token_seq& ids) const;
   /// For every id in [0, vocab_size()), the bytes it stands for; std::nullopt for
   /// control tokens and for head rows past the tokenizer's vocabulary
   /// (genlm-backend's byte_vocab). errc::no_tokenizer without a tokenizer.
   const std::vector<std::optional<std::string>>& byte_vocab() const;
+  /// [vocab_size()]: for each id byte_vocab() has no bytes for, the text the tokenizer
+  /// spells it with ("</s>", "<|eot_id|>"), when it names it (genlm-backend's byte
+  /// vocabulary holds special tokens so). errc::no_tokenizer without a tokenizer.
+  const std::vector<std::optional<std::string>>& special_token_texts() const;
   bool has_tokenizer() const;
   /// The model's BOS id, and its EOS ids (generate's stop ids first), as its files say:
   /// config.json, generation_config.json, tokenizer_config.json, a .bin's format. None

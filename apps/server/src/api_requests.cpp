@@ -151,8 +151,11 @@ parsed<sample_request> parse_sample_request(std::string_view body,
 parsed<tokenize_request> parse_tokenize_request(std::string_view body) {
   return catching<tokenize_request>([&] {
     const json object = parse_object(body, false);
-    allow_only(object, {"text"});
-    return tokenize_request{read_string(required(object, "text"), "text")};
+    allow_only(object, {"text", "add_special_tokens"});
+    tokenize_request request{read_string(required(object, "text"), "text")};
+    if (const json* v = member(object, "add_special_tokens"))
+      request.add_special_tokens = read_bool(*v, "add_special_tokens");
+    return request;
   });
 }
 

@@ -81,7 +81,13 @@ std::string vocab_body(const canopy::engine& engine) {
   json vocab = json::array();
   for (const auto& bytes : engine.byte_vocab())
     vocab.push_back(bytes ? json(backends::hex_bytes(*bytes)) : json(nullptr));
-  return dump({{"vocab", std::move(vocab)}});
+  // How the tokenizer spells the ids that have no bytes ("</s>"), by id.
+  json special = json::object();
+  const auto& texts = engine.special_token_texts();
+  for (std::size_t id = 0; id < texts.size(); ++id)
+    if (texts[id])
+      special[std::to_string(id)] = *texts[id];
+  return dump({{"vocab", std::move(vocab)}, {"special_tokens", std::move(special)}});
 }
 
 /// A job's `done`: answers the job's error, or what `encode` makes of its reply (with
@@ -329,8 +335,8 @@ http_response api_router::tokenize(const http_request& request) const {
   if (auto* error = std::get_if<api_error>(&result))
     return to_response(*error);
   try {
-    return json_response(
-        {{"tokens", engine_.tokenize(std::get<tokenize_request>(result).text)}});
+    const auto& req = std::get<tokenize_request>(result);
+    return json_response({{"tokens", engine_.tokenize(req.text, req.add_special_tokens)}});
   } catch (const canopy::error& e) {
     return to_response(engine_error(e));
   }

@@ -22,6 +22,9 @@ struct model_tokenizer {
   /// [vocab]: the tokenizer's byte vocabulary, padded with std::nullopt up to the
   /// number of head rows.
   std::vector<std::optional<std::string>> byte_vocab;
+  /// [vocab]: for each id without bytes, how the tokenizer spells it ("</s>"), if it
+  /// names it; std::nullopt for every other id.
+  std::vector<std::optional<std::string>> special_texts;
 };
 
 /// No tokenizer (nullopt) for the mock backend, the built-in synthetic model, or a

@@ -35,7 +35,10 @@ public:
   gpt2_bpe_tokenizer(const std::filesystem::path& vocab_json, const std::filesystem::path& merges_txt);
   ~gpt2_bpe_tokenizer() override;
 
-  std::vector<cache::token_id> encode(std::string_view text) const override;
+  using tokenizer_i::encode;
+  /// GPT-2 adds nothing around the text either way.
+  std::vector<cache::token_id> encode(std::string_view text, bool add_special_tokens) const override;
+  std::optional<std::string> token_text(cache::token_id id) const override;
   std::string decode(const std::vector<cache::token_id>& ids) const override;
   const std::vector<std::optional<std::string>>& byte_vocab() const override { return byte_vocab_; }
   std::string_view kind() const override { return "gpt2-bpe"; }

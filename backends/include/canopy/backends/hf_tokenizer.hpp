@@ -36,13 +36,11 @@ public:
   explicit hf_tokenizer(const std::filesystem::path& tokenizer_json);
   ~hf_tokenizer() override;
 
-  /// With the special tokens of the post-processor, as transformers' tokenizer(text).
-  std::vector<cache::token_id> encode(std::string_view text) const override {
-    return encode(text, true);
-  }
+  using tokenizer_i::encode;
   /// Throws std::invalid_argument for text that is not UTF-8 where a normalizer or the
   /// model must read characters.
-  std::vector<cache::token_id> encode(std::string_view text, bool add_special_tokens) const;
+  std::vector<cache::token_id> encode(std::string_view text,
+                                      bool add_special_tokens) const override;
   /// HF's decode(ids, skip_special_tokens=false).
   std::string decode(const std::vector<cache::token_id>& ids) const override;
   const std::vector<std::optional<std::string>>& byte_vocab() const override;
@@ -50,6 +48,7 @@ public:
 
   /// An added token's content, or a model piece as the file spells it.
   std::optional<cache::token_id> token_id_of(std::string_view token) const override;
+  std::optional<std::string> token_text(cache::token_id id) const override;
 
 private:
   struct parts;

@@ -34,7 +34,10 @@ public:
   /// not the byte pieces <0x00>..<0xFF>).
   explicit llama2c_tokenizer(const std::filesystem::path& file);
 
-  std::vector<cache::token_id> encode(std::string_view text) const override;
+  using tokenizer_i::encode;
+  std::vector<cache::token_id> encode(std::string_view text, bool add_special_tokens) const override;
+  /// A control piece without the newlines around it: "<s>", "</s>", "<unk>".
+  std::optional<std::string> token_text(cache::token_id id) const override;
   std::string decode(const std::vector<cache::token_id>& ids) const override;
   const std::vector<std::optional<std::string>>& byte_vocab() const override { return byte_vocab_; }
   std::string_view kind() const override { return "llama2c"; }

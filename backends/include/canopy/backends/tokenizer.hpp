@@ -25,8 +25,15 @@ public:
   virtual ~tokenizer_i() = default;
 
   /// The model's own convention: llama2.c adds BOS and the dummy-prefix space (run.c
-  /// encode(text, bos=1, eos=0)); GPT-2 adds nothing and never parses special-token text.
-  virtual std::vector<cache::token_id> encode(std::string_view text) const = 0;
+  /// encode(text, bos=1, eos=0)); GPT-2 adds nothing and never parses special-token text;
+  /// tokenizer.json adds its post-processor's special tokens (transformers' default).
+  std::vector<cache::token_id> encode(std::string_view text) const { return encode(text, true); }
+
+  /// With add_special_tokens false, without what the convention adds around the text
+  /// (BOS, the post-processor's tokens); the text's own pieces stay as they are
+  /// (llama2.c's dummy-prefix space is part of the text's encoding).
+  virtual std::vector<cache::token_id> encode(std::string_view text,
+                                              bool add_special_tokens) const = 0;
 
   /// Exact bytes of the ids (llama2.c: run.c's decode rules, true bytes for <0xHH>).
   /// Throws std::invalid_argument naming an out-of-range id.
@@ -44,6 +51,14 @@ public:
   /// there is none or the format does not name its tokens so.
   virtual std::optional<cache::token_id> token_id_of(std::string_view token) const {
     (void)token;
+    return std::nullopt;
+  }
+
+  /// How the tokenizer's files spell a control token (byte_vocab() has no bytes for it):
+  /// "<|end_of_text|>", "</s>"; std::nullopt for other ids, or when the format has no
+  /// name for it.
+  virtual std::optional<std::string> token_text(cache::token_id id) const {
+    (void)id;
     return std::nullopt;
   }
 };

@@ -62,9 +62,10 @@ struct sample_request {
   std::vector<std::int32_t> eos_token_ids;
 };
 
-/// POST /v1/tokenize: {"text": "..."}.
+/// POST /v1/tokenize: {"text": "...", "add_special_tokens": true}.
 struct tokenize_request {
   std::string text;
+  bool add_special_tokens = true; // false: without what the tokenizer adds around the text
 };
 
 /// POST /v1/detokenize: {"tokens": [...]}; an empty list is allowed (it reads as "").
