@@ -104,6 +104,8 @@ TEST(hf_tokenizer, special_tokens_have_no_bytes_and_the_rest_all_have_theirs) {
   EXPECT_FALSE(vocab[128000]) << "<|begin_of_text|>";
   EXPECT_EQ(vocab[*tok.token_id_of("\xC4\xA0world")], " world");
   EXPECT_EQ(tok.token_id_of("<|end_of_text|>"), 128001);
+  EXPECT_EQ(tok.token_text(128001), "<|end_of_text|>");
+  EXPECT_EQ(tok.token_text(9906), std::nullopt) << "\"Hello\" has bytes";
 }
 
 // --- refusals -------------------------------------------------------------------------

@@ -31,7 +31,20 @@ TEST(Llama2cTokenizer, EncodesEveryOracleCase) {
     const std::string text = from_hex(c.at("text_utf8_hex").get<std::string>());
     ASSERT_EQ(text, c.at("text").get<std::string>());
     EXPECT_EQ(tok.encode(text), ids_of(c.at("ids"))) << "text: " << text;
+    // Without special tokens: the same ids after BOS (the dummy prefix is the text's).
+    const auto ids = ids_of(c.at("ids"));
+    EXPECT_EQ(tok.encode(text, false), std::vector<canopy::cache::token_id>(ids.begin() + 1, ids.end()))
+      << "text: " << text;
   }
+}
+
+TEST(Llama2cTokenizer, ControlTokensAreNamedWithoutTheirNewlines) {
+  CANOPY_SHARED_PATH_OR_SKIP(oracle, "oracle/tokenizers.json");
+  const llama2c_tokenizer tok(tok512(oracle));
+  EXPECT_EQ(tok.token_text(0), "<unk>");
+  EXPECT_EQ(tok.token_text(1), "<s>");
+  EXPECT_EQ(tok.token_text(2), "</s>");
+  EXPECT_EQ(tok.token_text(300), std::nullopt) << "an ordinary piece has bytes instead";
 }
 
 TEST(Llama2cTokenizer, DecodesEveryOracleCase) {
