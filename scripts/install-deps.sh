@@ -18,6 +18,7 @@ packages=(
   libssl-dev            # cluster tokens: HMAC-SHA256 and the CSPRNG (CAF's TLS uses OpenSSL too)
   openssl               # the tests' TLS certificates (the README's TLS example too)
   python3-numpy         # the Python client (apps/python/canopy_client) and its tests
+  python3-venv python3-pip python3-setuptools  # the test of `pip install ./apps/python`
   curl                  # the quick start's request against canopy serve
 )
 

@@ -8,6 +8,7 @@ import numpy as np
 from canopy_client import CanopyError, CanopyProtocolError, api
 from canopy_client.errors import server_error
 from canopy_client.http_connection import encode_request
+from canopy_client.vocab import genlm_byte_vocab, str_vocab
 
 
 class RequestBodyTest(unittest.TestCase):
@@ -47,9 +48,15 @@ class AnswerTest(unittest.TestCase):
         self.assertEqual(api.generated_ids([5, 2, 6], [2]), [5, 2, 6])
         self.assertEqual(api.generated_ids([], [2]), [])
 
-    def test_vocab_hex_to_bytes(self):
-        self.assertEqual(api.vocab_bytes({"vocab": [None, "0a", "20f09f", ""]}),
-                         [None, b"\n", b" \xf0\x9f", b""])
+    def test_vocab_hex_to_genlm_tokens(self):
+        answer = {"vocab": [None, "0a", "20f09f", "", None], "special_tokens": {"0": "</s>"}}
+        vocab = genlm_byte_vocab(answer, 5)
+        self.assertEqual(vocab, [b"</s>", b"\n", b" \xf0\x9f", b"", b""])
+        self.assertEqual([t.token_id for t in vocab], [0, 1, 2, 3, 4])
+        self.assertEqual(vocab[2].byte_string, b" \xf0\x9f")
+        self.assertEqual(str_vocab(vocab), ["</s>", "\n", " \ufffd", "", ""])
+        with self.assertRaises(ValueError):
+            genlm_byte_vocab(answer, 6)
 
 
 class ErrorTest(unittest.TestCase):

@@ -79,9 +79,12 @@ class Stories260KTest(ServerTestCase):
     def test_byte_vocab_matches_the_oracle_bytes(self):
         vocab = self.lm.byte_vocab
         self.assertEqual(len(vocab), self.lm.vocab_size)
+        # Control tokens carry their names, as genlm-backend's byte_vocab has them.
+        names = {0: b"<unk>", 1: b"<s>", 2: b"</s>"}
         for entry in load_json("tokenizers.json")["token_bytes"]["llama2c_tok512"]:
-            expected = None if entry["hex"] is None else bytes.fromhex(entry["hex"])
+            expected = names[entry["id"]] if entry["hex"] is None else bytes.fromhex(entry["hex"])
             self.assertEqual(vocab[entry["id"]], expected, entry)
+            self.assertEqual(vocab[entry["id"]].token_id, entry["id"])
 
     def test_greedy_sample_from_bos(self):
         greedy = load_json("stories260K", "greedy.json")

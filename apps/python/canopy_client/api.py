@@ -50,9 +50,3 @@ def generated_ids(tokens, eos_token_ids):
     if tokens and tokens[-1] in eos_token_ids:
         return tokens[:-1]
     return tokens
-
-
-def vocab_bytes(answer):
-    """``GET /v1/vocab``'s answer as genlm-backend's ``byte_vocab``: bytes, None for
-    tokens with no bytes (control tokens)."""
-    return [None if hex_bytes is None else bytes.fromhex(hex_bytes) for hex_bytes in answer["vocab"]]

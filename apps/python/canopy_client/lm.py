@@ -12,7 +12,10 @@ from .arrays import array_converter
 from .errors import CanopyProtocolError, server_error
 from .http_connection import encode_request
 from .loop_thread import LoopThread
+from .local_server import LocalServer
 from .pool import ConnectionPool
+from .tokenizer import CanopyTokenizer
+from .vocab import genlm_byte_vocab, str_vocab
 from .wire import decode_logprobs
 
 
@@ -34,10 +37,11 @@ class CanopyLM:
 
     Every request runs on the client's own event-loop thread (see ``loop_thread``), so
     the async methods work from any event loop and the sync ones from any thread,
-    inside a running loop or not. Differences from genlm-backend: no ``tokenizer``
-    attribute (use ``tokenize``/``detokenize``/``byte_vocab``) and no
-    ``reset_async_queries`` (the HTTP API has none; cancelling a task abandons its
-    request).
+    inside a running loop or not. genlm-control takes it where it takes an ``AsyncLM``:
+    ``tokenizer`` (encode, decode, eos_token_id, bos_token_id), ``byte_vocab`` (bytes,
+    control tokens as their names), ``str_vocab``, the log-prob, sampling and cache
+    methods with genlm-backend's names and arguments. ``from_name`` starts a local
+    ``canopy serve`` for a model and stops it on ``close``.
     """
 
     def __init__(self, url="http://127.0.0.1:8080", auth_token=None, max_connections=64,
@@ -62,6 +66,30 @@ class CanopyLM:
         self._lazy_lock = threading.Lock()
         self._model_info = None
         self._byte_vocab = None
+        self._special_ids = None
+        self._str_vocab = None
+        self._server = None  # a LocalServer this client started (from_name)
+
+    @classmethod
+    def from_name(cls, model, canopy=None, server_args=(), **client_options):
+        """A client of a ``canopy serve --model MODEL`` that it starts on a free
+        loopback port and stops on ``close`` (genlm-backend's ``from_name``).
+
+        Args:
+            model: a model path Canopy reads (an HF directory with config.json,
+                model.safetensors and tokenizer.json; a llama2.c .bin).
+            canopy: the ``canopy`` program; default $CANOPY_CLI, else ``canopy`` on PATH.
+            server_args: more ``canopy serve`` flags (``("--kv_budget_bytes", "1e9")``).
+            client_options: as for ``CanopyLM(...)``.
+        """
+        server = LocalServer("--model", str(model), *server_args, canopy=canopy).start()
+        try:
+            lm = cls(server.url, **client_options)
+        except BaseException:
+            server.stop()
+            raise
+        lm._server = server
+        return lm
 
     # -- next-token log-probabilities ------------------------------------------------
 
@@ -91,6 +119,16 @@ class CanopyLM:
         tokens = api.token_list(token_ids)
         return self._to_array(await self._run_async(
             self._score([tokens], batch=False, all_positions=True)))
+
+    def next_token_logprobs_uncached(self, token_ids):
+        """genlm-backend's uncached call, blocking. Canopy answers it on its usual path:
+        a cached row is the row the model computes (within float rounding of a
+        batched pass), so the result is the same."""
+        return self.next_token_logprobs_sync(token_ids)
+
+    def reset_async_queries(self):
+        """genlm-backend drops its queued queries here; this client queues none (each
+        call is its own request), so there is nothing to drop."""
 
     # -- sampling --------------------------------------------------------------------
 
@@ -146,15 +184,38 @@ class CanopyLM:
 
     @property
     def byte_vocab(self):
-        """Each id's exact bytes, None for control tokens (fetched once)."""
+        """Each id's exact bytes as a ``Token`` (a ``bytes`` with ``token_id``); control
+        tokens as the tokenizer names them (b"</s>"), as genlm-backend gives them
+        (fetched once)."""
+        vocab_size = self.vocab_size  # before the lock, which model_info takes too
         with self._lazy_lock:
             if self._byte_vocab is None:
-                self._byte_vocab = api.vocab_bytes(self._run(self._get_json("/v1/vocab")))
+                answer = self._run(self._get_json("/v1/vocab"))
+                self._byte_vocab = genlm_byte_vocab(answer, vocab_size)
+                self._special_ids = {i for i, entry in enumerate(answer["vocab"]) if entry is None}
             return self._byte_vocab
 
+    @property
+    def str_vocab(self):
+        """Each id's text (its bytes as UTF-8, invalid bytes replaced), genlm's str_vocab."""
+        vocab = self.byte_vocab
+        with self._lazy_lock:
+            if self._str_vocab is None:
+                self._str_vocab = str_vocab(vocab)
+            return self._str_vocab
+
+    @property
+    def tokenizer(self):
+        """A Hugging Face-like tokenizer for genlm code (``CanopyTokenizer``)."""
+        return CanopyTokenizer(self)
+
     def tokenize(self, text):
-        """The model tokenizer's ids for ``text``."""
-        return self._run(self._post_json("/v1/tokenize", {"text": text}))["tokens"]
+        """The model tokenizer's ids for ``text``, with its special tokens."""
+        return self._tokenize(text, True)
+
+    def _tokenize(self, text, add_special_tokens):
+        body = {"text": text, "add_special_tokens": bool(add_special_tokens)}
+        return self._run(self._post_json("/v1/tokenize", body))["tokens"]
 
     def detokenize(self, token_ids):
         """The exact bytes ``token_ids`` stand for (not always valid UTF-8)."""
@@ -164,11 +225,14 @@ class CanopyLM:
     # -- lifetime --------------------------------------------------------------------
 
     def close(self):
-        """Close the connections and stop the client's thread. Requests still in
-        flight end with ``CancelledError``; later calls raise ``RuntimeError``."""
+        """Close the connections and stop the client's thread (and the server that
+        ``from_name`` started). Requests still in flight end with ``CancelledError``;
+        later calls raise ``RuntimeError``."""
         if not self._closed:
             self._closed = True
             self._io.stop(self._pool.close())
+            if self._server is not None:
+                self._server.stop()
 
     async def aclose(self):
         self.close()
