@@ -24,10 +24,12 @@ const kv_slots::entry* kv_slots::find(cache::kv_handle h) const {
   return e.in_use && e.generation == (h >> 32) ? &e : nullptr;
 }
 
-std::vector<kv_slots::slot> kv_slots::chain(cache::kv_handle last, std::uint32_t length) const {
-  std::vector<slot> out(length);
+std::vector<kv_slots::slot> kv_slots::chain(cache::kv_handle last, std::uint32_t length,
+                                            std::uint32_t newest) const {
+  const auto first = length > newest ? length - newest : 0u; // position of out[0]
+  std::vector<slot> out(length - first);
   cache::kv_handle h = last;
-  for (auto i = length; i-- > 0;) {
+  for (auto i = length; i-- > first;) {
     const entry* e = find(h);
     if (e == nullptr)
       throw std::invalid_argument("kv storage: unknown or released KV handle " +
@@ -36,10 +38,16 @@ std::vector<kv_slots::slot> kv_slots::chain(cache::kv_handle last, std::uint32_t
       throw std::invalid_argument("kv storage: KV handle " + std::to_string(h) +
                                   " is at position " + std::to_string(e->position) +
                                   ", expected " + std::to_string(i));
-    out[i] = static_cast<slot>(h & 0xffffffffu) - 1;
+    out[i - first] = static_cast<slot>(h & 0xffffffffu) - 1;
     h = e->parent;
   }
-  if (h != cache::no_kv)
+  if (out.empty() && length > 0) { // nothing walked: `last` is still checked
+    const entry* e = find(last);
+    if (e == nullptr || e->position != length - 1)
+      throw std::invalid_argument("kv storage: unknown, released or misplaced KV handle " +
+                                  std::to_string(last));
+  }
+  if (first == 0 && h != cache::no_kv)
     throw std::invalid_argument("kv storage: KV handle " + std::to_string(last) +
                                 " continues past the stated prefix length " +
                                 std::to_string(length));

@@ -26,10 +26,13 @@ public:
   std::int64_t capacity() const { return static_cast<std::int64_t>(entries_.size()); }
   std::int64_t used() const { return capacity() - static_cast<std::int64_t>(free_.size()); }
 
-  /// The slots of the whole sequence that ends at `last`, oldest first:
-  /// [length] slots. Throws std::invalid_argument when `last` is unknown or stale,
-  /// or when its sequence is not `length` tokens long.
-  std::vector<slot> chain(cache::kv_handle last, std::uint32_t length) const;
+  /// The slots of the last `newest` tokens (all, when `newest` >= `length`) of the
+  /// sequence that ends at `last`, oldest first. Only those are walked, so KV before
+  /// them may have been released (a sliding window reads no further back). Throws
+  /// std::invalid_argument when a slot walked is unknown or stale, when `last` is not
+  /// at position length - 1, or when a whole sequence walked is not `length` long.
+  std::vector<slot> chain(cache::kv_handle last, std::uint32_t length,
+                          std::uint32_t newest = UINT32_MAX) const;
 
   /// Takes up to `n` free slots for consecutive tokens that continue `parent`
   /// (no_kv: a sequence start) at position `position`. Fewer (maybe none) when the

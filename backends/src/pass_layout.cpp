@@ -99,7 +99,7 @@ pass_layout build_pass_layout(const std::vector<item_shape>& items, std::int64_t
     geo.push_back({skipped, p - skipped, item.new_tokens, packed, prefix_rows});
     out.item_offset.push_back(packed);
     for (std::int64_t j = 0; j < item.new_tokens; ++j)
-      out.positions.push_back(p + j);
+      out.positions.push_back(item.prefix_start + p + j);
     if (pool_zero_row < 0)
       out.prefix_slots.insert(out.prefix_slots.end(), item.prefix_slots.begin() + skipped,
                               item.prefix_slots.end());

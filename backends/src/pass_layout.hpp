@@ -26,6 +26,8 @@ namespace canopy::backends {
 
 /// One item as the layout needs it.
 struct item_shape {
+  std::int64_t prefix_start = 0;          // position of prefix_slots[0] (> 0 when the
+                                          // prefix's oldest KV is not read: a window)
   std::vector<std::int64_t> prefix_slots; // [p] pool rows of the cached prefix, oldest first
   std::vector<std::int64_t> new_slots;    // [n] pool rows of the new tokens (pooled only)
   std::int64_t new_tokens = 0;            // n >= 1

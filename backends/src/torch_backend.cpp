@@ -239,8 +239,15 @@ private:
       fail_item(index, "prefix_length without a prefix KV handle");
     item_shape shape;
     shape.new_tokens = static_cast<std::int64_t>(item.tokens.size());
-    if (item.prefix != no_kv)
-      shape.prefix_slots = slots_->chain(item.prefix, item.prefix_length);
+    if (item.prefix != no_kv) {
+      // A sliding window reads the last W-1 prefix positions only: older KV may be gone.
+      const auto window = c.sliding_window;
+      const auto newest = window > 0 ? static_cast<std::uint32_t>(window - 1) : UINT32_MAX;
+      shape.prefix_slots = slots_->chain(item.prefix, item.prefix_length, newest);
+      shape.prefix_start =
+        static_cast<std::int64_t>(item.prefix_length) -
+        static_cast<std::int64_t>(shape.prefix_slots.size());
+    }
     return shape;
   }
 

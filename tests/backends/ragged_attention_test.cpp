@@ -167,6 +167,18 @@ TEST(ragged_attention, a_windowed_pass_reads_at_most_w_minus_1_prefix_keys_per_i
     << "positions stay absolute";
 }
 
+TEST(ragged_attention, a_prefix_that_starts_later_keeps_absolute_positions) {
+  // The worker gives only the window's prefix slots when older KV is gone.
+  item_shape it;
+  it.prefix_start = 285;
+  it.prefix_slots = {7, 8, 9};
+  it.new_tokens = 2;
+  const auto layout = build_pass_layout({it}, -1, 16);
+  EXPECT_EQ(layout.positions, (std::vector<std::int64_t>{288, 289}));
+  EXPECT_EQ(layout.prefix_slots, (std::vector<std::int64_t>{7, 8, 9}));
+  EXPECT_EQ(layout.groups[0].keys, 5);
+}
+
 TEST(ragged_attention, equal_shapes_make_one_group_without_padding) {
   std::vector<item_shape> items(5);
   std::int64_t slot = 0;

@@ -129,6 +129,36 @@ TEST_P(torch_backend_fidelity, extending_token_by_token_reuses_kv_and_matches) {
   EXPECT_EQ(backend->kv_entries(), c.tokens.size());
 }
 
+// Mistral's window (16): a token's KV is read only by the 15 tokens after it, so the
+// worker may free it then, and every row still matches.
+TEST(torch_backend_window, kv_older_than_the_window_is_released_and_rows_still_match) {
+  CANOPY_SHARED_PATH_OR_SKIP(model, "models/mistral-swa-synthetic");
+  CANOPY_SHARED_PATH_OR_SKIP(oracle, "oracle/mistral-swa-synthetic");
+  const auto cases = load_oracle_cases(oracle);
+  const auto& c = cases.back(); // long_300
+  ASSERT_EQ(c.tokens.size(), 300u);
+  constexpr std::size_t window = 16;
+  torch_options options;
+  options.kv_budget_bytes = 64u << 20;
+  auto backend = make_torch_backend(load_checkpoint(model), "cpu", options);
+  std::vector<kv_handle> handles; // of every position, oldest first
+  std::size_t released = 0;       // handles[0..released) are freed
+  for (std::size_t i = 0; i < c.tokens.size(); i += 3) {
+    const auto end = std::min(i + 3, c.tokens.size());
+    pass_request request;
+    request.items.push_back(item(slice(c.tokens, i, end), handles.empty() ? no_kv : handles.back(),
+                                 static_cast<std::uint32_t>(i)));
+    const auto result = backend->run(request);
+    ASSERT_EQ(result.items[0].kv.size(), end - i);
+    handles.insert(handles.end(), result.items[0].kv.begin(), result.items[0].kv.end());
+    EXPECT_LE(error(result.items[0], c, i), c.tolerance) << "positions " << i << ".." << end;
+    // Keep the newest window - 1 tokens' KV: all the next pass may read.
+    while (handles.size() - released > window - 1)
+      backend->release_kv({handles[released++]});
+    EXPECT_EQ(backend->kv_entries(), std::min(handles.size(), window - 1));
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(shared_models, torch_backend_fidelity, canopy::testing::oracle_models(),
                          canopy::testing::oracle_model_name);
 
