@@ -121,6 +121,10 @@ const std::vector<setting>& settings() {
     make_setting("logprob_max_entries", "limit on cached rows, 0: none (OutputCache maxsize)",
                  &c::logprob_max_entries),
     make_setting("kv_budget_bytes", "hard limit on KV bytes per worker", &c::kv_budget_bytes),
+    make_setting("max_context_length",
+                 "torch: 0: the model's context; N: up to N tokens (more only with a "
+                 "sliding window)",
+                 &c::max_context_length),
     make_setting("eviction_policy", "lru | lfu | fifo | priority", &c::eviction_policy),
     make_setting("logprob_dtype", "stored rows: float32 | float16 | bfloat16",
                  &c::logprob_dtype),

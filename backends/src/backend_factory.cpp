@@ -58,8 +58,8 @@ model_info describe_model(const backend_spec& spec) {
   if (spec.kind != "torch")
     unknown_kind(spec);
   const auto builtin = builtin_model();
-  const model_config config =
-    spec.model.empty() ? synthetic_config(builtin) : load_model_config(spec.model);
+  const model_config config = served_config(
+    spec.model.empty() ? synthetic_config(builtin) : load_model_config(spec.model), spec.torch);
   info.architecture = to_string(config.arch);
   info.name = info.architecture + " " +
               (spec.model.empty() ? "synthetic " + info.architecture + " seed " +

@@ -97,7 +97,9 @@ public:
       at::globalContext().setAllowTF32CuBLAS(false);
       at::globalContext().setAllowTF32CuDNN(false);
     }
-    model_ = make_transformer(ckpt, dtype_, device_);
+    checkpoint served = ckpt; // views and storage are shared, not copied
+    served.config = served_config(ckpt.config, options);
+    model_ = make_transformer(served, dtype_, device_);
     const auto& c = model_->config();
     const auto per_token = static_cast<std::uint64_t>(
       2 * c.num_layers * c.num_kv_heads * c.head_dim * at::elementSize(dtype_));
@@ -261,6 +263,22 @@ private:
 };
 
 } // namespace
+
+model_config served_config(model_config config, const torch_options& options) {
+  const auto asked = options.max_context_length;
+  if (asked == 0)
+    return config;
+  const auto model = static_cast<std::uint64_t>(config.context_length);
+  if (asked > model && config.sliding_window == 0)
+    throw std::invalid_argument(
+      "max_context_length " + std::to_string(asked) + " exceeds the model's context of " +
+      std::to_string(model) + "; only a sliding-window model may serve longer sequences");
+  if (asked > (std::uint64_t{1} << 24))
+    throw std::invalid_argument("max_context_length " + std::to_string(asked) +
+                                " is out of range (at most 16777216)");
+  config.context_length = static_cast<std::int64_t>(asked);
+  return config;
+}
 
 std::unique_ptr<backend_i> make_torch_backend(const checkpoint& ckpt, const std::string& device,
                                               const torch_options& options) {

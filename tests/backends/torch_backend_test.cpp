@@ -130,33 +130,63 @@ TEST_P(torch_backend_fidelity, extending_token_by_token_reuses_kv_and_matches) {
 }
 
 // Mistral's window (16): a token's KV is read only by the 15 tokens after it, so the
-// worker may free it then, and every row still matches.
-TEST(torch_backend_window, kv_older_than_the_window_is_released_and_rows_still_match) {
+// worker may free it then. Served past the model's 512 positions (max_context_length),
+// long_300 four times over: with no absolute position in the model (RoPE is relative)
+// and a reach of 2 x 15 tokens through its 2 layers, the row after position i + 300k
+// is the row after i for every i >= 30, so the oracle checks all 1,200 rows.
+TEST(torch_backend_window, past_the_models_context_with_kv_older_than_the_window_freed) {
   CANOPY_SHARED_PATH_OR_SKIP(model, "models/mistral-swa-synthetic");
   CANOPY_SHARED_PATH_OR_SKIP(oracle, "oracle/mistral-swa-synthetic");
   const auto cases = load_oracle_cases(oracle);
   const auto& c = cases.back(); // long_300
   ASSERT_EQ(c.tokens.size(), 300u);
-  constexpr std::size_t window = 16;
+  constexpr std::size_t window = 16, repeats = 4, reach = 2 * (window - 1);
+  token_seq tokens;
+  for (std::size_t r = 0; r < repeats; ++r)
+    tokens.insert(tokens.end(), c.tokens.begin(), c.tokens.end());
   torch_options options;
   options.kv_budget_bytes = 64u << 20;
+  options.max_context_length = tokens.size();
   auto backend = make_torch_backend(load_checkpoint(model), "cpu", options);
+  EXPECT_EQ(backend->info().context_length, 1200);
   std::vector<kv_handle> handles; // of every position, oldest first
   std::size_t released = 0;       // handles[0..released) are freed
-  for (std::size_t i = 0; i < c.tokens.size(); i += 3) {
-    const auto end = std::min(i + 3, c.tokens.size());
+  for (std::size_t i = 0; i < tokens.size(); ++i) {
     pass_request request;
-    request.items.push_back(item(slice(c.tokens, i, end), handles.empty() ? no_kv : handles.back(),
+    request.items.push_back(item({tokens[i]}, handles.empty() ? no_kv : handles.back(),
                                  static_cast<std::uint32_t>(i)));
     const auto result = backend->run(request);
-    ASSERT_EQ(result.items[0].kv.size(), end - i);
-    handles.insert(handles.end(), result.items[0].kv.begin(), result.items[0].kv.end());
-    EXPECT_LE(error(result.items[0], c, i), c.tolerance) << "positions " << i << ".." << end;
+    ASSERT_EQ(result.items[0].kv.size(), 1u);
+    handles.push_back(result.items[0].kv[0]);
+    if (i < c.tokens.size() || i % c.tokens.size() >= reach) {
+      EXPECT_LE(error(result.items[0], c, i % c.tokens.size()), c.tolerance) << "position " << i;
+    }
     // Keep the newest window - 1 tokens' KV: all the next pass may read.
     while (handles.size() - released > window - 1)
       backend->release_kv({handles[released++]});
     EXPECT_EQ(backend->kv_entries(), std::min(handles.size(), window - 1));
   }
+}
+
+TEST(torch_backend_window, only_a_sliding_window_model_may_serve_past_its_context) {
+  CANOPY_SHARED_PATH_OR_SKIP(model, "models/stories260K/stories260K.bin");
+  torch_options options;
+  options.max_context_length = 1024;
+  try {
+    make_torch_backend(load_checkpoint(model), "cpu", options);
+    ADD_FAILURE() << "a model without a window served past its 512 positions";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("max_context_length 1024 exceeds the model's context "
+                                         "of 512"),
+              std::string::npos)
+      << e.what();
+  }
+  options.max_context_length = 8; // lowering is always allowed
+  auto backend = make_torch_backend(load_checkpoint(model), "cpu", options);
+  EXPECT_EQ(backend->info().context_length, 8);
+  pass_request request;
+  request.items.push_back(item(token_seq(9, 5)));
+  EXPECT_THROW(backend->run(request), std::invalid_argument);
 }
 
 INSTANTIATE_TEST_SUITE_P(shared_models, torch_backend_fidelity, canopy::testing::oracle_models(),

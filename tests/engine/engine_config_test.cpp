@@ -30,8 +30,9 @@ TEST(engine_config, from_json_reads_every_key_and_round_trips) {
   auto config = engine_config::from_json(
     R"({"vocab_size": 1000, "batch_size": 8, "batch_timeout_ms": 0.5,
         "flush_when_idle": false, "eviction_policy": "lfu", "logprob_dtype": "bfloat16",
-        "devices": ["cpu", "cpu"], "kv_budget_bytes": 4096})");
+        "devices": ["cpu", "cpu"], "kv_budget_bytes": 4096, "max_context_length": 4000})");
   EXPECT_EQ(config.vocab_size, 1000);
+  EXPECT_EQ(config.max_context_length, 4000u);
   EXPECT_EQ(config.batch_size, 8u);
   EXPECT_DOUBLE_EQ(config.batch_timeout_ms, 0.5);
   EXPECT_FALSE(config.flush_when_idle);
@@ -47,6 +48,8 @@ TEST(engine_config, command_line_values_use_the_same_keys) {
   config.set("eviction_policy", "fifo");
   config.set("flush_when_idle", "false");
   config.set("devices", R"(["cpu"])");
+  config.set("max_context_length", "2048");
+  EXPECT_EQ(config.max_context_length, 2048u);
   EXPECT_EQ(config.batch_size, 16u);
   EXPECT_EQ(config.eviction_policy, "fifo");
   EXPECT_FALSE(config.flush_when_idle);

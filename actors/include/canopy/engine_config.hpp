@@ -22,6 +22,9 @@ struct engine_config {
                                        // the built-in seeded synthetic Llama
   std::string tokenizer;               // torch: tokenizer file; empty: found beside model
   std::string dtype = "float32";       // torch: compute dtype float32 | float16 | bfloat16
+  std::uint64_t max_context_length = 0; // torch: 0: the model's context; N: sequences up
+                                       // to N tokens (past the model's only with a
+                                       // sliding window, whose reach stays W)
   std::uint32_t threads_per_worker = 0; // torch: ATen intra-op threads per worker; 0: 1
                                        // (matmuls use every core through OpenBLAS's pool;
                                        // see Note [intra-op threads])

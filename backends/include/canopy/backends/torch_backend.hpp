@@ -19,7 +19,14 @@ struct torch_options {
   std::string dtype = "float32";  // compute dtype: float32 | float16 | bfloat16
   std::uint64_t kv_budget_bytes = std::uint64_t{1} << 30; // this worker's KV storage
   int threads = 0;                // intra-op threads of this worker's passes; 0: ATen's
+  std::uint64_t max_context_length = 0; // 0: the model's; else see served_config
 };
+
+/// `config` with the context `options` ask for: 0 keeps the model's; less than the
+/// model's lowers it; more is allowed only for a sliding-window model (its attention
+/// reaches W tokens back at any position; RoPE angles are computed for every position
+/// served). Throws std::invalid_argument naming both numbers otherwise.
+model_config served_config(model_config config, const torch_options& options);
 
 /// Runs `ckpt` on `device` ("cpu", "cuda" or "cuda:N"). Throws std::invalid_argument
 /// naming the problem (unknown dtype, a CUDA device without CUDA, a budget too small
