@@ -1,11 +1,11 @@
 // tokenizer.json's BPE model (see hf_bpe_model.hpp).
 #include "hf_bpe_model.hpp"
 
+#include "hf_pieces.hpp"
 #include "utf8.hpp"
 
 #include <canopy/backends/byte_level_alphabet.hpp>
 
-#include <cstdio>
 #include <limits>
 #include <stdexcept>
 
@@ -15,19 +15,11 @@ namespace {
 
 using cache::token_id;
 
-const std::string metaspace = "\xE2\x96\x81"; // U+2581
-
 bool only_metaspace(std::string_view piece) {
   for (std::size_t at = 0; at < piece.size(); at += metaspace.size())
     if (piece.compare(at, metaspace.size(), metaspace) != 0)
       return false;
   return !piece.empty();
-}
-
-std::string byte_piece(unsigned b) {
-  char buffer[8];
-  std::snprintf(buffer, sizeof buffer, "<0x%02X>", b);
-  return buffer;
 }
 
 /// A merge entry: "left right", or ["left", "right"] (tokenizers 0.20 and later).
@@ -89,11 +81,11 @@ bpe_model::bpe_model(const json_node& spec, bool byte_level) : byte_level_(byte_
     if (byte_level_) {
       auto it = byte_ids_.find(std::string(1, static_cast<char>(b)));
       if (it == byte_ids_.end())
-        vocab.fail("byte-level BPE needs a piece for every byte; byte " + byte_piece(b) +
+        vocab.fail("byte-level BPE needs a piece for every byte; byte " + fallback_piece(b) +
                    " has none");
       single_byte_[b] = it->second;
     } else if (byte_fallback_) {
-      auto it = ids_.find(byte_piece(b));
+      auto it = ids_.find(fallback_piece(b));
       single_byte_[b] = it == ids_.end() ? -1 : it->second;
     }
   }

@@ -1,11 +1,11 @@
 // tokenizer.json decoders (see hf_decoder.hpp).
 #include "hf_decoder.hpp"
 
+#include "hf_pieces.hpp"
 #include "utf8.hpp"
 
 #include <canopy/backends/byte_level_alphabet.hpp>
 
-#include <cstdlib>
 
 namespace canopy::backends::hf {
 
@@ -32,17 +32,6 @@ public:
     return {lossy_utf8(bytes)};
   }
 };
-
-/// "<0xHH>" -> HH.
-std::optional<unsigned char> fallback_byte(const std::string& token) {
-  if (token.size() != 6 || token.compare(0, 3, "<0x") != 0 || token.back() != '>')
-    return std::nullopt;
-  const auto hex = token.substr(3, 2);
-  if (!std::isxdigit(static_cast<unsigned char>(hex[0])) ||
-      !std::isxdigit(static_cast<unsigned char>(hex[1])))
-    return std::nullopt;
-  return static_cast<unsigned char>(std::strtoul(hex.c_str(), nullptr, 16));
-}
 
 class byte_fallback final : public decoder {
 public:
@@ -130,9 +119,9 @@ private:
   std::string content_;
 };
 
-class metaspace final : public decoder {
+class metaspace_to_spaces final : public decoder {
 public:
-  explicit metaspace(const json_node& spec) : replacement_(spec.string("replacement")) {
+  explicit metaspace_to_spaces(const json_node& spec) : replacement_(spec.string("replacement")) {
     const auto scheme = spec.string("prepend_scheme", spec.boolean("add_prefix_space", true)
                                                         ? "always"
                                                         : "never");
@@ -220,7 +209,7 @@ std::unique_ptr<const decoder> make_decoder(const json_node& spec) {
   if (type == "Replace")
     return std::make_unique<replace>(spec);
   if (type == "Metaspace")
-    return std::make_unique<metaspace>(spec);
+    return std::make_unique<metaspace_to_spaces>(spec);
   if (type == "Sequence")
     return std::make_unique<sequence>(spec);
   spec.unsupported("decoder", "ByteLevel, ByteFallback, Fuse, Strip, Replace, Metaspace, "

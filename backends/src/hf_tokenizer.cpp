@@ -7,6 +7,7 @@
 #include "hf_bpe_model.hpp"
 #include "hf_decoder.hpp"
 #include "hf_normalizer.hpp"
+#include "hf_pieces.hpp"
 #include "hf_post_processor.hpp"
 #include "hf_pre_tokenizer.hpp"
 #include "tokenizer_files.hpp"
@@ -18,8 +19,6 @@ namespace canopy::backends {
 namespace {
 
 using cache::token_id;
-
-const std::string metaspace_character = "\xE2\x96\x81"; // U+2581
 
 nlohmann::json parse(const std::filesystem::path& path) {
   try {
@@ -66,10 +65,10 @@ struct hf_tokenizer::parts {
         continue;
       if (model.byte_level()) {
         byte_vocab[id] = byte_level_piece_bytes(piece);
-      } else if (auto b = fallback_byte(piece); b && model.byte_fallback()) {
+      } else if (auto b = hf::fallback_byte(piece); b && model.byte_fallback()) {
         byte_vocab[id] = std::string(1, static_cast<char>(*b));
       } else {
-        byte_vocab[id] = hf::replace_matches(piece, hf::find_literal(piece, metaspace_character),
+        byte_vocab[id] = hf::replace_matches(piece, hf::find_literal(piece, hf::metaspace),
                                              " ");
       }
     }
@@ -79,12 +78,6 @@ struct hf_tokenizer::parts {
         t.special ? std::nullopt : std::optional<std::string>(t.content);
       token_ids[t.content] = t.id;
     }
-  }
-
-  static std::optional<unsigned char> fallback_byte(const std::string& piece) {
-    if (piece.size() != 6 || piece.compare(0, 3, "<0x") != 0 || piece.back() != '>')
-      return std::nullopt;
-    return static_cast<unsigned char>(std::stoul(piece.substr(3, 2), nullptr, 16));
   }
 
   /// Normalizes, pre-tokenizes and encodes one stretch of text between added tokens.
