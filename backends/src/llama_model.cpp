@@ -3,7 +3,6 @@
 #include "torch_weights.hpp"
 
 #include <cmath>
-#include <functional>
 #include <string>
 
 namespace canopy::backends {
@@ -28,15 +27,6 @@ std::pair<at::Tensor, at::Tensor> rope_tables(const model_config& c, at::ScalarT
   auto angles = positions * inv_freq.unsqueeze(0);                          // [C, hd/2]
   angles = at::cat({angles, angles}, 1);                                    // [C, hd]
   return {angles.cos().to(device, dtype), angles.sin().to(device, dtype)};
-}
-
-/// The fused q/k/v bias of layer prefix `p`, or an undefined tensor without biases.
-at::Tensor qkv_bias(const model_config& c, const std::string& p,
-                    const std::function<at::Tensor(const std::string&)>& w) {
-  if (!c.qkv_bias)
-    return {};
-  return at::cat({w(p + "self_attn.q_proj.bias"), w(p + "self_attn.k_proj.bias"),
-                  w(p + "self_attn.v_proj.bias")});
 }
 
 } // namespace
@@ -91,7 +81,10 @@ llama_model::llama_model(const checkpoint& ckpt, at::ScalarType dtype, at::Devic
     }
     layers_.push_back({w(p + "input_layernorm.weight"),
                        in_out(at::cat({q, k, w(p + "self_attn.v_proj.weight")}, 0)),
-                       qkv_bias(c, p, w),
+                       c.qkv_bias ? at::cat({w(p + "self_attn.q_proj.bias"),
+                                             w(p + "self_attn.k_proj.bias"),
+                                             w(p + "self_attn.v_proj.bias")})
+                                  : at::Tensor(),
                        c.qk_norm ? w(p + "self_attn.q_norm.weight") : at::Tensor(),
                        c.qk_norm ? w(p + "self_attn.k_norm.weight") : at::Tensor(),
                        in_out(w(p + "self_attn.o_proj.weight")),
