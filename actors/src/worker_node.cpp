@@ -11,7 +11,6 @@
 
 #include <caf/actor_system.hpp>
 #include <caf/io/middleman.hpp>
-#include <caf/io/publish.hpp>
 #include <caf/scoped_actor.hpp>
 #include <caf/send.hpp>
 
@@ -34,16 +33,16 @@ struct worker_node::impl {
   std::uint64_t owner_key = actors::random_session_token(); // never leaves the process
   bool drained = false;
 
-  /// Publishes the gate on `listen`, through TLS when configured; the port bound.
+  /// Publishes the gate on `listen`, through TLS when configured; the port bound. Both
+  /// ways ask a middleman actor as caf::io::publish does: CAF's, or the TLS one.
   caf::expected<std::uint16_t> publish_gate() {
-    const char* host = listen.host.c_str();
-    if (!config.tls())
-      return caf::io::publish(gate, listen.port, host, true);
-    tls_middleman = actors::spawn_tls_middleman(*system);
+    if (config.tls())
+      tls_middleman = actors::spawn_tls_middleman(*system);
+    const auto middleman = config.tls() ? tls_middleman : system->middleman().actor_handle();
     caf::expected<std::uint16_t> port = caf::sec::runtime_error;
     caf::scoped_actor self{*system};
     self
-      ->request(tls_middleman, caf::infinite, caf::publish_atom::value, listen.port,
+      ->request(middleman, caf::infinite, caf::publish_atom::value, listen.port,
                 caf::actor_cast<caf::strong_actor_ptr>(gate), system->message_types(gate),
                 listen.host, true)
       .receive([&](std::uint16_t bound) { port = bound; },
