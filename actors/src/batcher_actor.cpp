@@ -34,6 +34,8 @@ std::vector<waiter> take_waiters(batcher_pointer self, entry_id id) {
   if (st.options.merge_duplicates)
     st.by_key.erase(token_view(it->second.q.tokens, it->second.key_hash));
   unlock_later(st, it->second.leaf);
+  for (auto pin : it->second.pins)
+    unlock_later(st, pin);
   st.entries.erase(it);
   return waiters;
 }
@@ -213,7 +215,7 @@ void enqueue(batcher_pointer self, query& q, waiter w, cache::node_id leaf) {
     }
   }
   auto id = st.next_entry++;
-  batch_entry entry{std::move(q), {std::move(w)}, t, deadline, leaf, key.hash};
+  batch_entry entry{std::move(q), {std::move(w)}, t, deadline, leaf, {}, key.hash};
   auto& stored = st.entries.emplace(id, std::move(entry)).first->second;
   if (st.options.merge_duplicates)
     // Entries never move their nodes, so the view stays valid.

@@ -247,6 +247,10 @@ void dispatch(batcher_pointer self, std::vector<entry_id> ids, const prepared_ba
   for (std::size_t i = 0; i < ids.size(); ++i) {
     const auto& p = prepared.entries[i];
     auto& entry = st.entries.at(ids[i]);
+    // This prepare's pins replace an earlier one's (it was locked again, so no KV the
+    // next pass reads goes in between).
+    st.unlocks.insert(st.unlocks.end(), entry.pins.begin(), entry.pins.end());
+    entry.pins = p.pins;
     if (p.hit.row) {
       bump(st.metrics->cache_hits);
       finish(self, ids[i], p.hit);

@@ -2,6 +2,7 @@
 
 #include <canopy/messages/errors.hpp>
 
+#include <algorithm>
 #include <map>
 
 namespace canopy::actors {
@@ -10,10 +11,19 @@ using namespace messages;
 
 cache::row_ptr cache_state::answerable(cache::node_id node, bool require_kv) const {
   auto row = trie->logprobs(node);
-  bool kv_ok = !require_kv;
-  for (cache::worker_id w = 0; w < trie->workers() && !kv_ok; ++w)
-    kv_ok = trie->kv(node, w) != cache::no_kv;
-  return kv_ok ? row : nullptr;
+  if (!row || !require_kv)
+    return row;
+  bool held = false;
+  for (cache::worker_id w = 0; w < trie->workers() && !held; ++w)
+    held = trie->kv(node, w) != cache::no_kv;
+  if (!held || trie->config().kv_window == 0)
+    return held ? row : nullptr;
+  // Under a window, KV held may lack the W-1 tokens before it that a pass reads.
+  const auto depth = trie->depth(node);
+  for (const auto& prefix : trie->kv_prefixes(node))
+    if (prefix.length == depth)
+      return row;
+  return nullptr;
 }
 
 cache::node_id cache_state::lock_miss(const cache::token_seq& tokens, std::int32_t priority,
@@ -24,7 +34,7 @@ cache::node_id cache_state::lock_miss(const cache::token_seq& tokens, std::int32
   return leaf;
 }
 
-prepared_entry cache_state::prepare(cache::node_id leaf, bool require_kv) const {
+prepared_entry cache_state::prepare(cache::node_id leaf, bool require_kv) {
   prepared_entry entry;
   entry.kv.resize(trie->workers());
   if (!options.enabled)
@@ -33,7 +43,24 @@ prepared_entry cache_state::prepare(cache::node_id leaf, bool require_kv) const 
     return entry;
   // The pass must compute at least the last token to produce its row, so the prefix
   // ends at the parent at the latest.
-  entry.kv = trie->kv_prefixes(trie->parent(leaf));
+  const auto parent = trie->parent(leaf);
+  entry.kv = trie->kv_prefixes(parent);
+  if (trie->config().kv_window == 0)
+    return entry; // the leaf's lock keeps its whole path's KV
+  // The leaf's lock keeps the window above it, which is what a pass continuing from
+  // the parent reads; a prefix ending higher up gets a lock of its own.
+  const auto parent_depth = trie->depth(parent);
+  for (const auto& prefix : entry.kv) {
+    if (prefix.length == 0 || prefix.length == parent_depth)
+      continue;
+    auto node = parent;
+    while (trie->depth(node) > prefix.length)
+      node = trie->parent(node);
+    if (std::find(entry.pins.begin(), entry.pins.end(), node) == entry.pins.end()) {
+      trie->lock(node);
+      entry.pins.push_back(node);
+    }
+  }
   return entry;
 }
 

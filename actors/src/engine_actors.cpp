@@ -34,6 +34,7 @@ backends::backend_spec backend_spec_for(const engine_config& config, const std::
   spec.mock.vocab_size = config.vocab_size;
   spec.mock.context_length = config.context_length;
   spec.mock.kv_bytes_per_token = config.mock_kv_bytes_per_token;
+  spec.mock.kv_window = config.mock_kv_window;
   spec.mock.seed = config.mock_seed;
   spec.mock.cost_per_pass = micros(config.mock_cost_per_pass_us);
   spec.mock.cost_per_token = micros(config.mock_cost_per_token_us);
@@ -122,6 +123,7 @@ engine_actors spawn_engine_actors(caf::actor_system& sys, const engine_config& c
   cache_opts.trie.logprob_budget_bytes = config.logprob_budget_bytes;
   cache_opts.trie.logprob_max_entries = config.logprob_max_entries;
   cache_opts.trie.policy = *cache::parse_eviction_policy(config.eviction_policy);
+  cache_opts.trie.kv_window = static_cast<std::uint32_t>(out.model.kv_window);
   out.cache = sys.spawn(cache, cache_opts, out.metrics);
 
   batcher_options batch_opts;

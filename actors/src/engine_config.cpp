@@ -89,6 +89,8 @@ const std::vector<setting>& settings() {
                  &c::mock_cost_per_token_us),
     make_setting("mock_kv_bytes_per_token", "mock: KV budget bytes per token",
                  &c::mock_kv_bytes_per_token),
+    make_setting("mock_kv_window", "mock: sliding window its passes read KV through, 0: none",
+                 &c::mock_kv_window),
     make_setting("mock_seed", "mock: seed of the log-prob hash", &c::mock_seed),
     make_setting("workers", "worker actors (one per device) when devices is empty",
                  &c::workers),

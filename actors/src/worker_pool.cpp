@@ -26,6 +26,9 @@ std::string admission_problem(const backends::model_info& served,
   if (m.context_length != served.context_length)
     return differs("context", std::to_string(m.context_length),
                    std::to_string(served.context_length));
+  if (m.kv_window != served.kv_window)
+    return differs("sliding window", std::to_string(m.kv_window),
+                   std::to_string(served.kv_window));
   if (!served.dtype.empty() && m.dtype != served.dtype)
     return differs("dtype", m.dtype, served.dtype);
   if (!served.fingerprint.empty() && m.fingerprint != served.fingerprint)

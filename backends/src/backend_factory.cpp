@@ -51,6 +51,7 @@ model_info describe_model(const backend_spec& spec) {
     info.name = info.architecture = "mock";
     info.vocab_size = spec.mock.vocab_size;
     info.context_length = spec.mock.context_length;
+    info.kv_window = spec.mock.kv_window;
     info.dtype = "float32";
     info.fingerprint = mock_fingerprint(spec.mock);
     return info;
@@ -67,6 +68,7 @@ model_info describe_model(const backend_spec& spec) {
                                   : spec.model);
   info.vocab_size = config.vocab_size;
   info.context_length = config.context_length;
+  info.kv_window = config.sliding_window;
   info.dtype = spec.torch.dtype;
   return info;
 }

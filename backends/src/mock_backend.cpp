@@ -70,6 +70,9 @@ void check_options(const mock_options& options) {
     throw std::invalid_argument(
         "mock backend: context_length must be in [1, 2^32) (got " +
         std::to_string(options.context_length) + ")");
+  if (options.kv_window < 0 || options.kv_window > options.context_length)
+    throw std::invalid_argument("mock backend: kv_window must be in [0, context_length] (got " +
+                                std::to_string(options.kv_window) + ")");
   if (options.cost_per_pass.count() < 0 || options.cost_per_token.count() < 0)
     throw std::invalid_argument("mock backend: simulated costs must not be negative");
 }
@@ -83,7 +86,9 @@ class mock_backend final : public backend_i {
 public:
   explicit mock_backend(const mock_options& options)
       : options_(options),
-        info_{"mock", "mock", options.vocab_size, options.context_length, "float32",
+        info_{"mock",          "mock",
+              options.vocab_size, options.context_length,
+              options.kv_window, "float32",
               mock_fingerprint(options), options.kv_bytes_per_token},
         empty_state_(sequence_hash_start(options.seed)) {}
 
@@ -127,7 +132,23 @@ private:
   struct kv_entry {
     std::uint32_t position; // sequence length including this token
     std::uint64_t state;    // sequence hash including this token
+    kv_handle parent;       // the previous token's entry; no_kv at the start
   };
+
+  /// Checks that the prefix's last W-1 entries (a window's reads) are still held,
+  /// as a windowed model's pass needs them.
+  void check_window(std::size_t index, const pass_item& item) const {
+    auto h = kv_.at(item.prefix).parent;
+    for (std::int64_t walked = 1; walked < options_.kv_window - 1 && h != no_kv; ++walked) {
+      const auto entry = kv_.find(h);
+      if (entry == kv_.end())
+        fail_item<std::runtime_error>(index, "KV handle " + std::to_string(h) +
+                                                 " within the window of prefix " +
+                                                 std::to_string(item.prefix) +
+                                                 " was released");
+      h = entry->second.parent;
+    }
+  }
 
   /// Checks item `index` and returns the hash state it continues from.
   std::uint64_t resolve(std::size_t index, const pass_item& item) const {
@@ -176,6 +197,8 @@ private:
                      " disagrees with KV handle " + std::to_string(item.prefix) +
                      ", which ends at position " +
                      std::to_string(entry->second.position));
+    if (options_.kv_window > 0)
+      check_window(index, item);
     return entry->second.state;
   }
 
@@ -187,13 +210,15 @@ private:
     if (item.keep_kv)
       out.kv.reserve(item.tokens.size());
     std::size_t row = 0;
+    kv_handle parent = item.prefix;
     for (std::size_t j = 0; j < item.tokens.size(); ++j) {
       state = sequence_hash_step(state, item.tokens[j]);
       if (item.keep_kv) {
         const kv_handle handle = next_handle_++;
         const auto position = static_cast<std::uint32_t>(item.prefix_length + j + 1);
-        kv_.emplace(handle, kv_entry{position, state});
+        kv_.emplace(handle, kv_entry{position, state, parent});
         out.kv.push_back(handle);
+        parent = handle;
       }
       if (row < item.rows.size() && item.rows[row] == j) {
         fill_logprobs(options_.vocab_size, state, out.logprobs.data() + row * vocab);

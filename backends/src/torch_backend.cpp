@@ -115,6 +115,7 @@ public:
     info_.architecture = to_string(c.arch);
     info_.vocab_size = c.vocab_size;
     info_.context_length = c.context_length;
+    info_.kv_window = c.sliding_window;
     info_.dtype = options.dtype;
     info_.fingerprint = checkpoint_fingerprint(ckpt);
     info_.kv_bytes_per_token = per_token;

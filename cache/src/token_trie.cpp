@@ -11,16 +11,41 @@
 
 namespace canopy::cache {
 
+// Note [windowed KV]
+// With a sliding window W a token attends to itself and the W-1 tokens before it, so
+// a pass continuing a prefix of length L reads the KV of positions L-W+1 .. L-1 only
+// (the worker's kv_slots::chain walks just those), and KV older than that is dead
+// weight for every sequence that continues from L or deeper. The trie uses that:
+//  - KV is kept (never evicted) within W-1 levels above a lock(), the node's own
+//    included: window_locks counts the locks that reach each node, maintained in
+//    O(W) per lock. A query's lock keeps the W-1 tokens its pass reads once it
+//    continues from its parent; a pass continuing from further up has the cache
+//    lock that prefix's end too (a pin), so what a pass reads is never released
+//    while it runs. Every other KV entry is a candidate, leaves or not: rows stay
+//    locked along whole paths as before.
+//  - A KV prefix is usable when it ends a run of W-1 nodes holding KV, or a shorter
+//    run that starts at depth 1 (collect_kv).
+//  - Dropping a node's KV while children hold KV there leaves a tombstone entry
+//    (handle no_kv) that counts those children. No KV may be attached at a node with
+//    a tombstone: the worker linked the children's KV to the KV dropped, so a new run
+//    joined to them would be a prefix the worker cannot walk. The tombstone goes with
+//    the last child's KV.
+// Without a window none of this applies: KV is prefix-closed and locks keep whole
+// paths.
+
 namespace {
 
 using candidate_set = std::set<std::pair<eviction_key, node_id>>;
 
+// An entry with handle no_kv is a tombstone (windows only, Note [windowed KV]): the
+// node's KV is gone but children still hold KV built on it.
 struct kv_entry {
   worker_id worker = 0;
   kv_handle handle = no_kv;
   std::size_t bytes = 0;
-  // KV is prefix-closed, so only a node holding KV on a worker can have children
-  // holding KV there: the count lives in the entry (the root keeps none).
+  // Without a window KV is prefix-closed, so only a node holding KV on a worker can
+  // have children holding KV there; with one, its tombstone keeps the count. So the
+  // count lives in the entry (the root keeps none).
   std::uint32_t kv_children = 0;
   bool candidate = false;
   candidate_set::iterator slot; // its element of kv_candidates[worker] while a candidate
@@ -41,7 +66,7 @@ struct node {
   bool live = false;
   bool row_candidate = false;
   bool kv_candidate = false; // some entry of its holding's kv is a candidate
-  bool holds_kv = false;     // its holding's kv is not empty
+  bool holds_kv = false;     // its holding's kv is not empty (tombstones count)
 };
 static_assert(sizeof(node) <= 64, "a node's walked part must fit one cache line");
 
@@ -53,15 +78,27 @@ struct holding {
   std::size_t row_bytes = 0;
   candidate_set::iterator row_slot; // its element of row_candidates while a candidate
   std::vector<kv_entry> kv;         // at most one entry per worker
+  std::uint32_t own_locks = 0;      // lock() calls on this node not yet undone
+  // Windows only: own locks of this node and of nodes up to W-1 levels below it. KV
+  // is kept while it is non-zero.
+  std::uint32_t window_locks = 0;
 };
 
-// The holding's entry for `worker`, or nullptr; const-ness follows the holding's.
+// The holding's entry for `worker` (a tombstone too), or nullptr; const-ness follows
+// the holding's.
 template <class Holding>
 auto find_kv(Holding& x, worker_id worker) -> decltype(x.kv.data()) {
   for (auto& e : x.kv)
     if (e.worker == worker)
       return &e;
   return nullptr;
+}
+
+// The entry for `worker` when the holding has KV there (no tombstone), or nullptr.
+template <class Holding>
+auto held_kv(Holding& x, worker_id worker) -> decltype(x.kv.data()) {
+  auto* e = find_kv(x, worker);
+  return e && e->handle != no_kv ? e : nullptr;
 }
 
 std::uint64_t child_key(node_id parent, token_id token) {
@@ -116,6 +153,14 @@ struct token_trie::impl {
 
   bool exists(node_id id) const { return id < nodes.size() && nodes[id].live; }
 
+  bool windowed() const { return config.kv_window != 0; }
+
+  // KV no eviction may take: on a locked node, or under a window, within W-1 levels
+  // above a lock (Note [windowed KV]).
+  bool kv_kept(node_id id) const {
+    return windowed() ? held[id].window_locks != 0 : nodes[id].locks != 0;
+  }
+
   const node& checked(node_id id) const {
     if (!exists(id))
       throw std::out_of_range("token_trie: no " + node_name(id));
@@ -160,8 +205,11 @@ struct token_trie::impl {
         std::any_of(kv.begin(), kv.end(), [](const kv_entry& e) { return e.candidate; });
   }
 
+  // Without a window only KV leaves go (the rest is some leaf's prefix); with one,
+  // any KV not kept, since a kept node's KV never reaches more than W-1 levels up.
   void refresh_kv(node_id id, kv_entry& e) {
-    const bool wanted = nodes[id].locks == 0 && e.kv_children == 0;
+    const bool wanted =
+        e.handle != no_kv && !kv_kept(id) && (windowed() || e.kv_children == 0);
     set_candidate(kv_candidates[e.worker], e.candidate, e.slot, id, wanted);
     sync_kv_flags(id);
   }
@@ -277,8 +325,9 @@ struct token_trie::impl {
       add(locked_row_bytes, h.row_bytes);
       add(locked_rows, 1);
     }
-    for (const kv_entry& e : h.kv)
-      add(locked_kv_bytes[e.worker], e.bytes);
+    if (!windowed()) // windows keep KV by window_locks (protect_window)
+      for (const kv_entry& e : h.kv)
+        add(locked_kv_bytes[e.worker], e.bytes);
   }
 
   // A count going 0 -> 1 makes the node in use, which its parent counts as one more
@@ -302,6 +351,41 @@ struct token_trie::impl {
         break;
     }
     prune(id);
+  }
+
+  // Counts a lock of `id` in window_locks of it and its W-1 nearest ancestors, whose
+  // KV the lock then keeps (O(W): Note [windowed KV]).
+  void protect_window(node_id id, bool locking) {
+    node_id cur = id;
+    for (std::uint32_t k = 0; k < config.kv_window && cur != root_node;
+         ++k, cur = nodes[cur].parent) {
+      holding& h = held[cur];
+      const bool was_kept = h.window_locks != 0;
+      h.window_locks = locking ? h.window_locks + 1 : h.window_locks - 1;
+      if (was_kept == (h.window_locks != 0))
+        continue;
+      for (kv_entry& e : h.kv) {
+        auto& kept = locked_kv_bytes[e.worker];
+        kept = locking ? kept + e.bytes : kept - e.bytes; // a tombstone's bytes are 0
+        refresh_kv(cur, e);
+      }
+    }
+  }
+
+  // What lock() and unlock() do: the path's lock counts, and under a window the KV
+  // above the node.
+  void lock_own(node_id id) {
+    ++held[id].own_locks;
+    lock_path(id);
+    if (windowed())
+      protect_window(id, true);
+  }
+
+  void unlock_own(node_id id) {
+    --held[id].own_locks;
+    if (windowed())
+      protect_window(id, false);
+    unlock_path(id);
   }
 
   // --- resources ---
@@ -344,7 +428,7 @@ struct token_trie::impl {
     kv.push_back(kv_entry{worker, handle, bytes, 0, false, {}});
     stats.kv_bytes[worker] += bytes;
     ++stats.kv_entries[worker];
-    if (x.locks != 0)
+    if (kv_kept(id))
       locked_kv_bytes[worker] += bytes;
     if (kv_entry* above = find_kv(held[x.parent], worker)) {
       ++above->kv_children;
@@ -353,25 +437,39 @@ struct token_trie::impl {
     refresh_kv(id, kv.back());
   }
 
-  void drop_kv(node_id id, worker_id worker, bool queue_release) {
-    const node& x = nodes[id];
+  void remove_entry(node_id id, kv_entry* e) {
     std::vector<kv_entry>& kv = held[id].kv;
-    kv_entry* e = find_kv(held[id], worker);
-    set_candidate(kv_candidates[worker], e->candidate, e->slot, id, false);
-    const kv_entry gone = *e;
     *e = kv.back();
     kv.pop_back();
     sync_kv_flags(id);
-    stats.kv_bytes[worker] -= gone.bytes;
+  }
+
+  // Drops the node's KV on `worker`. Its entry stays as a tombstone while children
+  // hold KV there (a window, or a bulk drop reaching a parent first), and a parent's
+  // tombstone goes with its last such child.
+  void drop_kv(node_id id, worker_id worker, bool queue_release) {
+    const node& x = nodes[id];
+    kv_entry* e = held_kv(held[id], worker);
+    set_candidate(kv_candidates[worker], e->candidate, e->slot, id, false);
+    stats.kv_bytes[worker] -= e->bytes;
     --stats.kv_entries[worker];
-    if (x.locks != 0)
-      locked_kv_bytes[worker] -= gone.bytes;
+    if (kv_kept(id))
+      locked_kv_bytes[worker] -= e->bytes;
     if (queue_release)
-      released.push_back(kv_release{worker, gone.handle});
-    // A bulk drop may have taken the parent's entry first; then there is no count.
+      released.push_back(kv_release{worker, e->handle});
+    if (e->kv_children != 0) {
+      e->handle = no_kv;
+      e->bytes = 0;
+      sync_kv_flags(id);
+    } else {
+      remove_entry(id, e);
+    }
     if (kv_entry* above = find_kv(held[x.parent], worker)) {
       --above->kv_children;
-      refresh_kv(x.parent, *above);
+      if (above->handle == no_kv && above->kv_children == 0)
+        remove_entry(x.parent, above);
+      else
+        refresh_kv(x.parent, *above);
     }
   }
 
@@ -397,16 +495,19 @@ struct token_trie::impl {
   // reaches the node or the prefix it builds on), checks with `feasible()` whether
   // evicting every unlocked holder would be enough, and only then evicts until
   // `fits()`. Checking first means a hopeless attach evicts nothing.
+  // For KV under a window the lock is a full lock(), which keeps the KV the node
+  // builds on even where its path is locked already.
   template <class Fits, class Feasible, class Evict, class Attach>
-  bool attach_with_room(node_id id, Fits fits, Feasible feasible, Evict evict,
+  bool attach_with_room(node_id id, bool kv, Fits fits, Feasible feasible, Evict evict,
                         Attach attach) {
     if (fits()) {
       attach();
       return true;
     }
-    const bool temporary = nodes[id].locks == 0;
+    const bool own = kv && windowed();
+    const bool temporary = own || nodes[id].locks == 0;
     if (temporary)
-      lock_path(id);
+      own ? lock_own(id) : lock_path(id);
     const bool ok = feasible();
     if (ok) {
       while (!fits())
@@ -416,7 +517,7 @@ struct token_trie::impl {
       ++stats.refused_attaches;
     }
     if (temporary)
-      unlock_path(id);
+      own ? unlock_own(id) : unlock_path(id);
     return ok;
   }
 
@@ -428,7 +529,7 @@ struct token_trie::impl {
              (max_rows == 0 || rows_used < max_rows);
     };
     return attach_with_room(
-        id, [&] { return room(stats.logprob_bytes, stats.logprob_entries); },
+        id, false, [&] { return room(stats.logprob_bytes, stats.logprob_entries); },
         [&] { return room(locked_row_bytes, locked_rows); }, [&] { evict_row(); },
         [&] { add_row(id, std::move(row)); });
   }
@@ -436,7 +537,7 @@ struct token_trie::impl {
   bool attach_kv(node_id id, worker_id worker, kv_handle handle, std::size_t bytes) {
     const std::size_t budget = kv_budgets[worker];
     return attach_with_room(
-        id, [&] { return fits_in(stats.kv_bytes[worker], bytes, budget); },
+        id, true, [&] { return fits_in(stats.kv_bytes[worker], bytes, budget); },
         [&] { return fits_in(locked_kv_bytes[worker], bytes, budget); },
         [&] { evict_kv(worker); }, [&] { add_kv(id, worker, handle, bytes); });
   }
@@ -468,19 +569,35 @@ struct token_trie::impl {
     return result;
   }
 
-  // kv[w] comes from the deepest node at or above `end` holding KV on worker w. KV is
-  // prefix-closed, so walking up usually ends at `end` itself, where a walk down would
-  // read the holding of every node.
+  // kv[w] comes from the deepest node at or above `end` that ends a run of `need`
+  // nodes holding KV on worker w, or of fewer that starts at depth 1: without a window
+  // one node (KV is prefix-closed), with one W-1 (what a pass reads). So without a
+  // window, walking up usually ends at `end` itself, where a walk down would read the
+  // holding of every node; with one it reads about W-1 nodes.
   void collect_kv(node_id end, std::vector<kv_prefix>& kv) const {
+    const std::uint32_t need = std::max(config.kv_window, 2u) - 1;
+    std::vector<std::uint32_t> run(kv.size()); // [workers] nodes in the current run
     std::size_t missing = kv.size();
     for (node_id id = end; id != root_node && missing != 0; id = nodes[id].parent) {
-      if (!nodes[id].holds_kv)
-        continue;
-      for (const kv_entry& e : held[id].kv)
-        if (kv[e.worker].length == 0) {
-          kv[e.worker] = kv_prefix{nodes[id].depth, e.handle};
+      const node& x = nodes[id];
+      if (!x.holds_kv && need == 1)
+        continue; // no run to break
+      for (worker_id w = 0; w < kv.size(); ++w) {
+        if (kv[w].length != 0 && run[w] == 0)
+          continue; // found
+        const kv_entry* e = x.holds_kv ? held_kv(held[id], w) : nullptr;
+        if (!e) {
+          run[w] = 0;
+          kv[w] = kv_prefix{};
+          continue;
+        }
+        if (run[w]++ == 0)
+          kv[w] = kv_prefix{x.depth, e->handle}; // the deepest node of the run
+        if (run[w] >= need || x.depth == 1) {
+          run[w] = 0;
           --missing;
         }
+      }
     }
   }
 
@@ -502,8 +619,8 @@ struct token_trie::impl {
   // --- bulk drops ---
 
   // Bulk drops visit nodes in id order, so a parent may lose its KV before its children
-  // (drop_kv allows for that) and may be visited while it still has children (pruning
-  // its last child prunes it then). Pruning allocates nothing, so ids not yet visited
+  // (its entry is a tombstone until they lose theirs) and may be visited while it
+  // still has children (pruning its last child prunes it then). Pruning allocates nothing, so ids not yet visited
   // keep their meaning.
   void clear(bool rows_too) {
     for (node_id id = 1; id < nodes.size(); ++id) {
@@ -512,15 +629,16 @@ struct token_trie::impl {
       holding& h = held[id];
       if (rows_too && h.row)
         drop_row(id);
-      while (!h.kv.empty())
-        drop_kv(id, h.kv.back().worker, true);
+      for (worker_id w = 0; w < config.workers; ++w)
+        if (held_kv(h, w))
+          drop_kv(id, w, true);
       prune(id);
     }
   }
 
   void forget_worker(worker_id worker) {
     for (node_id id = 1; id < nodes.size(); ++id) {
-      if (nodes[id].live && find_kv(held[id], worker)) {
+      if (nodes[id].live && held_kv(held[id], worker)) {
         drop_kv(id, worker, false);
         prune(id);
       }
@@ -611,17 +729,22 @@ void token_trie::impl::check_invariants() const {
       if (e.worker >= workers ||
           std::count_if(h.kv.begin(), h.kv.end(), same_worker) != 1)
         violation(node_name(id) + ": KV entry of an unknown or repeated worker");
-      if (e.handle == no_kv)
-        violation(node_name(id) + ": KV entry without a handle");
-      if (x.parent != root_node && !find_kv(held[x.parent], e.worker))
+      const bool tombstone = e.handle == no_kv;
+      if (tombstone && (!windowed() || e.kv_children == 0 || e.bytes != 0))
+        violation(node_name(id) + ": KV tombstone without a window, children or zero bytes");
+      // Under a window the parent's KV may be gone, but its tombstone counts this.
+      const kv_entry* above = find_kv(held[x.parent], e.worker);
+      if (!tombstone && x.parent != root_node &&
+          !(above && (windowed() || above->handle != no_kv)))
         violation(node_name(id) + ": KV without its prefix's KV (not prefix-closed)");
-      if (id != root_node)
+      if (!tombstone) {
         ++kv_child_count[x.parent * workers + e.worker];
-      ++kv_entries[e.worker];
-      kv_bytes[e.worker] += e.bytes;
-      if (x.locks != 0)
-        locked_kv[e.worker] += e.bytes;
-      if (e.candidate != (x.locks == 0 && e.kv_children == 0))
+        ++kv_entries[e.worker];
+        kv_bytes[e.worker] += e.bytes;
+        if (kv_kept(id))
+          locked_kv[e.worker] += e.bytes;
+      }
+      if (e.candidate != (!tombstone && !kv_kept(id) && (windowed() || e.kv_children == 0)))
         violation(node_name(id) + ": KV candidate flag disagrees with the rule");
       if (e.candidate && !in_set(kv_candidates[e.worker], e.slot))
         violation(node_name(id) + ": flagged KV candidate missing from its set");
@@ -632,6 +755,16 @@ void token_trie::impl::check_invariants() const {
       violation(node_name(id) + ": kv_candidate disagrees with its KV entries");
   }
 
+  // Each lock counts in window_locks of its node and W-1 ancestors (none without a
+  // window).
+  std::vector<std::uint32_t> window_locks(nodes.size());
+  for (node_id id = 0; id < nodes.size(); ++id) {
+    node_id cur = id;
+    for (std::uint32_t k = 0; k < config.kv_window && nodes[id].live && cur != root_node;
+         ++k, cur = nodes[cur].parent)
+      window_locks[cur] += held[id].own_locks;
+  }
+
   for (node_id id = 0; id < nodes.size(); ++id) {
     const node& x = nodes[id];
     if (!x.live)
@@ -640,9 +773,10 @@ void token_trie::impl::check_invariants() const {
       violation(node_name(id) + ": child count is wrong");
     if (x.row_children != row_child_count[id])
       violation(node_name(id) + ": count of children holding log-probs is wrong");
-    // Own locks are not recorded separately, so only the lower bound is checkable.
-    if (x.locks < in_use_children[id])
-      violation(node_name(id) + ": lock count below its children in use");
+    if (x.locks != held[id].own_locks + in_use_children[id])
+      violation(node_name(id) + ": lock count is not its own locks plus children in use");
+    if (held[id].window_locks != window_locks[id])
+      violation(node_name(id) + ": window lock count disagrees with the locks below it");
     if (id == root_node)
       continue;
     for (worker_id w = 0; w < workers; ++w) {
@@ -734,13 +868,14 @@ std::vector<node_id> token_trie::path(node_id node) const {
 
 void token_trie::lock(node_id node) {
   impl_->checked(node);
-  impl_->lock_path(node);
+  impl_->lock_own(node);
 }
 
 void token_trie::unlock(node_id node) {
-  if (impl_->checked(node).locks == 0)
+  impl_->checked(node);
+  if (impl_->held[node].own_locks == 0)
     throw std::logic_error("token_trie::unlock: " + node_name(node) + " is not locked");
-  impl_->unlock_path(node);
+  impl_->unlock_own(node);
 }
 
 bool token_trie::attach_logprobs(node_id node, row_ptr row) {
@@ -759,7 +894,7 @@ bool token_trie::attach_kv(node_id node, worker_id worker, kv_handle handle,
   if (node == root_node || handle == no_kv)
     throw std::invalid_argument("token_trie::attach_kv: root or no_kv handle");
   if (find_kv(impl_->held[node], worker) ||
-      (x.parent != root_node && !find_kv(impl_->held[x.parent], worker)))
+      (x.parent != root_node && !held_kv(impl_->held[x.parent], worker)))
     return false;
   return impl_->attach_kv(node, worker, handle, bytes);
 }

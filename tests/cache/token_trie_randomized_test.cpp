@@ -4,7 +4,9 @@
 // change (a row found is the row attached for that sequence), refusals happen exactly
 // when evicting every unlocked holder would not make room, and every KV handle is
 // either still held or released exactly once. Workers are added mid-run, each with its
-// own KV budget, and a forgotten worker may come back with another budget.
+// own KV budget, and a forgotten worker may come back with another budget. Some runs
+// have a sliding window, where KV is kept only within W-1 levels above a lock and a
+// usable KV prefix needs its W-1 last tokens' KV.
 
 #include <canopy/cache/token_trie.hpp>
 
@@ -22,7 +24,6 @@ namespace canopy::cache {
 namespace {
 
 constexpr token_id alphabet = 3;
-constexpr std::size_t max_length = 5;
 constexpr std::size_t max_locks = 6;
 constexpr std::uint32_t max_workers = 5;
 
@@ -66,8 +67,10 @@ bool fits_in(std::size_t used, std::size_t extra, std::size_t budget) {
 
 class fuzzer {
 public:
-  fuzzer(trie_config config, std::uint32_t seed)
-      : config_(config), trie_(config), rng_(seed), budgets_(config.workers, config.kv_budget_bytes) {}
+  // Sequences are 1 to max_length tokens long.
+  fuzzer(trie_config config, std::uint32_t seed, std::size_t max_length)
+      : config_(config), trie_(config), rng_(seed),
+        budgets_(config.workers, config.kv_budget_bytes), max_length_(max_length) {}
 
   void run(int steps) {
     for (int i = 0; i < steps && !::testing::Test::HasFatalFailure(); ++i) {
@@ -90,7 +93,7 @@ private:
   }
 
   token_seq random_seq() {
-    token_seq s(1 + pick(max_length));
+    token_seq s(1 + pick(max_length_));
     for (token_id& t : s)
       t = static_cast<token_id>(pick(alphabet));
     return s;
@@ -120,15 +123,48 @@ private:
     return {insert(s), s};
   }
 
-  // Nodes no eviction may touch while attaching to `n`: every locked path and n's path.
-  std::set<node_id> protected_nodes(node_id n) const {
+  // Nodes no eviction may touch while attaching to `n`: every locked path and n's
+  // path, or with a window `w` > 0 the last w nodes of each.
+  std::set<node_id> protected_nodes(node_id n, std::uint32_t window = 0) const {
     std::set<node_id> nodes;
+    const auto add_path = [&](node_id end) {
+      const std::vector<node_id> path = trie_.path(end);
+      const std::size_t from = window == 0 || path.size() <= window ? 0 : path.size() - window;
+      nodes.insert(path.begin() + static_cast<std::ptrdiff_t>(from), path.end());
+    };
     for (const lock_record& r : locks_)
-      for (node_id p : trie_.path(r.node))
-        nodes.insert(p);
-    for (node_id p : trie_.path(n))
-      nodes.insert(p);
+      add_path(r.node);
+    add_path(n);
     return nodes;
+  }
+
+  // The longest prefix of `path`, at most `reach` long, whose KV on `w` a pass can
+  // continue from: its last W-1 tokens hold KV (every token without a window).
+  std::uint32_t usable_kv_prefix(const std::vector<node_id>& path, worker_id w,
+                                 std::uint32_t reach) const {
+    const std::uint32_t window = config_.kv_window;
+    for (std::uint32_t end = reach; end > 0; --end) {
+      const std::uint32_t need = window == 0 ? end : std::min(end, std::max(window, 2u) - 1);
+      bool held = true;
+      for (std::uint32_t d = end - need; d < end && held; ++d)
+        held = trie_.kv(path[d], w) != no_kv;
+      if (held)
+        return end;
+    }
+    return 0;
+  }
+
+  // Whether a child of `s` holds KV on `w` (the trie then refuses KV at s: Note
+  // [windowed KV]). Only windows get here: without one, prefix-closed KV rules it out.
+  bool child_holds_kv(const token_seq& s, worker_id w) {
+    for (token_id t = 0; t < alphabet; ++t) {
+      token_seq child = s;
+      child.push_back(t);
+      const match_result m = trie_.match(child.data(), child.size());
+      if (m.length == child.size() && trie_.kv(m.node, w) != no_kv)
+        return true;
+    }
+    return false;
   }
 
   void step() {
@@ -197,12 +233,7 @@ private:
     ASSERT_EQ(m.kv.size(), workers());
     for (worker_id w = 0; w < workers(); ++w) {
       const kv_prefix& kv = m.kv[w];
-      ASSERT_LE(kv.length, reach);
-      for (std::uint32_t d = 0; d < kv.length; ++d)
-        EXPECT_NE(trie_.kv(path[d], w), no_kv);
-      if (kv.length < reach) {
-        EXPECT_EQ(trie_.kv(path[kv.length], w), no_kv) << "a longer KV prefix exists";
-      }
+      ASSERT_EQ(kv.length, usable_kv_prefix(path, w, reach));
       if (kv.length == 0) {
         EXPECT_EQ(kv.handle, no_kv);
         continue;
@@ -283,13 +314,17 @@ private:
     const auto w = static_cast<worker_id>(pick(workers()));
     const auto [n, s] = kv_target(w);
     const std::size_t budget = budgets_[w];
-    const std::size_t bytes = pick(20) == 0 ? budget + 1 : 1 + pick(budget / 3);
+    // About 6 entries fit a budget; under a window about 2W + 4, so that runs of W-1
+    // entries not starting at the first token (what windows leave) fit too.
+    const std::size_t share = config_.kv_window == 0 ? 3 : config_.kv_window + 2;
+    const std::size_t bytes = pick(20) == 0 ? budget + 1 : 1 + pick(budget / share);
     const kv_handle handle = next_handle_++;
     const node_id up = trie_.parent(n);
     const bool prefix_ok = up == root_node || trie_.kv(up, w) != no_kv;
-    const bool vacant = trie_.kv(n, w) == no_kv;
+    const bool vacant =
+        trie_.kv(n, w) == no_kv && (config_.kv_window == 0 || !child_holds_kv(s, w));
     std::size_t protected_bytes = 0;
-    for (node_id p : protected_nodes(n))
+    for (node_id p : protected_nodes(n, config_.kv_window))
       if (const kv_handle h = trie_.kv(p, w))
         protected_bytes += handles_.at(h).bytes;
     const bool room = fits_in(protected_bytes, bytes, budget);
@@ -379,6 +414,7 @@ private:
   std::map<kv_handle, handle_record> handles_;
   std::vector<lock_record> locks_;
   kv_handle next_handle_ = 1;
+  std::size_t max_length_;
 };
 
 struct scenario {
@@ -386,6 +422,7 @@ struct scenario {
   std::size_t max_entries;
   std::uint32_t workers;
   std::uint32_t seed;
+  std::uint32_t kv_window = 0;
 };
 
 class TokenTrieRandomized : public ::testing::TestWithParam<scenario> {};
@@ -398,10 +435,14 @@ TEST_P(TokenTrieRandomized, InterleavedOperationsKeepEveryInvariant) {
   c.kv_budget_bytes = 30;
   c.workers = sc.workers;
   c.policy = sc.policy;
-  fuzzer f(c, sc.seed);
+  c.kv_window = sc.kv_window;
+  // Under a window, paths long enough to hold runs of KV that do not start at the
+  // first token, as windows leave them.
+  fuzzer f(c, sc.seed, sc.kv_window == 0 ? 5 : 2 * sc.kv_window + 1);
   f.run(25000);
   const trie_stats& st = f.stats();
-  std::cout << "[randomized " << to_string(sc.policy) << "] row evictions "
+  std::cout << "[randomized " << to_string(sc.policy) << ", window " << sc.kv_window
+            << "] row evictions "
             << st.logprob_evictions << ", KV evictions " << st.kv_evictions
             << ", refused " << st.refused_attaches << ", nodes removed "
             << st.nodes_removed << "\n";
@@ -416,7 +457,10 @@ INSTANTIATE_TEST_SUITE_P(Seeds, TokenTrieRandomized,
                          ::testing::Values(scenario{eviction_policy::lru, 0, 2, 1},
                                            scenario{eviction_policy::lfu, 4, 3, 2},
                                            scenario{eviction_policy::fifo, 0, 2, 3},
-                                           scenario{eviction_policy::priority, 5, 3, 4}));
+                                           scenario{eviction_policy::priority, 5, 3, 4},
+                                           scenario{eviction_policy::lru, 0, 2, 5, 2},
+                                           scenario{eviction_policy::lfu, 4, 3, 6, 3},
+                                           scenario{eviction_policy::fifo, 0, 1, 7, 4}));
 
 } // namespace
 } // namespace canopy::cache

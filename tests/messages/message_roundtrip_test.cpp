@@ -100,12 +100,14 @@ bool same_rows(const std::vector<shared_logprobs>& a, const std::vector<shared_l
 }
 
 backends::model_info a_model() {
-  return {"llama x.bin", "llama", 512, 256, "bfloat16", "0123456789abcdef0123456789abcdef", 1280, 4096};
+  return {"llama x.bin", "llama", 512, 256, 16, "bfloat16", "0123456789abcdef0123456789abcdef",
+          1280, 4096};
 }
 
 bool same_model(const backends::model_info& a, const backends::model_info& b) {
   return a.name == b.name && a.architecture == b.architecture && a.vocab_size == b.vocab_size &&
-         a.context_length == b.context_length && a.dtype == b.dtype &&
+         a.context_length == b.context_length && a.kv_window == b.kv_window &&
+         a.dtype == b.dtype &&
          a.fingerprint == b.fingerprint && a.kv_bytes_per_token == b.kv_bytes_per_token &&
          a.kv_keep_bytes == b.kv_keep_bytes;
 }
@@ -118,6 +120,7 @@ backends::backend_spec a_spec() {
   s.mock.vocab_size = 77;
   s.mock.context_length = 88;
   s.mock.kv_bytes_per_token = 99;
+  s.mock.kv_window = 17;
   s.mock.seed = 123;
   s.mock.cost_per_pass = std::chrono::microseconds(5);
   s.mock.cost_per_token = std::chrono::microseconds(7);
@@ -131,7 +134,8 @@ backends::backend_spec a_spec() {
 bool same_spec(const backends::backend_spec& a, const backends::backend_spec& b) {
   return a.kind == b.kind && a.device == b.device && a.model == b.model &&
          a.mock.vocab_size == b.mock.vocab_size && a.mock.context_length == b.mock.context_length &&
-         a.mock.kv_bytes_per_token == b.mock.kv_bytes_per_token && a.mock.seed == b.mock.seed &&
+         a.mock.kv_bytes_per_token == b.mock.kv_bytes_per_token &&
+         a.mock.kv_window == b.mock.kv_window && a.mock.seed == b.mock.seed &&
          a.mock.cost_per_pass == b.mock.cost_per_pass && a.mock.cost_per_token == b.mock.cost_per_token &&
          a.torch.dtype == b.torch.dtype && a.torch.kv_budget_bytes == b.torch.kv_budget_bytes &&
          a.torch.threads == b.torch.threads &&
@@ -259,12 +263,12 @@ TEST_F(system_fixture, every_registered_type_survives_a_round_trip) {
   check("canopy::prepare_request", prepare_request{{3, 4}, {true, false}},
         [](const auto& a, const auto& b) { return a.leaves == b.leaves && a.require_kv == b.require_kv; });
   auto same_prepared = [](const prepared_entry& a, const prepared_entry& b) {
-    return same_row(a.hit, b.hit) && a.kv.size() == b.kv.size() &&
+    return same_row(a.hit, b.hit) && a.pins == b.pins && a.kv.size() == b.kv.size() &&
            std::equal(a.kv.begin(), a.kv.end(), b.kv.begin(), [](const auto& x, const auto& y) {
              return x.length == y.length && x.handle == y.handle;
            });
   };
-  const prepared_entry entry{row, {{2, 22}, {0, 0}}};
+  const prepared_entry entry{row, {{2, 22}, {0, 0}}, {5, 9}};
   check("canopy::prepared_entry", entry, same_prepared);
   check("canopy::prepared_batch", prepared_batch{{entry, prepared_entry{{}, {{1, 11}}}}},
         [&](const auto& a, const auto& b) {

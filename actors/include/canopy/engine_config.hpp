@@ -33,6 +33,8 @@ struct engine_config {
   double mock_cost_per_pass_us = 0;    // mock: simulated time per pass
   double mock_cost_per_token_us = 0;   // mock: simulated time per new token
   std::uint64_t mock_kv_bytes_per_token = 4096; // mock: KV budget cost of a token
+  std::int64_t mock_kv_window = 0;     // mock: read KV as a sliding window of this many
+                                       // positions (0: full attention)
   std::uint64_t mock_seed = 0x243F6A8885A308D3ULL;
 
   // -- devices ----------------------------------------------------------------------

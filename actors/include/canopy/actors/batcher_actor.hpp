@@ -67,6 +67,7 @@ struct batch_entry {
   // The sequence's node, on which the entry holds one of its lookups' locks until it
   // leaves (root_node when the cache is off): the prefix cannot be evicted meanwhile.
   cache::node_id leaf = cache::root_node;
+  std::vector<cache::node_id> pins; // locks of its last prepare (prepared_entry::pins)
   std::size_t key_hash = 0; // token_view::hash_of(q.tokens)
 };
 

@@ -44,8 +44,10 @@ struct cache_state {
   /// holds until the batcher releases it. Returns that node.
   cache::node_id lock_miss(const cache::token_seq& tokens, std::int32_t priority,
                            const cache::match_result& m);
-  /// How one locked sequence of a batch stands (see prepared_entry).
-  messages::prepared_entry prepare(cache::node_id leaf, bool require_kv) const;
+  /// How one locked sequence of a batch stands (see prepared_entry). Under a sliding
+  /// window, locks the end of each KV prefix that the sequence's own lock does not
+  /// keep (its pins), so that no KV a pass reads is released while it runs.
+  messages::prepared_entry prepare(cache::node_id leaf, bool require_kv);
   /// Attaches a pass's KV and rows (taking them from the request); returns the rows
   /// of every item, in order.
   std::vector<messages::shared_logprobs> store(messages::store_request& request);

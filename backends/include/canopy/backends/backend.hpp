@@ -55,6 +55,8 @@ struct model_info {
   std::string architecture;             // "llama", "gpt2" or "mock"
   std::int64_t vocab_size = 0;          // rows have this many entries
   std::int64_t context_length = 0;      // longest sequence a query may have
+  std::int64_t kv_window = 0;           // sliding window: positions a token attends
+                                        // to, itself included; 0: every one before it
   std::string dtype;                    // compute dtype: float32 | float16 | bfloat16
   std::string fingerprint;              // hash of what fixes the answers (the weights
                                         // and config, or the mock's options); empty:

@@ -3,7 +3,10 @@
 // token sequence, simulated KV entries that carry the hash of their prefix (so a
 // wrong or stale KV handle gives a wrong answer or an error, exactly as in a real
 // model), and a simulated cost per pass and per new token (sleeping, as a device
-// would keep the host free), so batching and caching effects show in time.
+// would keep the host free), so batching and caching effects show in time. With a
+// kv_window W it reads KV as a sliding-window model does: a pass checks the KV of the
+// prefix's last W-1 tokens (so KV released under a pass fails it) and no further.
+// Its rows still hash the whole sequence.
 // Thread contract: see backend_i (one thread at a time).
 
 #include <canopy/backends/backend.hpp>
@@ -18,6 +21,7 @@ namespace canopy::backends {
 struct mock_options {
   std::int64_t vocab_size = 512;
   std::int64_t context_length = 4096;
+  std::int64_t kv_window = 0; // 0: every token's KV is read (full attention)
   std::uint64_t kv_bytes_per_token = 4096;
   std::uint64_t seed = 0x243F6A8885A308D3ULL;
   std::chrono::nanoseconds cost_per_pass{0};

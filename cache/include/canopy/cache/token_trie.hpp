@@ -10,12 +10,19 @@
 //
 // Eviction (Note [eviction candidates]): for each resource (log-probs; KV on worker
 // w) a node is a candidate when it holds the resource, is unlocked, and no child
-// holds that resource. KV is prefix-closed (a token's KV is only valid on top of its
-// prefix's KV), so this is exactly "KV leaves first"; for log-probs it is leaf-first
-// order. Candidates live in one ordered set per resource keyed by the policy's
+// holds that resource. Without a window KV is prefix-closed (a token's KV is only
+// valid on top of its prefix's KV), so this is exactly "KV leaves first"; for
+// log-probs it is leaf-first order. Under a window KV follows the window rule below. Candidates live in one ordered set per resource keyed by the policy's
 // eviction_key, so each eviction is O(log n). A node that holds nothing, has no
 // children and is unlocked is removed at once; its parent may then become a
 // candidate. Dropping a node's KV keeps its log-probs and the other way round.
+//
+// Sliding window (Note [windowed KV]): with kv_window W > 0, a token's KV is read
+// only by the W-1 tokens after it, so KV is no longer prefix-closed. A KV entry is a
+// candidate while no node within W-1 levels below it (itself included) is locked
+// by lock(): KV W or more tokens above every query still in use goes, even on
+// locked paths, and a path's usable KV prefix ends at the deepest node whose W-1
+// nearest tokens (or all of them, from the first) hold KV.
 //
 // Node ids are recycled after removal: hold a node id only while it is locked.
 //
@@ -39,6 +46,8 @@ struct trie_config {
   std::size_t kv_budget_bytes = std::size_t{1} << 30;      // hard limit of each initial worker
   std::uint32_t workers = 1;                               // initial workers
   eviction_policy policy = eviction_policy::lru;
+  std::uint32_t kv_window = 0; // the model's sliding window W (tokens a token attends
+                               // to, itself included); 0: all before it
 };
 
 /// The KV a worker holds for the start of a sequence.
@@ -100,8 +109,9 @@ public:
                  std::int32_t priority = 0);
 
   /// Per worker, the KV present for the start of `node`'s sequence: the deepest node
-  /// at or above it holding KV there (what match() reports with kv_cap = its depth),
-  /// without refreshing any statistics.
+  /// at or above it whose KV there can be continued from (it and its W-1 nearest
+  /// ancestors hold KV under a window; just it holding KV without one), as match()
+  /// reports with kv_cap = its depth, without refreshing any statistics.
   std::vector<kv_prefix> kv_prefixes(node_id node) const;
 
   /// The nodes from depth 1 down to `node`: result[i] has depth i+1.
@@ -111,6 +121,8 @@ public:
   /// non-zero, and in-use nodes are never evicted nor removed. A node's lock count is
   /// its own locks plus its children in use, so locking stops climbing at the first
   /// ancestor already in use (queries sharing a long prompt cost O(new nodes)).
+  /// Under a window, what a lock keeps of KV is the node's and its W-1 nearest
+  /// ancestors' (O(W) per lock): rows stay locked along the whole path.
   void lock(node_id node);
   /// Undoes one lock(node). The node may become a candidate or be removed.
   void unlock(node_id node);
@@ -120,9 +132,11 @@ public:
   bool attach_logprobs(node_id node, row_ptr row);
 
   /// Stores the KV handle of the node's token on `worker`, which costs `bytes` of that
-  /// worker's budget, evicting KV candidates of that worker (never `node` or its
-  /// ancestors) until it fits. False (and the caller still owns the handle) when the
-  /// parent lacks KV on that worker, the node already holds KV there, or it cannot fit.
+  /// worker's budget, evicting KV candidates of that worker (never `node` or the
+  /// prefix it continues) until it fits. False (and the caller still owns the handle)
+  /// when the parent lacks KV on that worker, the node already holds KV there or
+  /// (under a window) once held it and a child's KV still builds on that, or it
+  /// cannot fit.
   bool attach_kv(node_id node, worker_id worker, kv_handle handle, std::size_t bytes);
 
   row_ptr logprobs(node_id node) const;

@@ -26,6 +26,9 @@ struct prepare_request {
 struct prepared_entry {
   shared_logprobs hit;                 // set when already answerable: nothing to compute
   std::vector<cache::kv_prefix> kv;    // [workers] KV prefix, capped at length - 1
+  std::vector<cache::node_id> pins;    // nodes the prepare locked so that the KV a pass
+                                       // reads stays (sliding windows; Note [windowed
+                                       // KV]); unlocked with the sequence's node
 };
 
 struct prepared_batch {
@@ -51,7 +54,7 @@ typename Inspector::result_type inspect(Inspector& f, prepare_request& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, prepared_entry& x) {
-  return f(caf::meta::type_name("prepared_entry"), x.hit, x.kv);
+  return f(caf::meta::type_name("prepared_entry"), x.hit, x.kv, x.pins);
 }
 
 template <class Inspector>

@@ -28,13 +28,14 @@ typename Inspector::result_type inspect(Inspector& f, pass_request& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, model_info& x) {
   return f(caf::meta::type_name("model_info"), x.name, x.architecture, x.vocab_size,
-           x.context_length, x.dtype, x.fingerprint, x.kv_bytes_per_token, x.kv_keep_bytes);
+           x.context_length, x.kv_window, x.dtype, x.fingerprint, x.kv_bytes_per_token,
+           x.kv_keep_bytes);
 }
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, mock_options& x) {
   return f(caf::meta::type_name("mock_options"), x.vocab_size, x.context_length,
-           x.kv_bytes_per_token, x.seed, x.cost_per_pass, x.cost_per_token);
+           x.kv_window, x.kv_bytes_per_token, x.seed, x.cost_per_pass, x.cost_per_token);
 }
 
 template <class Inspector>
