@@ -278,6 +278,14 @@ TEST_F(worker_membership_test, a_worker_serving_another_model_is_refused_naming_
   ASSERT_TRUE(joined && !*joined);
   EXPECT_NE(msg::message_of(joined->error()).find("vocabulary 128"), std::string::npos)
     << msg::message_of(joined->error());
+  // A sliding window changes which KV a pass reads, so the cache must know it.
+  auto windowed = mock;
+  windowed.kv_window = 8;
+  join(extra_worker(windowed));
+  sched.run();
+  ASSERT_TRUE(joined && !*joined);
+  EXPECT_NE(msg::message_of(joined->error()).find("sliding window 8"), std::string::npos)
+    << msg::message_of(joined->error());
   // The engine keeps serving with the worker it has.
   auto a = ask(token_seq{1, 2});
   sched.run();

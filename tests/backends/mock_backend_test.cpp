@@ -173,6 +173,20 @@ TEST(MockBackend, KvEntryCarriesItsPrefix) {
   EXPECT_EQ(after_b.logprobs, expected(options, {2, 9}));
 }
 
+TEST(MockBackend, UnderAWindowAPassNeedsThePrefixsLastWMinusOneKvOnly) {
+  // W = 4: continuing 6 tokens reads the KV of tokens 4-6. Releasing token 3's is
+  // harmless; releasing token 4's fails the pass, as a windowed model's would.
+  mock_options options = small_options();
+  options.kv_window = 4;
+  const auto backend = make_mock_backend(options);
+  const auto six = run_one(*backend, make_item({1, 2, 3, 4, 5, 6}, {}));
+  backend->release_kv({six.kv.at(2)});
+  const auto seventh = run_one(*backend, make_item({7}, {0}, six.kv.at(5), 6));
+  EXPECT_EQ(seventh.logprobs, expected(options, {1, 2, 3, 4, 5, 6, 7}));
+  backend->release_kv({six.kv.at(3)});
+  EXPECT_THROW(run_one(*backend, make_item({7}, {0}, six.kv.at(5), 6)), std::runtime_error);
+}
+
 TEST(MockBackend, RaggedPassEqualsItemsRunAlone) {
   const mock_options options = small_options();
   const auto together = make_mock_backend(options);
