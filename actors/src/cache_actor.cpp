@@ -147,8 +147,10 @@ void cache_state::after_change() {
   set(metrics->refused_attaches, s.refused_attaches);
   set(metrics->logprob_entries, s.logprob_entries);
   set(metrics->logprob_bytes, s.logprob_bytes);
-  for (cache::worker_id w = 0; w < s.kv_bytes.size(); ++w)
+  for (cache::worker_id w = 0; w < s.kv_bytes.size(); ++w) {
     set(metrics->worker(w).kv_bytes, s.kv_bytes[w]);
+    set(metrics->worker(w).kv_peak_bytes, s.kv_peak_bytes[w]);
+  }
 }
 
 cache_actor::behavior_type cache(cache_actor::stateful_pointer<cache_state> self,

@@ -162,6 +162,7 @@ engine_stats engine_metrics::snapshot() const {
       ws.losses = get(m.losses);
       ws.redispatched_queries = get(m.redispatched);
       ws.kv_bytes = get(m.kv_bytes);
+      ws.kv_peak_bytes = get(m.kv_peak_bytes);
       ws.kv_budget_bytes = get(m.kv_budget_bytes);
       s.kv_bytes.push_back(ws.kv_bytes);
       s.workers.push_back(std::move(ws));
@@ -225,7 +226,8 @@ std::string engine_stats::to_json() const {
                             {"tokens_computed", w.tokens_computed}, {"in_flight", w.in_flight},
                             {"heartbeat_age_ms", w.heartbeat_age_ms}, {"losses", w.losses},
                             {"redispatched_queries", w.redispatched_queries},
-                            {"kv_bytes", w.kv_bytes}, {"kv_budget_bytes", w.kv_budget_bytes}});
+                            {"kv_bytes", w.kv_bytes}, {"kv_peak_bytes", w.kv_peak_bytes},
+                            {"kv_budget_bytes", w.kv_budget_bytes}});
   auto& nodes_json = j["nodes"] = nlohmann::json::array();
   for (const auto& n : nodes)
     nodes_json.push_back({{"address", n.address}, {"state", n.state},

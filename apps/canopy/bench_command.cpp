@@ -370,6 +370,7 @@ int bench_command(const std::vector<std::string>& argv) {
   } else {
     std::cout << '\n';
     print_table_legend(std::cout, network);
+    print_kv_peaks(std::cout, results, options.particles);
     std::cout << "correctness: " << checked << " rows checked, " << mismatches
               << " mismatches\n\n";
     print_targets(std::cout, targets, args.config);

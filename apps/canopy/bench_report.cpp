@@ -130,6 +130,21 @@ void print_table_legend(std::ostream& out, bool network) {
            "the front and its remote workers\nper computed token (each has its row)\n";
 }
 
+void print_kv_peaks(std::ostream& out, const std::vector<bench_result>& results,
+                    std::size_t particles) {
+  for (const auto& r : results) {
+    if (r.workload != workload_kind::smc || r.kv_bytes_per_token == 0 || particles == 0)
+      continue;
+    const double per_particle = double(r.kv_peak_bytes) / double(particles);
+    out << "smc " << to_string(r.variant) << ": KV peak " << fixed(double(r.kv_peak_bytes) / mib, 2)
+        << " MiB, per particle " << fixed(per_particle / 1024, 1) << " KiB = "
+        << fixed(per_particle / double(r.kv_bytes_per_token), 1) << " tokens of KV";
+    if (r.kv_window > 0)
+      out << " (sliding window " << r.kv_window << ")";
+    out << '\n';
+  }
+}
+
 nlohmann::json to_json(const bench_result& r) {
   const auto d = derive(r);
   return {
@@ -154,7 +169,8 @@ nlohmann::json to_json(const bench_result& r) {
       {"pass_round_trip_us", {{"p50", r.pass_round_trip_p50_us}, {"p99", r.pass_round_trip_p99_us}}},
       {"wire_bytes", r.wire_bytes},
       {"peak_rss_bytes", r.peak_rss_bytes},
-      {"engine_bytes", {{"logprobs", r.logprob_bytes}, {"kv", r.kv_bytes}}},
+      {"engine_bytes", {{"logprobs", r.logprob_bytes}, {"kv", r.kv_bytes},
+                        {"kv_peak", r.kv_peak_bytes}}},
       {"rows_checked", r.rows_checked},
       {"mismatches", r.mismatches},
       {"first_mismatch", r.first_mismatch},

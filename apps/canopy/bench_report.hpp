@@ -30,6 +30,10 @@ void print_table_header(std::ostream& out, bool network);
 void print_table_row(std::ostream& out, const bench_result& result, bool network);
 /// Explains the columns.
 void print_table_legend(std::ostream& out, bool network);
+/// For each smc run through the engine, the most KV it held and what that is per
+/// particle (a sliding window bounds it).
+void print_kv_peaks(std::ostream& out, const std::vector<bench_result>& results,
+                    std::size_t particles);
 nlohmann::json to_json(const bench_result& result);
 
 /// One of the engine's goals, checked on a run's results.

@@ -192,6 +192,10 @@ bench_result run_variant(workload_kind workload, const workload_options& options
   r.logprob_bytes = after.logprob_bytes;
   r.kv_bytes =
       std::accumulate(after.kv_bytes.begin(), after.kv_bytes.end(), std::uint64_t{0});
+  for (const auto& w : after.workers)
+    r.kv_peak_bytes += w.kv_peak_bytes;
+  r.kv_bytes_per_token = lm.model().kv_bytes_per_token;
+  r.kv_window = lm.model().kv_window;
   r.engine_stats_json = after.to_json();
   return r;
 }

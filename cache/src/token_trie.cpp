@@ -23,6 +23,10 @@ namespace canopy::cache {
 //    lock that prefix's end too (a pin), so what a pass reads is never released
 //    while it runs. Every other KV entry is a candidate, leaves or not: rows stay
 //    locked along whole paths as before.
+//  - A match or insert touches (for the eviction policy) only the W nodes that the
+//    window of its end covers: an SMC particle's prompt, far above every particle,
+//    is then older than any particle's window, and the KV evicted first is what no
+//    query has read lately, not the window of the particle matched first.
 //  - A KV prefix is usable when it ends a run of W-1 nodes holding KV, or a shorter
 //    run that starts at depth 1 (collect_kv).
 //  - Dropping a node's KV while children hold KV there leaves a tombstone entry
@@ -145,6 +149,7 @@ struct token_trie::impl {
         kv_budgets(c.workers, c.kv_budget_bytes) {
     stats.kv_entries.assign(c.workers, 0);
     stats.kv_bytes.assign(c.workers, 0);
+    stats.kv_peak_bytes.assign(c.workers, 0);
     stats.nodes = 1;
     nodes.emplace_back();
     held.emplace_back();
@@ -230,6 +235,15 @@ struct token_trie::impl {
     if (x.row_candidate || x.kv_candidate)
       reposition(id, key_of(x.stats), key_of(next));
     x.stats = next;
+  }
+
+  // Under a window a walk uses only the nodes its end's window covers (Note
+  // [windowed KV]): those W are touched, the rest of the path keeps its statistics.
+  void touch_window(node_id end, std::int32_t priority, bool hit) {
+    node_id cur = end;
+    for (std::uint32_t k = 0; k < config.kv_window && cur != root_node;
+         ++k, cur = nodes[cur].parent)
+      touch(cur, priority, hit);
   }
 
   // Moves the node's elements to key `to` without reallocating them. Keys only grow
@@ -427,6 +441,7 @@ struct token_trie::impl {
     std::vector<kv_entry>& kv = held[id].kv;
     kv.push_back(kv_entry{worker, handle, bytes, 0, false, {}});
     stats.kv_bytes[worker] += bytes;
+    stats.kv_peak_bytes[worker] = std::max(stats.kv_peak_bytes[worker], stats.kv_bytes[worker]);
     ++stats.kv_entries[worker];
     if (kv_kept(id))
       locked_kv_bytes[worker] += bytes;
@@ -557,10 +572,13 @@ struct token_trie::impl {
       if (child == root_node)
         break;
       cur = child;
-      touch(cur, priority, true);
+      if (!windowed())
+        touch(cur, priority, true);
       if (depth + 1 <= kv_cap)
         kv_end = cur;
     }
+    if (windowed())
+      touch_window(cur, priority, true);
     result.node = cur;
     result.length = depth;
     if (depth == n)
@@ -610,9 +628,12 @@ struct token_trie::impl {
         cur = new_node(cur, tokens[i], priority);
       } else {
         cur = child;
-        touch(cur, priority, false);
+        if (!windowed())
+          touch(cur, priority, false);
       }
     }
+    if (windowed())
+      touch_window(cur, priority, false);
     return cur;
   }
 
@@ -825,6 +846,9 @@ void token_trie::impl::check_invariants() const {
   for (worker_id w = 0; w < workers; ++w)
     if (kv_bytes[w] > kv_budgets[w])
       violation("KV bytes of worker " + std::to_string(w) + " over budget");
+  for (worker_id w = 0; w < workers; ++w)
+    if (stats.kv_peak_bytes.size() != workers || stats.kv_peak_bytes[w] < kv_bytes[w])
+      violation("KV peak of worker " + std::to_string(w) + " below its KV bytes");
 }
 
 token_trie::token_trie(trie_config config) : impl_(std::make_unique<impl>(config)) {}
@@ -928,6 +952,7 @@ worker_id token_trie::add_worker(std::size_t kv_budget_bytes) {
   i.kv_budgets.push_back(kv_budget_bytes);
   i.stats.kv_entries.push_back(0);
   i.stats.kv_bytes.push_back(0);
+  i.stats.kv_peak_bytes.push_back(0);
   return id;
 }
 

@@ -75,6 +75,7 @@ TEST(TokenTrieWindow, KvAboveTheWindowOfEveryLockGoesEvenOnALockedPath) {
   EXPECT_EQ(depths_holding_kv(t, path), (std::vector<std::size_t>{7, 8, 9, 10, 11, 12}));
   EXPECT_EQ(released_handles(t), (std::vector<kv_handle>{101, 102, 103, 104, 105, 106}));
   EXPECT_EQ(t.stats().kv_evictions, 6u);
+  EXPECT_EQ(t.stats().kv_peak_bytes[0], 6 * kv_bytes);
   EXPECT_EQ(t.stats().logprob_entries, 12u);
   EXPECT_EQ(t.stats().refused_attaches, 0u);
 
@@ -124,6 +125,31 @@ TEST(TokenTrieWindow, KvWithinTheWindowOfAnyLockIsKept) {
   t.unlock(path[4]);
   EXPECT_TRUE(t.attach_kv(t.insert(other.data(), 1), 0, 999, kv_bytes));
   EXPECT_EQ(released_handles(t), (std::vector<kv_handle>{handle_at(2)}));
+  t.check_invariants();
+}
+
+TEST(TokenTrieWindow, AMatchUsesOnlyTheNodesItsEndsWindowCovers) {
+  // Two particles share a 6-token prompt and then differ for 4 tokens each (W = 4);
+  // A is matched, then B. Under LRU the KV evicted first must be the prompt's, which
+  // neither particle's window reads, not the window of A for having been matched
+  // first (B's match passes through the prompt, but does not use it).
+  token_trie t(windowed(4, 14));
+  const token_seq a = {1, 2, 3, 4, 5, 6, 10, 11, 12, 13};
+  const token_seq b = {1, 2, 3, 4, 5, 6, 20, 21, 22, 23};
+  const std::vector<node_id> path_a = t.path(t.insert(a.data(), a.size()));
+  const std::vector<node_id> path_b = t.path(t.insert(b.data(), b.size()));
+  for (std::size_t i = 0; i < 10; ++i) {
+    EXPECT_TRUE(t.attach_kv(path_a[i], 0, handle_at(i + 1), kv_bytes));
+    if (i >= 6) {
+      EXPECT_TRUE(t.attach_kv(path_b[i], 0, 200 + i, kv_bytes));
+    }
+  }
+  t.match(a.data(), a.size());
+  t.match(b.data(), b.size());
+  const token_seq other = {40};
+  EXPECT_TRUE(t.attach_kv(t.insert(other.data(), 1), 0, 999, kv_bytes));
+  EXPECT_EQ(released_handles(t), (std::vector<kv_handle>{handle_at(1)}));
+  EXPECT_EQ(t.kv_prefixes(path_a.back())[0].length, 10u);
   t.check_invariants();
 }
 

@@ -245,6 +245,7 @@ engine_stats busy_engine() {
   local.passes = 7;
   local.tokens_computed = 300;
   local.kv_bytes = 1000;
+  local.kv_peak_bytes = 3000;
   local.kv_budget_bytes = 4096;
   worker_stats remote = local;
   remote.id = 1;
@@ -349,6 +350,7 @@ TEST(PrometheusText, EveryMetricIsThereWithItsValue) {
     {"worker", "1"}, {"node", "10.0.0.2:7101"}, {"device", "cpu"}};
   EXPECT_EQ(value_of(p, "canopy_kv_cache_bytes", local), 1000);
   EXPECT_EQ(value_of(p, "canopy_kv_cache_bytes", remote), 2000);
+  EXPECT_EQ(value_of(p, "canopy_kv_cache_peak_bytes", local), 3000);
   EXPECT_EQ(value_of(p, "canopy_kv_cache_budget_bytes", local), 4096);
   EXPECT_EQ(value_of(p, "canopy_kv_cache_budget_bytes", remote), 8192);
   EXPECT_EQ(value_of(p, "canopy_worker_up", local), 1);

@@ -30,6 +30,7 @@ struct worker_stats {
   std::uint64_t losses = 0;              // times it was lost
   std::uint64_t redispatched_queries = 0; // queries of its passes sent to other workers
   std::uint64_t kv_bytes = 0;
+  std::uint64_t kv_peak_bytes = 0;       // the most KV it has held at once
   std::uint64_t kv_budget_bytes = 0;     // the budget the cache enforces on it
 };
 

@@ -129,6 +129,9 @@ void append_workers(exposition& x, const std::vector<worker_stats>& workers) {
              [](const worker_stats& w) { return std::uint64_t{w.state != "lost"}; });
   per_worker(x, workers, "canopy_kv_cache_bytes", gauge, "KV bytes held, per worker.",
              [](const worker_stats& w) { return w.kv_bytes; });
+  per_worker(x, workers, "canopy_kv_cache_peak_bytes", gauge,
+             "The most KV bytes held at once, per worker.",
+             [](const worker_stats& w) { return w.kv_peak_bytes; });
   per_worker(x, workers, "canopy_kv_cache_budget_bytes", gauge,
              "KV budget the cache enforces, per worker.",
              [](const worker_stats& w) { return w.kv_budget_bytes; });

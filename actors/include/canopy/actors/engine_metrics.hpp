@@ -46,7 +46,7 @@ std::string_view to_string(worker_status state);
 /// worker's link its last heartbeat.
 struct worker_metrics {
   std::atomic<std::uint64_t> passes{0}, tokens_computed{0}, in_flight{0}, losses{0},
-    redispatched{0}, kv_bytes{0}, kv_budget_bytes{0};
+    redispatched{0}, kv_bytes{0}, kv_peak_bytes{0}, kv_budget_bytes{0};
   std::atomic<std::int64_t> last_heartbeat_ns{0}; // system clock; 0: none (in-process)
   std::atomic<worker_status> state{worker_status::active};
 };

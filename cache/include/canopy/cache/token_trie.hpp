@@ -76,6 +76,7 @@ struct trie_stats {
   std::uint64_t logprob_bytes = 0;           // sum of their row bytes
   std::vector<std::uint64_t> kv_entries;     // [workers]
   std::vector<std::uint64_t> kv_bytes;       // [workers]
+  std::vector<std::uint64_t> kv_peak_bytes;  // [workers] the most kv_bytes has been
   std::uint64_t logprob_evictions = 0;       // rows dropped to make room
   std::uint64_t kv_evictions = 0;            // KV entries dropped to make room
   std::uint64_t nodes_removed = 0;           // nodes removed once empty
