@@ -187,5 +187,28 @@ TEST(http_limits, malformed_http_gets_400) {
   EXPECT_TRUE(handler.calls(0).empty());
 }
 
+TEST(http_limits, transfer_codings_other_than_chunked_are_refused_and_the_body_never_read) {
+  // The body that follows must never be read as a request of its own (smuggling).
+  scripted_handler handler;
+  running_server server(test_options(), handler);
+  const std::string smuggled = "GET /smuggled HTTP/1.1\r\nHost: a\r\n\r\n";
+  const std::vector<std::pair<std::string, int>> cases = {
+      {"xchunked", 501}, {"gzip, chunked", 501}, {"chunked, identity", 400},
+      {"identity", 501}, {"chunked, chunked", 501}};
+  for (const auto& [coding, status] : cases) {
+    test_client client(server.port());
+    ASSERT_TRUE(client.send("POST /x HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: " + coding +
+                            "\r\n\r\n" + smuggled));
+    expect_error(client.read_response(2s), status, "unsupported_transfer_encoding");
+    EXPECT_TRUE(client.closed_within(2s)) << coding;
+  }
+  EXPECT_TRUE(handler.calls(0).empty());
+  // Chunked alone, in any case, is read as it should be.
+  test_client client(server.port());
+  ASSERT_TRUE(client.send("POST /ok HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: Chunked\r\n\r\n"
+                          "3\r\nabc\r\n0\r\n\r\n"));
+  EXPECT_EQ(echo_of(client.read_response(2s))["body"], "abc");
+}
+
 } // namespace
 } // namespace canopy::server::testing

@@ -11,7 +11,10 @@
 #include <boost/beast/http/write.hpp>
 
 #include <algorithm>
+#include <optional>
+#include <string>
 #include <string_view>
+#include <vector>
 
 // Note [connection states]
 // A connection runs one event loop, advance(), after every event (bytes read, response
@@ -24,10 +27,13 @@
 // that breaks a limit makes the connection `failed`: its error answer goes out after
 // the answer in flight, then the connection lingers (send side shut, reading and
 // discarding until the client closes or the linger deadline) so the client reads the
-// error instead of a reset. One timer serves the phase: idle (nothing in flight,
-// nothing read), header and body (from the phase's start), linger. Another closes the
-// connection when a write makes no progress for idle_timeout (a client that stopped
-// reading would otherwise hold its connection, and a drain, forever).
+// error instead of a reset. A full read buffer stops reading (back-pressure: the rest
+// waits in the socket) until requests leave it; the request in flight keeps the
+// connection alive meanwhile (keep_for_answer_). One timer serves the phase: idle
+// (nothing in flight, nothing read), header and body (from the phase's start), linger.
+// Another closes the connection when a write makes no progress for idle_timeout (a
+// client that stopped reading would otherwise hold its connection, and a drain,
+// forever).
 
 namespace canopy::server {
 
@@ -65,6 +71,35 @@ http_response parse_error(const beast::error_code& ec, const server_options& opt
                           "the body is larger than " +
                               std::to_string(options.max_body_bytes) + " bytes");
   return error_response(400, "malformed_http", "malformed HTTP request: " + ec.message());
+}
+
+// A Transfer-Encoding other than "chunked" alone, as an error answer; nullopt when it
+// is absent or "chunked". Beast would read such a body by its own rules (or not at
+// all), and what it left would be parsed as the next request: a smuggled one. So the
+// connection ends with the answer (RFC 9112 6.1: chunked must come last, 400;
+// codings the server does not implement, 501).
+std::optional<http_response> transfer_coding_problem(beast::string_view value) {
+  if (value.empty())
+    return std::nullopt;
+  std::vector<std::string> codings;
+  for (auto rest = to_std(value); !rest.empty();) {
+    const auto comma = rest.find(',');
+    auto coding = rest.substr(0, comma);
+    const auto first = coding.find_first_not_of(" \t");
+    const auto last = coding.find_last_not_of(" \t");
+    codings.emplace_back(first == std::string_view::npos ? std::string_view{}
+                                                         : coding.substr(first, last - first + 1));
+    rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 1);
+  }
+  const auto chunked = [](const std::string& c) { return beast::iequals(c, "chunked"); };
+  if (codings.size() == 1 && chunked(codings.front()))
+    return std::nullopt;
+  const auto quoted = "Transfer-Encoding \"" + std::string(to_std(value)) + "\"";
+  if (std::any_of(codings.begin(), codings.end(), chunked) && !chunked(codings.back()))
+    return error_response(400, "unsupported_transfer_encoding",
+                          quoted + ": \"chunked\" must come last");
+  return error_response(501, "unsupported_transfer_encoding",
+                        quoted + ": only \"chunked\" is supported");
 }
 
 http::response<http::string_body> to_wire(http_response response, unsigned version,
@@ -171,6 +206,8 @@ void http_session::on_header() {
     refusal.headers.emplace_back("WWW-Authenticate", "Bearer");
     return fail(std::move(refusal));
   }
+  if (auto problem = transfer_coding_problem(request[http::field::transfer_encoding]))
+    return fail(std::move(*problem));
   phase_ = phase::body;
   // A client waiting for "100 Continue" gets it only when this request is the next to
   // be answered; otherwise it sends its body after its own timeout.
@@ -202,6 +239,7 @@ void http_session::dispatch() {
                        std::move(message.body())};
   auto id = done.id;
   in_flight_ = std::move(done);
+  keep_for_answer_ = shared_from_this();
   work_.emplace(strand_.get_inner_executor());
   start_request();
   context_.handler.handle(id, std::move(request), responder(id));
@@ -239,6 +277,7 @@ void http_session::on_response(request_id id, http_response response) {
   auto done = std::move(*in_flight_);
   in_flight_.reset();
   work_.reset();
+  auto keep = std::move(keep_for_answer_); // the write holds it from here
   write(std::move(done), std::move(response));
   advance();
 }
@@ -405,6 +444,8 @@ void http_session::close_now() {
     in_flight_.reset();
   }
   work_.reset();
+  // Last: this may be the only reference, and the rest of close_now still runs.
+  auto keep = std::move(keep_for_answer_);
   read_deadline_.disarm();
   write_deadline_.disarm();
   error_code ignored;

@@ -105,6 +105,11 @@ private:
   clock::time_point read_done_;   // of the complete request not yet dispatched
 
   std::optional<exchange> in_flight_; // handed to the handler, not answered yet
+  // The connection itself while a request is in flight. Its respond callback holds it
+  // weakly (it may come after the server is gone), and with the read buffer full no
+  // read or timer may hold it either: without this it would vanish, and its socket
+  // close with a reset, before the answer (Note [connection states]).
+  std::shared_ptr<http_session> keep_for_answer_;
   // While a request is in flight the io_context must not run out of work, even with
   // no read pending (drain, full buffer).
   std::optional<boost::asio::executor_work_guard<boost::asio::io_context::executor_type>>
