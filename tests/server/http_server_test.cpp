@@ -137,6 +137,28 @@ TEST(http_server, pipelined_requests_past_the_read_buffer_wait_while_one_is_comp
     ASSERT_EQ(echo_of(client.read_response())["target"], "/p/" + std::to_string(1000 + i));
 }
 
+TEST(http_server, a_half_closed_client_gets_every_answer_it_asked_for) {
+  // Three pipelined requests, then the client shuts its sending side: that says it
+  // will send nothing more, not that it left. All three are answered, in order, however
+  // late, and then the server closes.
+  scripted_handler handler(scripted_handler::mode::hold);
+  running_server server(test_options(), handler);
+  test_client client(server.port());
+  ASSERT_TRUE(client.send(make_request("GET", "/a") + make_request("POST", "/b", "xyz") +
+                          make_request("GET", "/c")));
+  client.shutdown_send();
+  for (std::size_t i = 0; i < 3; ++i) {
+    auto calls = handler.calls(i + 1);
+    ASSERT_EQ(calls.size(), i + 1);
+    std::this_thread::sleep_for(50ms); // not instant
+    calls[i].respond(scripted_handler::echo(calls[i].id, calls[i].request));
+  }
+  for (const std::string target : {"/a", "/b", "/c"})
+    EXPECT_EQ(echo_of(client.read_response())["target"], target);
+  EXPECT_TRUE(client.closed_within(2s));
+  EXPECT_TRUE(handler.cancelled(0).empty());
+}
+
 TEST(http_server, respond_may_come_later_from_another_thread) {
   scripted_handler handler(scripted_handler::mode::hold);
   running_server server(test_options(), handler);
@@ -159,6 +181,7 @@ TEST(http_server, a_client_leaving_cancels_its_request_and_a_late_respond_is_har
     test_client client(server.port());
     ASSERT_TRUE(client.send(make_request("POST", "/v1/logprobs", "{}")));
     ASSERT_EQ(handler.calls(1).size(), 1u);
+    client.reset();
   }
   auto call = handler.calls(1)[0];
   auto cancelled = handler.cancelled(1);
@@ -281,6 +304,8 @@ TEST(http_server, respond_after_the_server_is_destroyed_does_nothing) {
       }
       calls = handler.calls(requests);
       ASSERT_EQ(calls.size(), requests);
+      for (auto& client : clients)
+        client->reset();
     }
     ASSERT_EQ(handler.cancelled(requests).size(), requests);
     // Answers trickle in while the server stops and is destroyed, and after.

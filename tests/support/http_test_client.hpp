@@ -102,6 +102,17 @@ public:
     fd_ = -1;
   }
 
+  /// Leaves abortively: the server sees a reset, not an end of stream (a client killed
+  /// with unread bytes, or one that gives up).
+  void reset() {
+    linger abort{1, 0};
+    ::setsockopt(fd_, SOL_SOCKET, SO_LINGER, &abort, sizeof abort);
+    close();
+  }
+
+  /// Half-closes: says it sends nothing more, and still reads.
+  void shutdown_send() { ::shutdown(fd_, SHUT_WR); }
+
 private:
   // Waits up to `timeout` for bytes and appends them: >0 bytes read, 0 end of stream
   // or reset, -1 timeout.

@@ -20,8 +20,11 @@
 // A connection runs one event loop, advance(), after every event (bytes read, response
 // written, respond arrived, deadline, drain). It reads the socket whenever its buffer
 // has room, even with a request in flight: that is how a client that leaves is noticed
-// (the read fails: cancel the request, close), and how the next request of a pipelining
-// client is read. The request being read goes waiting -> header (first byte) -> body
+// (a reset: cancel the request, close), and how the next request of a pipelining
+// client is read. An end of stream is a half-close, not a departure (TCP cannot tell
+// one from a client that closed before its answer): the complete requests read are
+// answered in order, then the connection closes; an answer nobody reads fails its
+// write and closes it. The request being read goes waiting -> header (first byte) -> body
 // (header complete) -> complete; a complete request is dispatched once no other is in
 // flight and nothing is being written, so answers leave in request order. A request
 // that breaks a limit makes the connection `failed`: its error answer goes out after
@@ -153,6 +156,9 @@ void http_session::advance() {
     return close_now();
   if (!draining_)
     progress();
+  // Half-closed, and everything it sent that can be answered is: nothing is left.
+  if (peer_done_ && !in_flight_ && !writing_ && phase_ != phase::complete)
+    return close_now();
   update_deadline();
   read();
 }
@@ -342,7 +348,7 @@ void http_session::finish() {
 }
 
 void http_session::read() {
-  if (reading_ || closed_)
+  if (reading_ || closed_ || peer_done_)
     return;
   buffer_.consume(phase_ == phase::lingering ? buffer_.size() : parsed_);
   parsed_ = 0;
@@ -361,7 +367,13 @@ void http_session::on_read(error_code ec, std::size_t bytes) {
   reading_ = false;
   if (closed_)
     return;
-  if (ec) // the client closed or reset: whatever it asked is abandoned
+  // An end of stream is a half-close: the client may still read, so what it asked is
+  // answered. A reset (or any other failure) means it left: that is abandoned.
+  if (ec == asio::error::eof) {
+    peer_done_ = true;
+    return advance();
+  }
+  if (ec)
     return close_now();
   buffer_.commit(bytes);
   advance();

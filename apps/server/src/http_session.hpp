@@ -121,6 +121,7 @@ private:
   std::optional<exchange> written_; // of response_; empty while "100 Continue" goes out
 
   bool reading_ = false;
+  bool peer_done_ = false; // the client half-closed: it sends nothing more
   bool writing_ = false;
   bool draining_ = false;
   bool closed_ = false;
