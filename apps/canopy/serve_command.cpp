@@ -33,7 +33,8 @@ const char* const usage =
     "/v1/sample, /v1/tokenize, /v1/detokenize, /v1/cache/kv, /v1/cache/clear; GET\n"
     "/v1/vocab, /v1/model, /healthz, /metrics. Prints 'canopy serve: listening on\n"
     "http://HOST:PORT' once it accepts connections. SIGTERM or SIGINT: stops accepting,\n"
-    "answers what is in flight, exits 0.\n";
+    "answers what is in flight (for --drain-timeout-ms at most; a second signal: at\n"
+    "once), exits 0.\n";
 
 std::vector<flag_spec> serve_flags() {
   return {
@@ -49,6 +50,9 @@ std::vector<flag_spec> serve_flags() {
     {"header-timeout-ms", "MS", "a header section must arrive within this (default 10000)"},
     {"body-timeout-ms", "MS", "a body must arrive within this (default 60000)"},
     {"idle-timeout-ms", "MS", "an idle keep-alive connection is closed after (default 120000)"},
+    {"drain-timeout-ms", "MS",
+     "after SIGTERM, answers in flight get this long before every connection is closed "
+     "(default 10000; a second signal closes them at once)"},
     {"max-connections", "N", "connections beyond this are closed at once (default 10000)"},
     {"max-batch", "N", "sequences in one request (default 1024)"},
     {"max-rows", "N", "log-prob rows in one answer (default 16384)"},
@@ -61,8 +65,11 @@ std::string read_token_file(const std::string& path) {
   std::string token;
   if (!in || !std::getline(in, token))
     throw usage_error("--auth-token-file " + path + ": cannot read a line from the file");
-  while (!token.empty() && std::isspace(static_cast<unsigned char>(token.back())))
+  // An editor's newline or a stray space is no part of a token a client could send.
+  const auto space = [](unsigned char c) { return std::isspace(c) != 0; };
+  while (!token.empty() && space(token.back()))
     token.pop_back();
+  token.erase(token.begin(), std::find_if_not(token.begin(), token.end(), space));
   if (token.empty())
     throw usage_error("--auth-token-file " + path + ": the first line is empty");
   return token;
@@ -86,11 +93,17 @@ server::server_options options_from(const parsed_args& args) {
   o.header_timeout = ms("header-timeout-ms", o.header_timeout);
   o.body_timeout = ms("body-timeout-ms", o.body_timeout);
   o.idle_timeout = ms("idle-timeout-ms", o.idle_timeout);
+  o.drain_timeout = ms("drain-timeout-ms", o.drain_timeout);
   o.max_connections = args.count("max-connections", o.max_connections, 1);
   o.max_batch = args.count("max-batch", o.max_batch, 1);
   o.max_rows = args.count("max-rows", o.max_rows, 1);
   o.max_sample_tokens = args.count("max-sample-tokens", o.max_sample_tokens, 1);
   return o;
+}
+
+// Only this machine can reach it (a name is taken at its word only for "localhost").
+bool loopback_host(const std::string& host) {
+  return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
 }
 
 std::size_t core_count() { return std::max(2u, std::thread::hardware_concurrency()); }
@@ -105,6 +118,10 @@ int serve_command(const std::vector<std::string>& argv) {
     return 0;
   }
   const auto options = options_from(args);
+  if (options.auth_token.empty() && !loopback_host(options.host))
+    std::cerr << "canopy serve: WARNING: listening on " << options.host
+              << " with no --auth-token-file: anyone who can reach this port can use the "
+                 "engine\n";
   const auto gateway_count = args.count("gateways", core_count(), 1);
   // A client that closes its socket mid-answer must not kill the server.
   std::signal(SIGPIPE, SIG_IGN);
@@ -142,7 +159,7 @@ int serve_command(const std::vector<std::string>& argv) {
     const auto& model = lm.model();
     std::cout << "canopy serve: model " << model.name << " (vocab " << model.vocab_size
               << ", context " << model.context_length << ")\n"
-              << "canopy serve: listening on http://" << options.host << ':' << http.port()
+              << "canopy serve: listening on " << server::server_url(options.host, http.port())
               << std::endl;
     http.run();
     for (const auto& g : gateways)

@@ -286,6 +286,29 @@ TEST(serve_auth, a_bearer_token_guards_everything_but_health) {
   EXPECT_EQ(server.stop(10s), 0);
 }
 
+TEST(serve_auth, a_token_file_with_surrounding_whitespace_holds_the_token_alone) {
+  temp_dir dir;
+  const auto token_file = dir.path / "token";
+  std::ofstream(token_file) << "  s3cret-token \t\r\n";
+  serve_process server(with({"--auth-token-file", token_file.string()}));
+  auto right =
+      exchange(server.port(), json_post("/v1/logprobs", R"({"tokens": [1]})",
+                                        "Authorization: Bearer s3cret-token\r\n"));
+  EXPECT_EQ(right.status, 200) << right.body;
+  EXPECT_EQ(server.stop(10s), 0);
+}
+
+TEST(serve_startup, listening_on_every_address_without_a_token_warns) {
+  serve_process open(with({"--host", "0.0.0.0"}));
+  EXPECT_EQ(open.stop(10s), 0);
+  EXPECT_NE(open.err().find("WARNING: listening on 0.0.0.0 with no --auth-token-file"),
+            std::string::npos)
+      << open.err();
+  serve_process local(mock_flags);
+  EXPECT_EQ(local.stop(10s), 0);
+  EXPECT_EQ(local.err().find("WARNING"), std::string::npos) << local.err();
+}
+
 TEST(serve_lifecycle, sigterm_answers_the_request_in_flight_then_exits_0) {
   // Every pass takes 400 ms, so the request is surely in flight when SIGTERM lands.
   serve_process server(with({"--mock_cost_per_pass_us", "400000"}));

@@ -289,6 +289,42 @@ TEST(http_server, sigterm_drains_like_stop) {
   EXPECT_TRUE(client.closed_within(2s));
 }
 
+TEST(http_server, a_drain_ends_at_the_drain_timeout_cancelling_what_is_left) {
+  // An answer that never comes (or a client that never reads it) must not hold a stop
+  // open past drain_timeout.
+  scripted_handler handler(scripted_handler::mode::hold);
+  auto options = test_options();
+  options.drain_timeout = 300ms;
+  running_server server(options, handler);
+  test_client busy(server.port());
+  ASSERT_TRUE(busy.send(make_request("GET", "/busy")));
+  ASSERT_EQ(handler.calls(1).size(), 1u);
+  server.stop();
+  EXPECT_FALSE(server.wait_stopped(100ms)) << "the answer in flight had its chance";
+  EXPECT_TRUE(server.wait_stopped(2s));
+  EXPECT_EQ(handler.cancelled(1).size(), 1u);
+  EXPECT_TRUE(busy.closed_within(2s));
+}
+
+TEST(http_server, a_second_sigterm_closes_every_connection_at_once) {
+  scripted_handler handler(scripted_handler::mode::hold);
+  running_server server(test_options(), handler); // a drain timeout of seconds
+  test_client busy(server.port());
+  ASSERT_TRUE(busy.send(make_request("GET", "/busy")));
+  ASSERT_EQ(handler.calls(1).size(), 1u);
+  std::raise(SIGTERM);
+  EXPECT_FALSE(server.wait_stopped(200ms)) << "one signal drains";
+  std::raise(SIGTERM);
+  EXPECT_TRUE(server.wait_stopped(2s));
+  EXPECT_EQ(handler.cancelled(1).size(), 1u);
+}
+
+TEST(server_url, brackets_an_ipv6_host) {
+  EXPECT_EQ(server_url("::1", 8080), "http://[::1]:8080");
+  EXPECT_EQ(server_url("127.0.0.1", 80), "http://127.0.0.1:80");
+  EXPECT_EQ(server_url("localhost", 1), "http://localhost:1");
+}
+
 TEST(http_server, respond_after_the_server_is_destroyed_does_nothing) {
   constexpr std::size_t requests = 20;
   scripted_handler handler(scripted_handler::mode::hold);

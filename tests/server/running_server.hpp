@@ -25,6 +25,7 @@ inline server_options test_options() {
   options.header_timeout = std::chrono::seconds(10);
   options.body_timeout = std::chrono::seconds(10);
   options.idle_timeout = std::chrono::seconds(10);
+  options.drain_timeout = std::chrono::seconds(5); // within the destructor's patience
   return options;
 }
 

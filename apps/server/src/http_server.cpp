@@ -39,7 +39,10 @@ struct http_server::impl {
   void run();
   void accept();
   void on_accept(error_code ec, http_session::socket peer);
+  void wait_for_signal();
   void begin_drain();
+  void watch_drain();
+  void close_every_connection();
 
   // Declared before `io` so it outlives it: connections destroyed with `io` use it.
   transport_context context;
@@ -48,7 +51,9 @@ struct http_server::impl {
   const http_session::strand control;
   tcp::acceptor acceptor;
   asio::steady_timer retry;
-  std::optional<asio::signal_set> signals; // while run() runs
+  asio::steady_timer drain_watch; // while draining: done yet, or past drain_timeout?
+  std::chrono::steady_clock::time_point drain_deadline;
+  std::optional<asio::signal_set> signals; // from construction until run() returns
   std::uint16_t port = 0;
   bool stopping = false;
 };
@@ -58,7 +63,8 @@ http_server::impl::impl(server_options options, request_handler& handler,
     : context{std::move(options), handler,
               metrics ? std::move(metrics) : std::make_shared<server_metrics>()},
       io(static_cast<int>(std::max<std::uint32_t>(1, context.options.io_threads))),
-      control(asio::make_strand(io)), acceptor(control), retry(control) {
+      control(asio::make_strand(io)), acceptor(control), retry(control),
+      drain_watch(control) {
   const auto& host = context.options.host;
   auto service = std::to_string(context.options.port);
   error_code ec;
@@ -80,6 +86,9 @@ http_server::impl::impl(server_options options, request_handler& handler,
     throw std::runtime_error("cannot listen on " + host + ":" + service + ": " +
                              (ec ? ec.message() : "no address"));
   port = acceptor.local_endpoint().port();
+  // From construction, so a signal that comes before run() (just after the owner says
+  // it listens) waits for it instead of killing the process.
+  signals.emplace(control, SIGINT, SIGTERM);
 }
 
 http_server::impl::~impl() {
@@ -88,11 +97,7 @@ http_server::impl::~impl() {
 }
 
 void http_server::impl::run() {
-  signals.emplace(control, SIGINT, SIGTERM);
-  signals->async_wait([this](const error_code& ec, int) {
-    if (!ec)
-      begin_drain();
-  });
+  wait_for_signal();
   asio::post(control, [this] { accept(); });
   std::vector<std::thread> helpers;
   for (std::uint32_t i = 1; i < context.options.io_threads; ++i)
@@ -132,6 +137,18 @@ void http_server::impl::on_accept(error_code ec, http_session::socket peer) {
   accept();
 }
 
+// The first signal drains; a second one, while draining, closes every connection.
+void http_server::impl::wait_for_signal() {
+  signals->async_wait([this](const error_code& ec, int) {
+    if (ec)
+      return;
+    if (stopping)
+      return close_every_connection();
+    wait_for_signal(); // first: the drain cancels it once the last connection is gone
+    begin_drain();
+  });
+}
+
 void http_server::impl::begin_drain() {
   if (stopping)
     return;
@@ -139,10 +156,34 @@ void http_server::impl::begin_drain() {
   error_code ignored;
   acceptor.close(ignored);
   retry.cancel();
-  if (signals)
-    signals->cancel(ignored);
   for (const auto& session : context.connections.live())
     session->drain();
+  drain_deadline = std::chrono::steady_clock::now() + context.options.drain_timeout;
+  watch_drain();
+}
+
+// Every few milliseconds until the last connection is gone, when the signal wait ends
+// too and run() can return; past drain_timeout, the connections still open (an answer
+// still computing, or a client reading slowly) are closed.
+void http_server::impl::watch_drain() {
+  if (context.connections.size() == 0) {
+    error_code ignored;
+    if (signals)
+      signals->cancel(ignored);
+    return;
+  }
+  if (std::chrono::steady_clock::now() >= drain_deadline)
+    close_every_connection();
+  drain_watch.expires_after(std::chrono::milliseconds(20));
+  drain_watch.async_wait([this](error_code ec) {
+    if (!ec)
+      watch_drain();
+  });
+}
+
+void http_server::impl::close_every_connection() {
+  for (const auto& session : context.connections.live())
+    session->abort();
 }
 
 http_server::http_server(server_options options, request_handler& handler,

@@ -147,6 +147,10 @@ void http_session::drain() {
   });
 }
 
+void http_session::abort() {
+  asio::post(strand_, [self = shared_from_this()] { self->close_now(); });
+}
+
 void http_session::advance() {
   if (closed_)
     return;

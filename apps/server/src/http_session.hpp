@@ -45,6 +45,8 @@ public:
   void start();
   /// The server drains: finish the request in flight (if any), then close.
   void drain();
+  /// The server stops now: close, cancelling the request in flight.
+  void abort();
 
 private:
   using clock = std::chrono::steady_clock;

@@ -10,6 +10,9 @@
 
 namespace canopy::server {
 
+/// "http://HOST:PORT", with an IPv6 host in brackets.
+std::string server_url(const std::string& host, std::uint16_t port);
+
 struct server_options {
   std::string host = "127.0.0.1";   // loopback unless told otherwise
   std::uint16_t port = 8080;        // 0: any free port (the server reports it)
@@ -24,6 +27,10 @@ struct server_options {
                                                    // request for this long is closed,
                                                    // as is one whose answer's write
                                                    // makes no progress for this long
+  std::chrono::milliseconds drain_timeout{10000};  // after a stop (SIGTERM), answers
+                                                   // in flight get this long; then every
+                                                   // connection is closed (a second
+                                                   // signal closes them at once)
   std::size_t max_connections = 10000;      // further connections are closed at once
   std::size_t max_batch = 1024;             // sequences in one request
   std::size_t max_rows = 16384;             // log-prob rows in one response
