@@ -16,8 +16,10 @@ cache::row_ptr cache_state::answerable(cache::node_id node, bool require_kv) con
   bool held = false;
   for (cache::worker_id w = 0; w < trie->workers() && !held; ++w)
     held = trie->kv(node, w) != cache::no_kv;
-  if (!held || trie->config().kv_window == 0)
-    return held ? row : nullptr;
+  if (!held)
+    return nullptr;
+  if (trie->config().kv_window == 0)
+    return row; // KV is prefix-closed: a pass can continue from any KV held
   // Under a window, KV held may lack the W-1 tokens before it that a pass reads.
   const auto depth = trie->depth(node);
   for (const auto& prefix : trie->kv_prefixes(node))

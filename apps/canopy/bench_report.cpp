@@ -136,8 +136,9 @@ void print_kv_peaks(std::ostream& out, const std::vector<bench_result>& results,
     if (r.workload != workload_kind::smc || r.kv_bytes_per_token == 0 || particles == 0)
       continue;
     const double per_particle = double(r.kv_peak_bytes) / double(particles);
-    out << "smc " << to_string(r.variant) << ": KV peak " << fixed(double(r.kv_peak_bytes) / mib, 2)
-        << " MiB, per particle " << fixed(per_particle / 1024, 1) << " KiB = "
+    out << "smc " << to_string(r.variant) << ": KV peak "
+        << fixed(double(r.kv_peak_bytes) / mib, 2) << " MiB, per particle "
+        << fixed(per_particle / 1024, 1) << " KiB = "
         << fixed(per_particle / double(r.kv_bytes_per_token), 1) << " tokens of KV";
     if (r.kv_window > 0)
       out << " (sliding window " << r.kv_window << ")";

@@ -237,13 +237,21 @@ struct token_trie::impl {
     x.stats = next;
   }
 
-  // Under a window a walk uses only the nodes its end's window covers (Note
-  // [windowed KV]): those W are touched, the rest of the path keeps its statistics.
-  void touch_window(node_id end, std::int32_t priority, bool hit) {
+  // Calls visit(n) for `end` and its W-1 nearest ancestors (fewer near the root): the
+  // nodes whose KV a pass continuing from `end`'s child reads, plus `end`'s parent
+  // (Note [windowed KV]). Nothing without a window.
+  template <class Visit>
+  void for_window(node_id end, Visit visit) const {
     node_id cur = end;
     for (std::uint32_t k = 0; k < config.kv_window && cur != root_node;
          ++k, cur = nodes[cur].parent)
-      touch(cur, priority, hit);
+      visit(cur);
+  }
+
+  // Under a window a walk uses only the nodes its end's window covers (Note
+  // [windowed KV]): those W are touched, the rest of the path keeps its statistics.
+  void touch_window(node_id end, std::int32_t priority, bool hit) {
+    for_window(end, [&](node_id n) { touch(n, priority, hit); });
   }
 
   // Moves the node's elements to key `to` without reallocating them. Keys only grow
@@ -370,20 +378,18 @@ struct token_trie::impl {
   // Counts a lock of `id` in window_locks of it and its W-1 nearest ancestors, whose
   // KV the lock then keeps (O(W): Note [windowed KV]).
   void protect_window(node_id id, bool locking) {
-    node_id cur = id;
-    for (std::uint32_t k = 0; k < config.kv_window && cur != root_node;
-         ++k, cur = nodes[cur].parent) {
-      holding& h = held[cur];
+    for_window(id, [&](node_id n) {
+      holding& h = held[n];
       const bool was_kept = h.window_locks != 0;
       h.window_locks = locking ? h.window_locks + 1 : h.window_locks - 1;
       if (was_kept == (h.window_locks != 0))
-        continue;
+        return;
       for (kv_entry& e : h.kv) {
         auto& kept = locked_kv_bytes[e.worker];
         kept = locking ? kept + e.bytes : kept - e.bytes; // a tombstone's bytes are 0
-        refresh_kv(cur, e);
+        refresh_kv(n, e);
       }
-    }
+    });
   }
 
   // What lock() and unlock() do: the path's lock counts, and under a window the KV
@@ -441,7 +447,8 @@ struct token_trie::impl {
     std::vector<kv_entry>& kv = held[id].kv;
     kv.push_back(kv_entry{worker, handle, bytes, 0, false, {}});
     stats.kv_bytes[worker] += bytes;
-    stats.kv_peak_bytes[worker] = std::max(stats.kv_peak_bytes[worker], stats.kv_bytes[worker]);
+    stats.kv_peak_bytes[worker] =
+        std::max(stats.kv_peak_bytes[worker], stats.kv_bytes[worker]);
     ++stats.kv_entries[worker];
     if (kv_kept(id))
       locked_kv_bytes[worker] += bytes;
@@ -641,8 +648,8 @@ struct token_trie::impl {
 
   // Bulk drops visit nodes in id order, so a parent may lose its KV before its children
   // (its entry is a tombstone until they lose theirs) and may be visited while it
-  // still has children (pruning its last child prunes it then). Pruning allocates nothing, so ids not yet visited
-  // keep their meaning.
+  // still has children (pruning its last child prunes it then). Pruning allocates
+  // nothing, so ids not yet visited keep their meaning.
   void clear(bool rows_too) {
     for (node_id id = 1; id < nodes.size(); ++id) {
       if (!nodes[id].live || nodes[id].locks != 0)
@@ -752,7 +759,8 @@ void token_trie::impl::check_invariants() const {
         violation(node_name(id) + ": KV entry of an unknown or repeated worker");
       const bool tombstone = e.handle == no_kv;
       if (tombstone && (!windowed() || e.kv_children == 0 || e.bytes != 0))
-        violation(node_name(id) + ": KV tombstone without a window, children or zero bytes");
+        violation(node_name(id) +
+                  ": KV tombstone without a window, children or zero bytes");
       // Under a window the parent's KV may be gone, but its tombstone counts this.
       const kv_entry* above = find_kv(held[x.parent], e.worker);
       if (!tombstone && x.parent != root_node &&
@@ -765,7 +773,9 @@ void token_trie::impl::check_invariants() const {
         if (kv_kept(id))
           locked_kv[e.worker] += e.bytes;
       }
-      if (e.candidate != (!tombstone && !kv_kept(id) && (windowed() || e.kv_children == 0)))
+      const bool kv_rule =
+          !tombstone && !kv_kept(id) && (windowed() || e.kv_children == 0);
+      if (e.candidate != kv_rule)
         violation(node_name(id) + ": KV candidate flag disagrees with the rule");
       if (e.candidate && !in_set(kv_candidates[e.worker], e.slot))
         violation(node_name(id) + ": flagged KV candidate missing from its set");
@@ -779,12 +789,9 @@ void token_trie::impl::check_invariants() const {
   // Each lock counts in window_locks of its node and W-1 ancestors (none without a
   // window).
   std::vector<std::uint32_t> window_locks(nodes.size());
-  for (node_id id = 0; id < nodes.size(); ++id) {
-    node_id cur = id;
-    for (std::uint32_t k = 0; k < config.kv_window && nodes[id].live && cur != root_node;
-         ++k, cur = nodes[cur].parent)
-      window_locks[cur] += held[id].own_locks;
-  }
+  for (node_id id = 0; id < nodes.size(); ++id)
+    if (nodes[id].live)
+      for_window(id, [&](node_id n) { window_locks[n] += held[id].own_locks; });
 
   for (node_id id = 0; id < nodes.size(); ++id) {
     const node& x = nodes[id];
@@ -841,13 +848,13 @@ void token_trie::impl::check_invariants() const {
   if (config.logprob_max_entries != 0 && rows > config.logprob_max_entries)
     violation("log-prob entries over the entry limit");
   if (kv_budgets.size() != workers || kv_candidates.size() != workers ||
-      stats.kv_bytes.size() != workers)
+      stats.kv_bytes.size() != workers || stats.kv_peak_bytes.size() != workers)
     violation("per-worker tables disagree with the number of workers");
   for (worker_id w = 0; w < workers; ++w)
     if (kv_bytes[w] > kv_budgets[w])
       violation("KV bytes of worker " + std::to_string(w) + " over budget");
   for (worker_id w = 0; w < workers; ++w)
-    if (stats.kv_peak_bytes.size() != workers || stats.kv_peak_bytes[w] < kv_bytes[w])
+    if (stats.kv_peak_bytes[w] < kv_bytes[w])
       violation("KV peak of worker " + std::to_string(w) + " below its KV bytes");
 }
 

@@ -270,7 +270,7 @@ TEST_F(system_fixture, every_registered_type_survives_a_round_trip) {
   };
   const prepared_entry entry{row, {{2, 22}, {0, 0}}, {5, 9}};
   check("canopy::prepared_entry", entry, same_prepared);
-  check("canopy::prepared_batch", prepared_batch{{entry, prepared_entry{{}, {{1, 11}}}}},
+  check("canopy::prepared_batch", prepared_batch{{entry, prepared_entry{{}, {{1, 11}}, {}}}},
         [&](const auto& a, const auto& b) {
           return a.entries.size() == b.entries.size() &&
                  std::equal(a.entries.begin(), a.entries.end(), b.entries.begin(), same_prepared);

@@ -194,7 +194,7 @@ TEST(http_limits, transfer_codings_other_than_chunked_are_refused_and_the_body_n
   const std::string smuggled = "GET /smuggled HTTP/1.1\r\nHost: a\r\n\r\n";
   const std::vector<std::pair<std::string, int>> cases = {
       {"xchunked", 501}, {"gzip, chunked", 501}, {"chunked, identity", 400},
-      {"identity", 501}, {"chunked, chunked", 501}};
+      {"identity", 501}, {"chunked, chunked", 501}, {"chunked x", 501}};
   for (const auto& [coding, status] : cases) {
     test_client client(server.port());
     ASSERT_TRUE(client.send("POST /x HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: " + coding +

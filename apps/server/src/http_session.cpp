@@ -7,6 +7,7 @@
 #include <boost/asio/post.hpp>
 #include <boost/beast/core/string.hpp>
 #include <boost/beast/http/error.hpp>
+#include <boost/beast/http/rfc7230.hpp>
 #include <boost/beast/http/status.hpp>
 #include <boost/beast/http/write.hpp>
 
@@ -14,7 +15,6 @@
 #include <optional>
 #include <string>
 #include <string_view>
-#include <vector>
 
 // Note [connection states]
 // A connection runs one event loop, advance(), after every event (bytes read, response
@@ -84,21 +84,22 @@ http_response parse_error(const beast::error_code& ec, const server_options& opt
 std::optional<http_response> transfer_coding_problem(beast::string_view value) {
   if (value.empty())
     return std::nullopt;
-  std::vector<std::string> codings;
-  for (auto rest = to_std(value); !rest.empty();) {
-    const auto comma = rest.find(',');
-    auto coding = rest.substr(0, comma);
-    const auto first = coding.find_first_not_of(" \t");
-    const auto last = coding.find_last_not_of(" \t");
-    codings.emplace_back(first == std::string_view::npos ? std::string_view{}
-                                                         : coding.substr(first, last - first + 1));
-    rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 1);
-  }
-  const auto chunked = [](const std::string& c) { return beast::iequals(c, "chunked"); };
-  if (codings.size() == 1 && chunked(codings.front()))
+  // Beast's own reading of the list (OWS around commas, empty elements); one that does
+  // not parse counts as no coding Canopy knows.
+  const http::opt_token_list codings{value};
+  std::size_t count = 0;
+  bool any_chunked = false;
+  bool last_chunked = false;
+  if (http::validate_list(codings))
+    for (const auto coding : codings) {
+      ++count;
+      last_chunked = beast::iequals(coding, "chunked");
+      any_chunked = any_chunked || last_chunked;
+    }
+  if (count == 1 && last_chunked)
     return std::nullopt;
   const auto quoted = "Transfer-Encoding \"" + std::string(to_std(value)) + "\"";
-  if (std::any_of(codings.begin(), codings.end(), chunked) && !chunked(codings.back()))
+  if (any_chunked && !last_chunked)
     return error_response(400, "unsupported_transfer_encoding",
                           quoted + ": \"chunked\" must come last");
   return error_response(501, "unsupported_transfer_encoding",

@@ -12,7 +12,8 @@
 // w) a node is a candidate when it holds the resource, is unlocked, and no child
 // holds that resource. Without a window KV is prefix-closed (a token's KV is only
 // valid on top of its prefix's KV), so this is exactly "KV leaves first"; for
-// log-probs it is leaf-first order. Under a window KV follows the window rule below. Candidates live in one ordered set per resource keyed by the policy's
+// log-probs it is leaf-first order. Under a window KV follows the window rule below.
+// Candidates live in one ordered set per resource keyed by the policy's
 // eviction_key, so each eviction is O(log n). A node that holds nothing, has no
 // children and is unlocked is removed at once; its parent may then become a
 // candidate. Dropping a node's KV keeps its log-probs and the other way round.
