@@ -119,9 +119,12 @@ std::vector<entry_route> route_entries(const std::vector<routing_entry>& entries
     if (best && (best_length >= reuse_tokens || ready(*best)))
       send(e, *best, size - best_length);
     else if (entry.computing && std::find(workers.active.begin(), workers.active.end(),
-                                          *entry.computing) != workers.active.end())
-      send(e, *entry.computing, size);
-    else
+                                          *entry.computing) != workers.active.end()) {
+      // Even with room for another pass, the worker must first store what the running
+      // one computes: sent now, the entry would compute those tokens a second time.
+      out[e] = {*entry.computing, true};
+      given[*entry.computing] += size;
+    } else
       unplaced.push_back(e);
   }
   if (workers.active.empty()) {

@@ -167,6 +167,11 @@ TEST(batch_planner, an_entry_sharing_a_running_pass_prefix_waits_for_its_worker)
   const auto routes = route_entries(entries, {{0}, {0, 1}, {0, 0}});
   EXPECT_EQ(routes[0].worker, 1u);
   EXPECT_TRUE(routes[0].waits);
+  // With room for a second pass (passes in flight), it still waits for the results:
+  // sent now, it would compute the running pass's tokens again.
+  const auto room = route_entries(entries, {{0, 1}, {0, 1}, {0, 0}});
+  EXPECT_EQ(room[0].worker, 1u);
+  EXPECT_TRUE(room[0].waits);
 }
 
 TEST(batch_planner, entries_without_kv_spread_in_families_over_the_least_loaded) {

@@ -240,6 +240,27 @@ TEST_F(worker_membership_test, an_extension_waits_for_the_busy_worker_holding_it
   EXPECT_EQ(figures(1).passes, 1u);
 }
 
+TEST_F(worker_membership_test, a_branch_of_a_prompt_in_flight_waits_for_its_kv_on_a_worker_with_room) {
+  config.worker_passes_in_flight = 2;
+  start(1);
+  const token_seq prompt = {1, 2, 3, 4, 5, 6, 7, 8};
+  auto branch = [&](std::int32_t last) {
+    auto s = prompt;
+    s.push_back(last);
+    return s;
+  };
+  auto first = ask(branch(20));
+  run_all_but_worker(0); // the worker holds the pass computing the prompt
+  auto second = ask(branch(21));
+  run_all_but_worker(0);
+  EXPECT_EQ(figures(0).in_flight, 1u)
+    << "the worker has room for a second pass, but the branch waits for the prompt's KV";
+  sched.run();
+  EXPECT_TRUE(matches_reference(first, branch(20)));
+  EXPECT_TRUE(matches_reference(second, branch(21)));
+  EXPECT_EQ(probes->tokens, 8u + 1u + 1u) << "the prompt computed once";
+}
+
 TEST_F(worker_membership_test, a_late_worker_joins_and_serves_when_the_first_is_lost) {
   start(1);
   join(extra_worker(mock));

@@ -42,7 +42,7 @@ TEST(cluster, two_workers_and_a_front_answer_an_smc_workload_bit_for_bit_as_the_
   }
   EXPECT_GT(s.merged_duplicates + s.cache_hits, 0u) << "the workload repeats queries";
   EXPECT_EQ(s.tokens_computed, smc_unique_tokens(particles, steps, 128))
-    << "each token computed once, on one of the two workers";
+    << "each token computed once, on one of the two workers" << s.to_json();
   EXPECT_EQ(s.locked_nodes, 0u);
   EXPECT_EQ(s.in_flight, 0u);
 }

@@ -67,7 +67,8 @@ struct routing_entry {
 struct entry_route {
   std::optional<cache::worker_id> worker; // the worker it goes to, or the busy one it
                                           // waits for; none: it waits for any
-  bool waits = false;                     // that worker (any) has no room now
+  bool waits = false;                     // that worker (any) has no room now, or
+                                          // first stores tokens of it a pass computes
 };
 
 /// A cached prefix this long is worth waiting for (Note [routing]): computing it again
@@ -81,8 +82,10 @@ inline constexpr std::uint32_t reuse_tokens = 8;
 /// ready, or, waiting for it, when the prefix is worth waiting for (reuse_tokens):
 /// computing it again elsewhere would spend what KV reuse saves, and make tokens
 /// computed exceed the unique ones. An entry sharing tokens a running pass computes
-/// goes to (waits for) that pass's worker, which will hold their KV, as the planner
-/// defers an entry sharing uncached tokens with an item of its pass. The other entries
+/// waits for that pass's worker, which will hold their KV, as the planner defers an
+/// entry sharing uncached tokens with an item of its pass; it waits even when the
+/// worker has room for another pass (passes in flight), since only once the results
+/// are stored does its prepare see that KV. The other entries
 /// go, in families sharing a first token (so that a prefix they share, cached nowhere,
 /// is computed once, on one worker), to the least loaded active worker, counting what
 /// this routing gives each, waiting if it is busy: where a prompt's KV is made decides
