@@ -50,12 +50,22 @@ std::vector<flag_spec> serve_flags() {
     {"header-timeout-ms", "MS", "a header section must arrive within this (default 10000)"},
     {"body-timeout-ms", "MS", "a body must arrive within this (default 60000)"},
     {"idle-timeout-ms", "MS", "an idle keep-alive connection is closed after (default 120000)"},
+    {"write-stall-timeout-ms", "MS",
+     "a connection whose answer's write makes no progress this long is closed (default "
+     "10000)"},
     {"drain-timeout-ms", "MS",
      "after SIGTERM, answers in flight get this long before every connection is closed "
      "(default 10000; a second signal closes them at once)"},
     {"max-connections", "N", "connections beyond this are closed at once (default 10000)"},
     {"max-batch", "N", "sequences in one request (default 1024)"},
     {"max-rows", "N", "log-prob rows in one answer (default 16384)"},
+    {"max-answer-bytes", "N",
+     "bytes one answer may take, encoded; larger ones get 413 before computing (default "
+     "256 MiB)"},
+    {"answer-budget-bytes", "N",
+     "bytes all answers being computed or written may take; past it, 503 (default 1 GiB)"},
+    {"body-budget-bytes", "N",
+     "bytes all request bodies being read may take; past it, 503 (default 256 MiB)"},
     {"max-sample-tokens", "N", "max_tokens of one sample request (default 4096)"},
   };
 }
@@ -93,10 +103,14 @@ server::server_options options_from(const parsed_args& args) {
   o.header_timeout = ms("header-timeout-ms", o.header_timeout);
   o.body_timeout = ms("body-timeout-ms", o.body_timeout);
   o.idle_timeout = ms("idle-timeout-ms", o.idle_timeout);
+  o.write_stall_timeout = ms("write-stall-timeout-ms", o.write_stall_timeout);
   o.drain_timeout = ms("drain-timeout-ms", o.drain_timeout);
   o.max_connections = args.count("max-connections", o.max_connections, 1);
   o.max_batch = args.count("max-batch", o.max_batch, 1);
   o.max_rows = args.count("max-rows", o.max_rows, 1);
+  o.max_answer_bytes = args.count("max-answer-bytes", o.max_answer_bytes, 1);
+  o.answer_budget_bytes = args.count("answer-budget-bytes", o.answer_budget_bytes, 1);
+  o.body_budget_bytes = args.count("body-budget-bytes", o.body_budget_bytes, 1);
   o.max_sample_tokens = args.count("max-sample-tokens", o.max_sample_tokens, 1);
   return o;
 }

@@ -118,10 +118,11 @@ TEST(http_limits, an_idle_connection_is_closed_silently_after_the_idle_timeout) 
   EXPECT_GE(since(start), 150ms);
 }
 
-TEST(http_limits, a_client_that_stops_reading_is_closed_after_the_idle_timeout) {
+TEST(http_limits, a_client_that_stops_reading_is_closed_after_the_write_stall_timeout) {
   scripted_handler handler(scripted_handler::mode::hold);
   auto options = test_options();
-  options.idle_timeout = 200ms;
+  options.idle_timeout = 60s; // not the one that ends a stalled write
+  options.write_stall_timeout = 200ms;
   running_server server(options, handler);
   test_client client(server.port());
   ASSERT_TRUE(client.send(make_request("GET", "/v1/vocab")));

@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -268,6 +269,36 @@ TEST(RowEncoding, BinaryDenseBatchOfDecodedRows) {
   topk.i32(0).i32(1).i32(0).i32(1);
   topk.f16(-1.5f).f16(-2.5f).f16(half_row->at(0)).f16(half_row->at(1));
   EXPECT_EQ(encode_binary(answers, format), topk.out);
+}
+
+TEST(RowEncoding, AnswersNeverExceedTheSizeBoundAServerReservesAhead) {
+  // The longest texts there are: 9 significant digits and a two-digit negative
+  // exponent, the most negative token id, and nulls; so the bound is tight enough to
+  // matter and must still hold.
+  std::vector<float> worst(50, -1.17549435e-38f);
+  worst[3] = -inf;
+  worst[4] = -3.40282347e+38f;
+  const cache::token_seq tokens(7, std::numeric_limits<std::int32_t>::min());
+  for (bool batch : {false, true})
+    for (bool all_positions : {false, true})
+      for (std::optional<std::size_t> top_k : {std::optional<std::size_t>{},
+                                               std::optional<std::size_t>{3}}) {
+        std::vector<scored_sequence> answers(batch ? 3 : 1);
+        for (auto& answer : answers) {
+          answer.tokens = tokens;
+          answer.rows.assign(all_positions ? tokens.size() : 1, row_of(worst));
+        }
+        for (auto dtype : {wire_dtype::float32, wire_dtype::float16}) {
+          const row_format format{batch, all_positions, top_k, dtype};
+          const answer_shape shape{answers.size(), answers.size() * tokens.size(),
+                                   answers.size() * answers[0].rows.size(), worst.size()};
+          EXPECT_EQ(encode_binary(answers, format).size(), encoded_size_bound(shape, format, true));
+          const auto json_size = encode_json(answers, format).size();
+          const auto bound = encoded_size_bound(shape, format, false);
+          EXPECT_LE(json_size, bound);
+          EXPECT_GE(json_size * 2, bound) << "a bound far above the size refuses for nothing";
+        }
+      }
 }
 
 } // namespace

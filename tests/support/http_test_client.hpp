@@ -95,6 +95,12 @@ public:
     return receive(timeout) == 0 && unread_.size() == before;
   }
 
+  /// True once bytes wait to be read within `timeout` (none are read).
+  bool readable_within(std::chrono::milliseconds timeout) {
+    pollfd p{fd_, POLLIN, 0};
+    return ::poll(&p, 1, static_cast<int>(timeout.count())) > 0;
+  }
+
   /// Closes this end now.
   void close() {
     if (fd_ >= 0)

@@ -127,7 +127,8 @@ api_router::api_router(canopy::engine& engine, std::vector<gateway_actor> gatewa
                        const server_options& options)
     : engine_(engine), gateways_(std::move(gateways)),
       metrics_(std::move(metrics)), limits_{options.max_batch, options.max_sample_tokens},
-      max_rows_(options.max_rows),
+      max_rows_(options.max_rows), max_answer_bytes_(options.max_answer_bytes),
+      answers_(std::make_shared<byte_budget>(options.answer_budget_bytes)),
       vocab_body_(vocab_body(engine)) {}
 
 const gateway_actor& api_router::gateway_of(request_id id) const {
@@ -256,18 +257,56 @@ void api_router::logprobs(request_id id, const http_request& request,
   job.priority = req->priority;
   job.deadline_ms = req->deadline_ms;
   row_format format{req->batch, req->all_positions, req->top_k, req->dtype};
-  job.done = answer_with(std::move(respond), [format, binary = wants_binary(request)](
-                                               const gateway_reply& reply) {
-    http_response response;
-    if (binary) {
-      response.content_type = "application/octet-stream";
-      response.body = encode_binary(reply.answers, format);
-    } else {
-      response.body = encode_json(reply.answers, format);
-    }
-    return response;
-  });
+  const bool binary = wants_binary(request);
+  answer_shape shape{job.sequences.size(), 0, rows,
+                     static_cast<std::size_t>(engine_.vocab_size())};
+  for (const auto& s : job.sequences)
+    shape.tokens += s.size();
+  auto reserved = reserve_answer(shape, format, binary);
+  if (auto* refusal = std::get_if<http_response>(&reserved))
+    return respond(std::move(*refusal));
+  job.done = answer_with(
+      std::move(respond),
+      [format, binary,
+       held = std::make_shared<byte_reservation>(std::move(std::get<byte_reservation>(reserved)))](
+          const gateway_reply& reply) {
+        http_response response;
+        if (binary) {
+          response.content_type = "application/octet-stream";
+          response.body = encode_binary(reply.answers, format);
+        } else {
+          response.body = encode_json(reply.answers, format);
+        }
+        response.reserved = held; // given back once the answer is written
+        return response;
+      });
   caf::anon_send(gateway_of(id), messages::logprobs_atom::value, id, std::move(job));
+}
+
+std::variant<byte_reservation, http_response>
+api_router::reserve_answer(const answer_shape& shape, const row_format& format,
+                           bool binary) const {
+  const auto encoded = encoded_size_bound(shape, format, binary);
+  if (encoded > max_answer_bytes_)
+    return to_response(
+        {413, "answer_too_large",
+         "the answer could take " + std::to_string(encoded) + " bytes, more than the limit of " +
+             std::to_string(max_answer_bytes_) +
+             " (--max-answer-bytes); ask for top_k, the binary format (float16) or fewer rows"});
+  // While it is encoded, the rows it is made of are held as well.
+  const auto held = encoded + 4 * shape.rows * shape.vocab;
+  auto reservation = answers_->reservation();
+  if (!reservation.resize(held)) {
+    auto busy = to_response(
+        {503, "server_busy",
+         "answers being computed or written hold " + std::to_string(answers_->used()) +
+             " of " + std::to_string(answers_->limit()) +
+             " bytes (--answer-budget-bytes), too many for this one's " +
+             std::to_string(held) + "; retry later"});
+    busy.headers.emplace_back("Retry-After", "1");
+    return busy;
+  }
+  return reservation;
 }
 
 void api_router::sample(request_id id, const http_request& request, respond_fn respond) {

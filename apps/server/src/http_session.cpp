@@ -34,9 +34,11 @@
 // waits in the socket) until requests leave it; the request in flight keeps the
 // connection alive meanwhile (keep_for_answer_). One timer serves the phase: idle
 // (nothing in flight, nothing read), header and body (from the phase's start), linger.
-// Another closes the connection when a write makes no progress for idle_timeout (a
-// client that stopped reading would otherwise hold its connection, and a drain,
-// forever).
+// Another closes the connection when a write makes no progress for write_stall_timeout
+// (a client that stopped reading would otherwise hold its connection, its answer's
+// bytes in the answer budget, and a drain, forever). Bodies being read and answers
+// until written hold their bytes against budgets every connection shares (byte_budget):
+// past them a request gets 503, so a flood of clients cannot grow the process.
 
 namespace canopy::server {
 
@@ -46,8 +48,6 @@ namespace http = beast::http;
 
 namespace {
 
-// Bytes asked of one read: big bodies come in this many at a time.
-constexpr std::size_t read_chunk = 16u << 10;
 // The longest wait for a client to close after its last answer.
 constexpr std::chrono::milliseconds linger_limit{1000};
 
@@ -126,7 +126,8 @@ http::response<http::string_body> to_wire(http_response response, unsigned versi
 http_session::http_session(socket peer, transport_context& context)
     : context_(context), strand_(peer.get_executor()), socket_(std::move(peer)),
       read_deadline_(strand_), write_deadline_(strand_),
-      buffer_(header_limit(context.options) + read_chunk) {
+      buffer_(header_limit(context.options) + read_chunk_bytes),
+      body_reserved_(context.bodies->reservation()) {
   start_request();
 }
 
@@ -196,6 +197,8 @@ void http_session::parse() {
       return fail(parse_error(ec, context_.options));
     if (phase_ == phase::header && parser_->is_header_done())
       on_header();
+    if (phase_ == phase::body && !reserve_body())
+      return;
     if (phase_ != phase::failed && parser_->is_done()) {
       phase_ = phase::complete;
       read_done_ = clock::now();
@@ -227,6 +230,22 @@ void http_session::on_header() {
     write_continue();
 }
 
+bool http_session::reserve_body() {
+  const auto length = parser_->content_length();
+  const auto needed = length ? static_cast<std::size_t>(*length) : parser_->get().body().size();
+  if (body_reserved_.bytes() >= needed || body_reserved_.resize(needed))
+    return true;
+  const auto& bodies = *context_.bodies;
+  auto busy = error_response(
+      503, "server_busy",
+      "request bodies being read hold " + std::to_string(bodies.used()) + " of " +
+          std::to_string(bodies.limit()) + " bytes (--body-budget-bytes), too many for this " +
+          "one's " + std::to_string(needed) + "; retry later");
+  busy.headers.emplace_back("Retry-After", "1");
+  fail(std::move(busy));
+  return false;
+}
+
 void http_session::fail(http_response response) {
   exchange done;
   done.target = std::string(parser_->get().target()); // empty before the start line
@@ -254,6 +273,7 @@ void http_session::dispatch() {
   work_.emplace(strand_.get_inner_executor());
   start_request();
   context_.handler.handle(id, std::move(request), responder(id));
+  body_reserved_.reset(); // the handler has read the body and let it go
 }
 
 void http_session::start_request() {
@@ -295,6 +315,7 @@ void http_session::on_response(request_id id, http_response response) {
 
 void http_session::write(exchange done, http_response response) {
   done.keep_alive = done.keep_alive && !draining_;
+  response_reserved_ = std::move(response.reserved);
   response_ = to_wire(std::move(response), done.version, done.keep_alive);
   written_ = std::move(done);
   start_write();
@@ -316,7 +337,7 @@ void http_session::start_write() {
 
 void http_session::write_some() {
   auto self = shared_from_this();
-  write_deadline_.arm(context_.options.idle_timeout, [self] { self->close_now(); });
+  write_deadline_.arm(context_.options.write_stall_timeout, [self] { self->close_now(); });
   http::async_write_some(socket_, *serializer_, [self](error_code ec, std::size_t) {
     self->on_written_some(ec);
   });
@@ -327,6 +348,15 @@ void http_session::on_written_some(error_code ec) {
     return write_some();
   writing_ = false;
   write_deadline_.disarm();
+  if (!closed_ && !ec && written_)
+    context_.metrics->request_done(written_->target, response_.result_int(),
+                                   clock::now() - written_->read_done, written_->body_in,
+                                   response_.body().size());
+  // The body may be large: it and its reservation go back as soon as it is sent (or
+  // can no longer be), not when the next response replaces it.
+  serializer_.reset();
+  response_ = {};
+  response_reserved_.reset();
   if (closed_)
     return;
   if (ec)
@@ -335,13 +365,8 @@ void http_session::on_written_some(error_code ec) {
 }
 
 void http_session::on_written() {
-  if (written_) {
-    context_.metrics->request_done(written_->target, response_.result_int(),
-                                   clock::now() - written_->read_done, written_->body_in,
-                                   response_.body().size());
-    if (!written_->keep_alive)
-      return finish();
-  }
+  if (written_ && !written_->keep_alive)
+    return finish();
   advance();
 }
 
@@ -362,7 +387,7 @@ void http_session::read() {
   if (room == 0)
     return;
   reading_ = true;
-  socket_.async_read_some(buffer_.prepare(std::min(room, read_chunk)),
+  socket_.async_read_some(buffer_.prepare(std::min(room, read_chunk_bytes)),
                           [self = shared_from_this()](error_code ec, std::size_t bytes) {
                             self->on_read(ec, bytes);
                           });

@@ -81,6 +81,10 @@ private:
   void start_write();
   void write_some();
   void on_written_some(error_code ec);
+  /// Holds the body being read (its Content-Length up front, or what has come of a
+  /// chunked one) against the budget every connection shares; false after failing
+  /// the request with 503.
+  bool reserve_body();
   void on_written();
   void finish();
   void read();
@@ -121,6 +125,8 @@ private:
   std::optional<boost::beast::http::response_serializer<boost::beast::http::string_body>>
       serializer_;                  // of response_
   std::optional<exchange> written_; // of response_; empty while "100 Continue" goes out
+  std::shared_ptr<byte_reservation> response_reserved_; // response_'s, till written
+  byte_reservation body_reserved_; // the body being read, against context_.bodies
 
   bool reading_ = false;
   bool peer_done_ = false; // the client half-closed: it sends nothing more

@@ -166,19 +166,36 @@ char* put_values(char* at, const float* values, std::size_t n, wire_dtype dtype)
 
 } // namespace
 
+std::size_t encoded_size_bound(const answer_shape& shape, const row_format& format,
+                               bool binary) {
+  const std::size_t cols = format.top_k ? std::min(*format.top_k, shape.vocab) : shape.vocab;
+  if (binary) {
+    const std::size_t element = format.dtype == wire_dtype::float16 ? 2 : 4;
+    const std::size_t id_bytes = format.top_k ? 4 * shape.rows * cols : 0;
+    return 32 + 4 * shape.sequences + 4 * shape.tokens + id_bytes + element * shape.rows * cols;
+  }
+  // A value is at most "-1.17549435e-38," (16 characters), an id or token
+  // "-2147483648," (12); a row adds at most "[],[]," (6); a sequence its keys and
+  // brackets (under 64); a batch {"results":[]} (14).
+  const std::size_t per_value = 16 + (format.top_k ? 12 : 0);
+  return 16 + 64 * shape.sequences + 12 * shape.tokens + 6 * shape.rows +
+         per_value * shape.rows * cols;
+}
+
 std::string encode_json(const std::vector<scored_sequence>& answers,
                         const row_format& format) {
   check(format.batch || answers.size() == 1,
         "encode_json: a response that is not a batch has exactly one answer");
-  std::size_t values = 0, tokens = 0;
+  answer_shape shape{answers.size(), 0, 0, 0};
   for (const scored_sequence& answer : answers) {
-    tokens += answer.tokens.size();
+    shape.tokens += answer.tokens.size();
+    shape.rows += answer.rows.size();
     for (const cache::row_ptr& row : answer.rows)
-      values += format.top_k ? std::min(*format.top_k, row->vocab()) : row->vocab();
+      shape.vocab = std::max(shape.vocab, row->vocab());
   }
-  // "-1.2345678e-05," is 15 characters; most values are shorter.
+  // Reserved whole, so the text never doubles its buffer on the way.
   std::string out;
-  out.reserve(64 * answers.size() + 12 * tokens + 16 * values);
+  out.reserve(encoded_size_bound(shape, format, false));
   std::string ids;
   row_reader reader(format.top_k);
   if (format.batch)
@@ -203,11 +220,9 @@ std::string encode_binary(const std::vector<scored_sequence>& answers,
     total_tokens += answer.tokens.size();
   }
   const std::size_t cols = format.top_k ? std::min(*format.top_k, vocab) : vocab;
-  const std::size_t element = format.dtype == wire_dtype::float16 ? 2 : 4;
   const std::size_t id_bytes = format.top_k ? 4 * rows * cols : 0;
 
-  std::string out(32 + 4 * answers.size() + 4 * total_tokens + id_bytes +
-                      element * rows * cols,
+  std::string out(encoded_size_bound({answers.size(), total_tokens, rows, vocab}, format, true),
                   '\0');
   char* at = out.data();
   std::memcpy(at, "CNPY", 4);

@@ -26,6 +26,9 @@ struct transport_context {
   const std::shared_ptr<server_metrics> metrics;
   /// Shared with every respond callback, which may outlive the server.
   const std::shared_ptr<post_gate> gate = std::make_shared<post_gate>();
+  /// Request bodies being read, all connections (server_options::body_budget_bytes).
+  const std::shared_ptr<byte_budget> bodies =
+      std::make_shared<byte_budget>(options.body_budget_bytes);
   connection_registry connections;
   std::atomic<request_id> next_id{1};
 };

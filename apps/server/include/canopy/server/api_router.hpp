@@ -10,13 +10,16 @@
 
 #include <canopy/engine.hpp>
 #include <canopy/server/api_requests.hpp>
+#include <canopy/server/byte_budget.hpp>
 #include <canopy/server/gateway_actor.hpp>
 #include <canopy/server/http_message.hpp>
+#include <canopy/server/row_encoding.hpp>
 #include <canopy/server/server_metrics.hpp>
 #include <canopy/server/server_options.hpp>
 
 #include <memory>
 #include <string>
+#include <variant>
 #include <vector>
 
 namespace canopy::server {
@@ -40,6 +43,10 @@ private:
   http_response tokenize(const http_request& request) const;
   http_response detokenize(const http_request& request) const;
   http_response metrics() const;
+  /// Holds an answer's bytes against the answer budget before it is computed, or the
+  /// refusal: 413 past max_answer_bytes, 503 when the budget has no room.
+  std::variant<byte_reservation, http_response>
+  reserve_answer(const answer_shape& shape, const row_format& format, bool binary) const;
   /// Token ids of a sequence given as ids or text; an error names sequence `index`.
   parsed<cache::token_seq> resolve(const sequence_input& input) const;
 
@@ -48,6 +55,8 @@ private:
   std::shared_ptr<server_metrics> metrics_;
   request_limits limits_;
   std::size_t max_rows_;
+  std::size_t max_answer_bytes_;
+  std::shared_ptr<byte_budget> answers_; // answers being computed or written
   std::string vocab_body_;  // GET /v1/vocab, fixed at start ("" without a tokenizer)
 };
 

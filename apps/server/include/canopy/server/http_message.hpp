@@ -7,8 +7,11 @@
 // and must not block; `respond` may be called from any thread, at most once (the
 // transport posts the write back to the connection's own executor).
 
+#include <canopy/server/byte_budget.hpp>
+
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -29,6 +32,9 @@ struct http_response {
   std::string body;
   /// Further headers, e.g. {"Allow", "POST"} on a 405 or {"Server-Timing", ...}.
   std::vector<std::pair<std::string, std::string>> headers;
+  /// The bytes this response holds against a budget: the transport keeps it until the
+  /// response is written (or its connection closes).
+  std::shared_ptr<byte_reservation> reserved;
 };
 
 using respond_fn = std::function<void(http_response)>;

@@ -48,6 +48,18 @@ struct row_format {
   wire_dtype dtype = wire_dtype::float32; // binary only; JSON is always float32 text
 };
 
+/// The size of an answer, known before it is computed.
+struct answer_shape {
+  std::size_t sequences = 0;
+  std::size_t tokens = 0; // of all sequences
+  std::size_t rows = 0;
+  std::size_t vocab = 0;
+};
+
+/// The most bytes the answer can take once encoded (binary: exactly its size), so a
+/// server can refuse or reserve it before computing anything.
+std::size_t encoded_size_bound(const answer_shape& shape, const row_format& format, bool binary);
+
 /// Preconditions, std::invalid_argument when broken (a bug of the caller, not of the
 /// client): in JSON, exactly one answer unless format.batch and exactly one row per
 /// sequence unless format.all_positions; in binary, every row of one vocabulary and

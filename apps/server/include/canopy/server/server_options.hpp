@@ -24,9 +24,11 @@ struct server_options {
                                                    // within this (slowloris): 408
   std::chrono::milliseconds body_timeout{60000};   // and the body within this: 408
   std::chrono::milliseconds idle_timeout{120000};  // keep-alive connection with no
-                                                   // request for this long is closed,
-                                                   // as is one whose answer's write
-                                                   // makes no progress for this long
+                                                   // request for this long is closed
+  std::chrono::milliseconds write_stall_timeout{10000}; // a connection whose answer's
+                                                   // write makes no progress for this
+                                                   // long is closed (a client that
+                                                   // stopped reading)
   std::chrono::milliseconds drain_timeout{10000};  // after a stop (SIGTERM), answers
                                                    // in flight get this long; then every
                                                    // connection is closed (a second
@@ -34,7 +36,26 @@ struct server_options {
   std::size_t max_connections = 10000;      // further connections are closed at once
   std::size_t max_batch = 1024;             // sequences in one request
   std::size_t max_rows = 16384;             // log-prob rows in one response
+  std::size_t max_answer_bytes = 256u << 20; // one answer, encoded, at most: a request
+                                             // whose answer could be larger gets 413
+                                             // before anything is computed
+  std::size_t answer_budget_bytes = 1u << 30; // answers being computed or written, all
+                                              // connections: past it, 503
+  std::size_t body_budget_bytes = 256u << 20; // request bodies being read, all
+                                              // connections: past it, 503
   std::size_t max_sample_tokens = 4096;     // max_tokens of one sample request
 };
+
+/// Bytes a connection asks of one socket read (big bodies come this many at a time).
+inline constexpr std::size_t read_chunk_bytes = 16u << 10;
+
+/// What one open connection can hold at most beyond the budgets: its read buffer
+/// (a header section and one read), the HTTP parser and socket state.
+std::size_t connection_bytes_bound(const server_options& options);
+
+/// The most memory the HTTP side of a server can hold, on top of the engine (its model
+/// and its cache budgets): the answer and body budgets and every connection allowed.
+/// README: "Memory a client can make the server hold".
+std::size_t server_memory_bound(const server_options& options);
 
 } // namespace canopy::server

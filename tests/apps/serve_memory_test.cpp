@@ -1,0 +1,201 @@
+// The memory a client can make `canopy serve` hold (README: "Memory a client can make
+// the server hold"): an answer larger than --max-answer-bytes is refused before it is
+// computed; answers and bodies past their budgets get 503; a client that stops reading
+// is closed after --write-stall-timeout-ms and its answer's bytes go back; and a flood
+// of such clients keeps the process under the README's bound.
+
+#include "http_test_client.hpp"
+#include "canopy_process.hpp"
+
+#include <canopy/server/server_options.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <memory>
+#include <thread>
+
+using namespace canopy::testing;
+using json = nlohmann::json;
+using namespace std::chrono_literals;
+
+namespace {
+
+std::string error_code(const test_response& reply) {
+  try {
+    return json::parse(reply.body).at("error").at("code").get<std::string>();
+  } catch (const std::exception&) {
+    return "<not an error body: " + reply.body.substr(0, 200) + ">";
+  }
+}
+
+std::string logprobs_request(std::size_t tokens, bool all_positions,
+                             const std::string& extra_headers = "",
+                             const std::string& extra_fields = "") {
+  json body = {{"tokens", std::vector<int>(tokens, 7)}, {"all_positions", all_positions}};
+  auto text = body.dump();
+  text.insert(text.size() - 1, extra_fields);
+  return make_request("POST", "/v1/logprobs", text,
+                      "Content-Type: application/json\r\n" + extra_headers);
+}
+
+/// A process's memory figure from /proc (kB there), in bytes.
+std::size_t proc_status_bytes(pid_t pid, const std::string& field) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind(field + ":", 0) == 0)
+      return std::stoull(line.substr(field.size() + 1)) * 1024;
+  return 0;
+}
+
+// A GPT-2-sized vocabulary: one all-positions row set of 80 tokens is 64 MB of JSON.
+const std::vector<std::string> big_vocab = {"--backend", "mock", "--vocab_size", "50257",
+                                            "--context_length", "256"};
+
+std::vector<std::string> with(std::vector<std::string> base, std::vector<std::string> more) {
+  base.insert(base.end(), more.begin(), more.end());
+  return base;
+}
+
+TEST(serve_memory, an_answer_past_the_byte_limit_is_413_naming_the_limit_and_others_pass) {
+  serve_process server({"--backend", "mock", "--vocab_size", "64", "--context_length", "32",
+                        "--max-answer-bytes", "2000"});
+  // Three JSON rows of 64 values can take 3 x 64 x 16 bytes.
+  auto refused = exchange(server.port(), logprobs_request(3, true));
+  EXPECT_EQ(refused.status, 413) << refused.body;
+  EXPECT_EQ(error_code(refused), "answer_too_large");
+  EXPECT_NE(refused.body.find("limit of 2000"), std::string::npos) << refused.body;
+  EXPECT_EQ(exchange(server.port(), logprobs_request(3, false)).status, 200);
+  // The same rows as float16 in the binary format are 384 bytes of values.
+  auto binary = exchange(server.port(),
+                         logprobs_request(3, true, "Accept: application/octet-stream\r\n",
+                                          R"(,"dtype":"float16")"));
+  EXPECT_EQ(binary.status, 200) << binary.body;
+  EXPECT_EQ(binary.headers["content-type"], "application/octet-stream");
+  EXPECT_EQ(exchange(server.port(), logprobs_request(3, true, "",
+                                                     R"(,"top_k":2)")).status, 200);
+  EXPECT_EQ(server.stop(10s), 0) << server.err();
+}
+
+TEST(serve_memory, a_reader_that_stalls_holds_the_answer_budget_until_it_is_closed) {
+  // Room for one 80-row answer (about 64 MB of JSON and the 16 MB of rows), not two.
+  serve_process server(with(big_vocab, {"--answer-budget-bytes", "120000000",
+                                        "--write-stall-timeout-ms", "1000"}));
+  test_client stalled(server.port());
+  ASSERT_TRUE(stalled.send(logprobs_request(80, true)));
+  ASSERT_TRUE(stalled.readable_within(20s)) << "its answer is being written";
+  auto busy = exchange(server.port(), logprobs_request(80, true));
+  EXPECT_EQ(busy.status, 503) << busy.body.substr(0, 300);
+  EXPECT_EQ(error_code(busy), "server_busy");
+  EXPECT_EQ(busy.headers["retry-after"], "1");
+  EXPECT_NE(busy.body.find("--answer-budget-bytes"), std::string::npos) << busy.body;
+  // Small answers still fit beside it.
+  EXPECT_EQ(exchange(server.port(), logprobs_request(1, false)).status, 200);
+  // The stalled reader is closed after a second; then the same answer fits again.
+  const auto start = std::chrono::steady_clock::now();
+  int status = 0;
+  while (status != 200 && std::chrono::steady_clock::now() - start < 20s) {
+    std::this_thread::sleep_for(100ms);
+    status = exchange(server.port(), logprobs_request(80, true)).status;
+  }
+  EXPECT_EQ(status, 200);
+  EXPECT_GE(std::chrono::steady_clock::now() - start, 800ms) << "it waited for the stall";
+  EXPECT_EQ(server.stop(10s), 0) << server.err();
+}
+
+TEST(serve_memory, bodies_past_the_body_budget_get_503_before_they_are_read) {
+  serve_process server({"--backend", "mock", "--vocab_size", "64", "--context_length", "32",
+                        "--body-budget-bytes", "1000000", "--max-body-bytes", "800000"});
+  const std::string head = "POST /v1/logprobs HTTP/1.1\r\nHost: t\r\n"
+                           "Content-Type: application/json\r\nContent-Length: 600000\r\n\r\n";
+  test_client slow(server.port());
+  ASSERT_TRUE(slow.send(head + std::string(1000, ' ')));
+  std::this_thread::sleep_for(200ms); // its header is read: its body is reserved
+  test_client second(server.port());
+  ASSERT_TRUE(second.send(head));
+  auto busy = second.read_response(5s);
+  ASSERT_TRUE(busy);
+  EXPECT_EQ(busy->status, 503);
+  EXPECT_EQ(error_code(*busy), "server_busy");
+  EXPECT_NE(busy->body.find("--body-budget-bytes"), std::string::npos) << busy->body;
+  // A chunked body is held as it arrives: past the budget, it is refused too.
+  test_client chunked(server.port());
+  ASSERT_TRUE(chunked.send("POST /v1/logprobs HTTP/1.1\r\nHost: t\r\n"
+                           "Transfer-Encoding: chunked\r\n\r\n61a80\r\n" +
+                           std::string(400000, ' ') + "\r\n61a80\r\n" +
+                           std::string(400000, ' ') + "\r\n"));
+  auto refused = chunked.read_response(5s);
+  ASSERT_TRUE(refused);
+  EXPECT_EQ(refused->status, 503);
+  // The slow body finishes (a valid request once its spaces are JSON) and is answered;
+  // its bytes go back, so the next large body is read.
+  ASSERT_TRUE(slow.send(R"({"tokens":[1,2]})" + std::string(600000 - 1000 - 16, ' ')));
+  auto answered = slow.read_response(10s);
+  ASSERT_TRUE(answered);
+  EXPECT_EQ(answered->status, 200) << answered->body.substr(0, 300);
+  test_client third(server.port());
+  ASSERT_TRUE(third.send(head + R"({"tokens":[3]})" + std::string(600000 - 14, ' ')));
+  auto third_reply = third.read_response(10s);
+  ASSERT_TRUE(third_reply);
+  EXPECT_EQ(third_reply->status, 200) << third_reply->body.substr(0, 300);
+  EXPECT_EQ(server.stop(10s), 0) << server.err();
+}
+
+TEST(serve_memory, a_flood_of_hostile_clients_keeps_the_process_under_the_readme_bound) {
+  canopy::server::server_options limits;
+  limits.max_connections = 300;
+  limits.answer_budget_bytes = 200u << 20;
+  limits.body_budget_bytes = 30u << 20; // three of the 8 MB bodies, and room for small ones
+  limits.max_body_bytes = 8u << 20;
+  const std::size_t logprob_budget = 64u << 20, kv_budget = 16u << 20;
+  serve_process server(with(
+    big_vocab,
+    {"--max-connections", std::to_string(limits.max_connections), "--answer-budget-bytes",
+     std::to_string(limits.answer_budget_bytes), "--body-budget-bytes",
+     std::to_string(limits.body_budget_bytes), "--max-body-bytes",
+     std::to_string(limits.max_body_bytes), "--logprob_budget_bytes",
+     std::to_string(logprob_budget), "--kv_budget_bytes", std::to_string(kv_budget),
+     "--write-stall-timeout-ms", "30000"}));
+  // One ordinary answer first, so the baseline has the engine and its threads warm.
+  ASSERT_EQ(exchange(server.port(), logprobs_request(2, false)).status, 200);
+  const auto baseline = proc_status_bytes(server.pid(), "VmRSS");
+  const auto bound =
+    baseline + canopy::server::server_memory_bound(limits) + logprob_budget + kv_budget;
+
+  std::vector<std::unique_ptr<test_client>> flood;
+  // Readers that never read answers of 64 MB each (distinct, so none is a cache hit).
+  for (int i = 0; i < 12; ++i) {
+    flood.push_back(std::make_unique<test_client>(server.port()));
+    json body = {{"tokens", std::vector<int>(80, 100 + i)}, {"all_positions", true}};
+    flood.back()->send(make_request("POST", "/v1/logprobs", body.dump(),
+                                    "Content-Type: application/json\r\n"));
+  }
+  // Bodies of 8 MB that stop half-way.
+  const std::string half_body = "POST /v1/logprobs HTTP/1.1\r\nHost: t\r\nContent-Length: " +
+                                std::to_string(limits.max_body_bytes) + "\r\n\r\n" +
+                                std::string(limits.max_body_bytes / 2, ' ');
+  for (int i = 0; i < 12; ++i) {
+    flood.push_back(std::make_unique<test_client>(server.port()));
+    flood.back()->send(half_body);
+  }
+  // And connections that fill their header buffers and wait.
+  while (flood.size() < limits.max_connections - 10) {
+    flood.push_back(std::make_unique<test_client>(server.port()));
+    flood.back()->send("POST /v1/logprobs HTTP/1.1\r\nHost: t\r\nX-Pad: " +
+                       std::string(limits.max_header_bytes - 100, 'x'));
+  }
+  std::this_thread::sleep_for(3s); // every admitted answer computed and written
+  const auto peak = proc_status_bytes(server.pid(), "VmHWM");
+  EXPECT_LE(peak, bound) << "baseline " << baseline << ", peak " << peak;
+  EXPECT_EQ(exchange(server.port(), logprobs_request(2, false)).status, 200)
+    << "it still serves";
+  std::fprintf(stderr, "baseline %zu MB, peak %zu MB, bound %zu MB\n", baseline >> 20,
+               peak >> 20, bound >> 20);
+  flood.clear();
+  EXPECT_EQ(server.stop(10s), 0) << server.err();
+}
+
+} // namespace
