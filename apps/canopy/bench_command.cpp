@@ -1,15 +1,15 @@
 // canopy bench: runs each chosen workload under each chosen variant, side by side in
 // one process, and prints a table (or one JSON document) of what each costs.
 
-#include "bench_report.hpp"
-#include "bench_runner.hpp"
+#include "bench/bench_report.hpp"
+#include "bench/bench_runner.hpp"
 #include "cli_args.hpp"
 #include "commands.hpp"
-#include "encode_bench_command.hpp"
-#include "http_load_command.hpp"
-#include "matmul_ceiling.hpp"
-#include "process_memory.hpp"
-#include "worker_processes.hpp"
+#include "bench/encode_bench_command.hpp"
+#include "http_load/http_load_command.hpp"
+#include "bench/matmul_ceiling.hpp"
+#include "bench/process_memory.hpp"
+#include "bench/worker_processes.hpp"
 
 #include <canopy/actors/engine_actors.hpp>
 #include <canopy/backends/backend_factory.hpp>

@@ -1,0 +1,67 @@
+#pragma once
+// Runs one workload under one variant (a fresh engine, or the bare backend) and measures
+// it: time of the measured phase, tokens, batching, latency, memory and a sampled
+// correctness check.
+// Thread contract: run_variant blocks its calling thread; runs share nothing.
+
+#include "bench/bench_workloads.hpp"
+
+#include <canopy/engine_config.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace canopy::app {
+
+enum class bench_variant {
+  full,        // the config as given
+  no_cache,    // cache_enabled=false
+  no_kv,       // kv_reuse=false: every pass recomputes its whole sequence
+  no_batching, // batch_size=1, merge_duplicates=false, flush_when_idle=true
+  direct,      // the backend called directly, no actors (the overhead baseline)
+};
+
+std::optional<bench_variant> parse_variant(std::string_view name);
+std::string_view to_string(bench_variant variant);
+
+struct bench_result {
+  workload_kind workload = workload_kind::smc;
+  bench_variant variant = bench_variant::full;
+  std::size_t remote_workers = 0;     // the engine's workers reached over the network
+                                      // (0: in-process)
+  double seconds = 0; // the measured phase
+  std::uint64_t queries = 0;
+  std::uint64_t tokens_requested = 0;
+  std::uint64_t tokens_computed = 0;  // by the backend(s)
+  std::uint64_t matmul_flops = 0;     // of the backends' passes (0: the mock)
+  double compute_seconds = 0;         // the backends' time on those passes
+  std::uint64_t unique_tokens = 0;    // distinct prefixes of the workload's queries
+  std::uint64_t repeated_queries = 0; // queries repeating an earlier one exactly
+  double mean_batch_size = 0;         // queries per pass; 0 when no pass ran
+  double latency_p50_us = 0;
+  double latency_p99_us = 0;
+  double pass_round_trip_p50_us = 0;  // a pass sent to a worker until its answer is back
+  double pass_round_trip_p99_us = 0;
+  std::uint64_t wire_bytes = 0;       // TCP bytes between the engine and remote workers
+  std::uint64_t peak_rss_bytes = 0; // of the process during the measured phase
+  std::uint64_t logprob_bytes = 0;  // the engine's cached rows at the end
+  std::uint64_t kv_bytes = 0;       // the engine's KV, all workers, at the end
+  std::uint64_t kv_peak_bytes = 0;  // the most KV each worker held, summed over workers
+  std::uint64_t kv_bytes_per_token = 0; // of the model (0: direct)
+  std::int64_t kv_window = 0;       // the model's sliding window (0: none)
+  std::uint64_t rows_checked = 0;
+  std::uint64_t mismatches = 0;
+  std::string first_mismatch;
+  std::string engine_stats_json; // engine::stats() at the end; empty for direct
+};
+
+/// Checks every `check_every`-th answer against the reference row. With remote_workers
+/// in `config`, the engine drives them (a front with no device of its own when
+/// `config.workers` is 0).
+bench_result run_variant(workload_kind workload, const workload_options& options,
+                         const engine_config& config, bench_variant variant,
+                         std::size_t check_every);
+
+} // namespace canopy::app

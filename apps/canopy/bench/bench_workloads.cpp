@@ -1,0 +1,342 @@
+#include "bench/bench_workloads.hpp"
+
+#include "bench/in_flight.hpp"
+
+#include <canopy/actors/sampling.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <unordered_set>
+#include <variant>
+#include <vector>
+
+namespace canopy::app {
+
+namespace {
+
+// SMC particles propose from the model itself and target the model sharpened to this
+// temperature, so their weights drift apart and resampling happens every few steps.
+constexpr double target_temperature = 0.8;
+
+enum draw : std::uint64_t {
+  prompt_draw,
+  scoring_draw,
+  hits_draw,
+  picks_draw,
+  resampling_draw,
+  misses_draw,
+  miss_picks_draw
+};
+
+/// The workload's own random draws, on streams apart from the particles' sampling
+/// streams (sampling_stream(seed, particle)).
+std::mt19937_64 workload_stream(std::uint64_t seed, draw what) {
+  return actors::sampling_stream(seed ^ 0x9E3779B97F4A7C15ULL, what);
+}
+
+token_seq random_tokens(std::size_t length, std::int64_t vocab, std::mt19937_64& rng) {
+  std::uniform_int_distribution<std::int32_t> token(0,
+                                                    static_cast<std::int32_t>(vocab - 1));
+  token_seq out(length);
+  for (auto& t : out)
+    t = token(rng);
+  return out;
+}
+
+/// The callback of one query: its row into `slot` (if any), its outcome to `flight`.
+logprobs_callback answer_into(in_flight& flight, at::Tensor* slot) {
+  return [&flight, slot](logprobs_result result) {
+    if (auto* row = std::get_if<at::Tensor>(&result)) {
+      if (slot)
+        *slot = std::move(*row);
+      flight.succeeded();
+    } else {
+      flight.failed(std::get<canopy::error>(result));
+    }
+  };
+}
+
+/// log p_target(token) - log p(token), where p_target = softmax(logprobs / T).
+double log_weight_increment(const float* logprobs, std::size_t vocab,
+                            std::int32_t token) {
+  const double scale = 1.0 / target_temperature;
+  const double top = *std::max_element(logprobs, logprobs + vocab) * scale;
+  double sum = 0;
+  for (std::size_t v = 0; v < vocab; ++v)
+    sum += std::exp(logprobs[v] * scale - top);
+  return logprobs[token] * (scale - 1.0) - (top + std::log(sum));
+}
+
+/// Unnormalized weights exp(log_w - max), safe from overflow.
+std::vector<double> weights_of(const std::vector<double>& log_w) {
+  const double top = *std::max_element(log_w.begin(), log_w.end());
+  std::vector<double> w;
+  for (double lw : log_w)
+    w.push_back(std::exp(lw - top));
+  return w;
+}
+
+/// 1 / sum of squared normalized weights.
+double effective_sample_size(const std::vector<double>& log_w) {
+  double sum = 0, squares = 0;
+  for (double w : weights_of(log_w)) {
+    sum += w;
+    squares += w * w;
+  }
+  return sum * sum / squares;
+}
+
+/// Multinomial resampling: each particle becomes a copy of one drawn in proportion to
+/// the weights, so contexts form a tree with exact duplicates.
+void resample(std::vector<token_seq>& particles, std::vector<double>& log_w,
+              std::mt19937_64& rng) {
+  const auto w = weights_of(log_w);
+  std::discrete_distribution<std::size_t> pick(w.begin(), w.end());
+  std::vector<token_seq> next;
+  next.reserve(particles.size());
+  for (std::size_t i = 0; i < particles.size(); ++i)
+    next.push_back(particles[pick(rng)]);
+  particles = std::move(next);
+  std::fill(log_w.begin(), log_w.end(), 0.0);
+}
+
+sequence_census run_smc(const workload_options& o, std::int64_t vocab,
+                        query_client& client,
+                        const std::function<void()>& measure_start) {
+  auto prompt_rng = workload_stream(o.seed, prompt_draw);
+  auto resampling_rng = workload_stream(o.seed, resampling_draw);
+  std::vector<token_seq> particles(o.particles,
+                                   random_tokens(o.prompt_length, vocab, prompt_rng));
+  std::vector<double> log_w(o.particles, 0.0);
+  std::vector<std::mt19937_64> streams;
+  for (std::size_t i = 0; i < o.particles; ++i)
+    streams.push_back(actors::sampling_stream(o.seed, i));
+  std::vector<at::Tensor> rows(o.particles);
+  sequence_census census;
+  measure_start();
+  for (std::size_t step = 0; step < o.steps; ++step) {
+    in_flight flight;
+    for (std::size_t i = 0; i < o.particles; ++i) {
+      // The queries depend on the answers, so they are counted as they go, inside the
+      // timed phase: a hash step per token, cheap beside the sampling below.
+      census.add(particles[i]);
+      flight.started();
+      client.ask(particles[i], answer_into(flight, &rows[i]));
+    }
+    flight.wait_all();
+    for (std::size_t i = 0; i < o.particles; ++i) {
+      const float* row = rows[i].data_ptr<float>();
+      const auto n = static_cast<std::size_t>(vocab);
+      const auto token = actors::sample_token(row, n, 1.0, streams[i]);
+      log_w[i] += log_weight_increment(row, n, token);
+      particles[i].push_back(token);
+    }
+    if (effective_sample_size(log_w) < o.particles / 2.0)
+      resample(particles, log_w, resampling_rng);
+  }
+  return census;
+}
+
+sequence_census run_scoring(const workload_options& o, std::int64_t vocab,
+                            query_client& client,
+                            const std::function<void()>& measure_start) {
+  auto rng = workload_stream(o.seed, scoring_draw);
+  std::vector<token_seq> queries;
+  queries.reserve(o.sequences * o.sequence_length);
+  for (std::size_t s = 0; s < o.sequences; ++s) {
+    const auto sequence = random_tokens(o.sequence_length, vocab, rng);
+    for (std::size_t length = 1; length <= sequence.size(); ++length)
+      queries.emplace_back(sequence.begin(), sequence.begin() + length);
+  }
+  // The queries are known up front, so counting them stays out of the timed phase.
+  sequence_census census;
+  for (const auto& q : queries)
+    census.add(q);
+  measure_start();
+  in_flight flight;
+  for (auto& q : queries) {
+    flight.started();
+    client.ask(std::move(q), answer_into(flight, nullptr));
+  }
+  flight.wait_all();
+  return census;
+}
+
+sequence_census run_hits(const workload_options& o, std::int64_t vocab,
+                         query_client& client,
+                         const std::function<void()>& measure_start) {
+  auto rng = workload_stream(o.seed, hits_draw);
+  std::vector<token_seq> warm;
+  for (std::size_t s = 0; s < o.sequences; ++s)
+    warm.push_back(random_tokens(o.sequence_length, vocab, rng));
+  {
+    in_flight flight;
+    for (const auto& sequence : warm) {
+      flight.started();
+      client.ask(sequence, answer_into(flight, nullptr));
+    }
+    flight.wait_all();
+  }
+  auto pick_rng = workload_stream(o.seed, picks_draw);
+  std::uniform_int_distribution<std::size_t> pick(0, warm.size() - 1);
+  std::vector<std::size_t> picks(o.queries);
+  for (auto& p : picks)
+    p = pick(pick_rng);
+  sequence_census census;
+  for (auto p : picks)
+    census.add(warm[p]);
+  measure_start();
+  in_flight flight;
+  for (auto p : picks) {
+    const auto now_in_flight = flight.started();
+    client.ask(warm[p], answer_into(flight, nullptr));
+    // Refill from half the window, so the issuing thread sleeps once per many answers
+    // instead of once per answer.
+    if (now_in_flight >= max_in_flight)
+      flight.wait_until_at_most(max_in_flight / 2);
+  }
+  flight.wait_all();
+  return census;
+}
+
+/// `count` distinct values of [0, total) in random order (count <= total).
+std::vector<std::uint64_t> distinct_draws(std::uint64_t total, std::size_t count,
+                                          std::mt19937_64& rng) {
+  std::vector<std::uint64_t> out;
+  out.reserve(count);
+  if (total <= 4 * std::uint64_t{count}) {
+    // Dense: a partial Fisher-Yates shuffle of every value.
+    std::vector<std::uint64_t> all(total);
+    for (std::uint64_t v = 0; v < total; ++v)
+      all[v] = v;
+    for (std::size_t i = 0; i < count; ++i) {
+      std::uniform_int_distribution<std::uint64_t> pick(i, total - 1);
+      std::swap(all[i], all[pick(rng)]);
+      out.push_back(all[i]);
+    }
+    return out;
+  }
+  // Sparse: draw until unused (at most a quarter are used, so few draws repeat).
+  std::uniform_int_distribution<std::uint64_t> pick(0, total - 1);
+  std::unordered_set<std::uint64_t> used;
+  while (out.size() < count) {
+    const auto v = pick(rng);
+    if (used.insert(v).second)
+      out.push_back(v);
+  }
+  return out;
+}
+
+/// One misses query: a warmed prompt, then its own first new token and more.
+struct miss_query {
+  std::uint32_t prompt;
+  token_seq new_tokens;
+};
+
+sequence_census run_misses(const workload_options& o, std::int64_t vocab,
+                           query_client& client,
+                           const std::function<void()>& measure_start) {
+  auto rng = workload_stream(o.seed, misses_draw);
+  std::vector<token_seq> prompts;
+  for (std::size_t s = 0, n = miss_prompt_count(o, vocab); s < n; ++s)
+    prompts.push_back(random_tokens(o.sequence_length, vocab, rng));
+  // The warm-up: each prompt asked once, so its row and KV are cached.
+  sequence_census census;
+  {
+    in_flight flight;
+    for (const auto& prompt : prompts) {
+      census.add_computed(prompt);
+      const auto now_in_flight = flight.started();
+      client.ask(prompt, answer_into(flight, nullptr));
+      if (now_in_flight >= max_in_flight)
+        flight.wait_until_at_most(max_in_flight / 2);
+    }
+    flight.wait_all();
+  }
+  // Every query gets its own (prompt, first new token) pair, so no two queries share a
+  // token the warm-up did not compute: each misses the row cache, reuses its prompt's
+  // KV and computes exactly its miss_tokens new tokens.
+  auto pick_rng = workload_stream(o.seed, miss_picks_draw);
+  const auto pairs = distinct_draws(prompts.size() * static_cast<std::uint64_t>(vocab),
+                                    o.miss_queries, pick_rng);
+  std::vector<miss_query> queries;
+  queries.reserve(pairs.size());
+  for (const auto pair : pairs) {
+    auto& q = queries.emplace_back();
+    q.prompt = static_cast<std::uint32_t>(pair / static_cast<std::uint64_t>(vocab));
+    q.new_tokens = random_tokens(o.miss_tokens, vocab, pick_rng);
+    q.new_tokens.front() =
+        static_cast<std::int32_t>(pair % static_cast<std::uint64_t>(vocab));
+  }
+  // Each query is put together as it is asked, as hits copies its sequence; counting
+  // them does the same here, outside the timed phase.
+  const auto assemble = [&](const miss_query& q) {
+    const auto& prompt = prompts[q.prompt];
+    token_seq tokens;
+    tokens.reserve(prompt.size() + q.new_tokens.size());
+    tokens.insert(tokens.end(), prompt.begin(), prompt.end());
+    tokens.insert(tokens.end(), q.new_tokens.begin(), q.new_tokens.end());
+    return tokens;
+  };
+  for (const auto& q : queries)
+    census.add(assemble(q));
+  measure_start();
+  in_flight flight;
+  for (const auto& q : queries) {
+    const auto now_in_flight = flight.started();
+    client.ask(assemble(q), answer_into(flight, nullptr));
+    if (now_in_flight >= max_in_flight)
+      flight.wait_until_at_most(max_in_flight / 2);
+  }
+  flight.wait_all();
+  return census;
+}
+
+} // namespace
+
+std::size_t miss_prompt_count(const workload_options& options, std::int64_t vocab) {
+  const auto per_prompt = static_cast<std::size_t>(std::max<std::int64_t>(vocab, 1));
+  return std::max(options.sequences,
+                  (options.miss_queries + per_prompt - 1) / per_prompt);
+}
+
+std::optional<workload_kind> parse_workload(std::string_view name) {
+  for (auto kind : {workload_kind::smc, workload_kind::scoring, workload_kind::hits,
+                    workload_kind::misses})
+    if (to_string(kind) == name)
+      return kind;
+  return std::nullopt;
+}
+
+std::string_view to_string(workload_kind kind) {
+  switch (kind) {
+  case workload_kind::smc:
+    return "smc";
+  case workload_kind::scoring:
+    return "scoring";
+  case workload_kind::hits:
+    return "hits";
+  case workload_kind::misses:
+    return "misses";
+  }
+  return "unknown";
+}
+
+sequence_census run_workload(workload_kind kind, const workload_options& options,
+                             std::int64_t vocab, query_client& client,
+                             const std::function<void()>& measure_start) {
+  switch (kind) {
+  case workload_kind::smc:
+    return run_smc(options, vocab, client, measure_start);
+  case workload_kind::scoring:
+    return run_scoring(options, vocab, client, measure_start);
+  case workload_kind::hits:
+    return run_hits(options, vocab, client, measure_start);
+  case workload_kind::misses:
+    return run_misses(options, vocab, client, measure_start);
+  }
+  return {};
+}
+
+} // namespace canopy::app

@@ -1,0 +1,59 @@
+#pragma once
+// The bench's workloads: SMC particles, prefix scoring, cache hits and cache misses. Each
+// drives a query_client from the calling thread with many queries in flight, and counts
+// what it asked in a sequence_census.
+// Thread contract: a workload runs on the calling thread; its client may answer on any.
+
+#include "bench/sequence_census.hpp"
+
+#include <canopy/engine.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string_view>
+
+namespace canopy::app {
+
+enum class workload_kind { smc, scoring, hits, misses };
+
+std::optional<workload_kind> parse_workload(std::string_view name);
+std::string_view to_string(workload_kind kind);
+
+struct workload_options {
+  std::size_t particles = 64;       // smc
+  std::size_t steps = 64;           // smc
+  std::size_t prompt_length = 16;   // smc
+  std::size_t sequences = 32;       // scoring: every prefix queried; hits, misses: warmed
+  std::size_t sequence_length = 64; // scoring, hits and misses
+  std::size_t queries = 200000;     // hits: measured queries
+  std::size_t miss_queries = 50000; // misses: measured queries
+  std::size_t miss_tokens = 1;      // misses: new tokens after the warmed prompt
+  std::uint64_t seed = 1;
+};
+
+/// hits and misses keep at most this many queries in flight, refilling from half of it.
+inline constexpr std::size_t max_in_flight = 4096;
+
+/// How many prompts misses warms: `sequences`, or more when fewer could not give every
+/// query its own (prompt, first new token) pair: ceil(miss_queries / vocab).
+std::size_t miss_prompt_count(const workload_options& options, std::int64_t vocab);
+
+/// Where a workload's queries go: an engine or the bare backend.
+class query_client {
+public:
+  virtual ~query_client() = default;
+  /// Asks for the row after `tokens`; `done` runs exactly once, on any thread, maybe
+  /// before ask returns.
+  virtual void ask(token_seq tokens, logprobs_callback done) = 0;
+};
+
+/// Runs one workload. `measure_start` runs once, just before the measured phase (after
+/// the hits and misses warm-ups); the call returns when the last measured query is
+/// answered, and throws the first error any query got.
+sequence_census run_workload(workload_kind kind, const workload_options& options,
+                             std::int64_t vocab, query_client& client,
+                             const std::function<void()>& measure_start);
+
+} // namespace canopy::app

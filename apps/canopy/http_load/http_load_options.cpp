@@ -1,0 +1,136 @@
+#include "http_load/http_load_options.hpp"
+
+#include <charconv>
+#include <fstream>
+
+namespace canopy::app {
+
+namespace {
+
+const char* const target_form = "expected http://HOST:PORT, e.g. http://127.0.0.1:8080";
+
+/// 0 when `text` is not a decimal integer (0 itself is refused wherever this is used).
+std::uint64_t parse_positive(std::string_view text) {
+  std::uint64_t n = 0;
+  const auto [stop, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+  return ec == std::errc{} && stop == text.data() + text.size() ? n : 0;
+}
+
+http_target parse_target(const std::string& url) {
+  const std::string_view scheme = "http://";
+  std::string_view rest = url;
+  if (rest.substr(0, scheme.size()) != scheme)
+    throw usage_error("--target " + url + ": " + target_form +
+                      " (only plain http is spoken)");
+  rest.remove_prefix(scheme.size());
+  if (!rest.empty() && rest.back() == '/')
+    rest.remove_suffix(1);
+  const auto colon = rest.rfind(':');
+  if (colon == std::string_view::npos || rest.find('/') != std::string_view::npos)
+    throw usage_error("--target " + url + ": " + target_form);
+  std::string_view host = rest.substr(0, colon);
+  const std::string_view port = rest.substr(colon + 1);
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']')
+    host = host.substr(1, host.size() - 2);
+  const auto port_number = parse_positive(port);
+  if (host.empty() || port_number == 0 || port_number > 65535)
+    throw usage_error("--target " + url + ": " + target_form);
+  return {std::string(scheme) + std::string(rest), std::string(host), std::string(port)};
+}
+
+std::vector<std::size_t> parse_counts(const parsed_args& args, std::string_view flag,
+                                      std::string_view fallback) {
+  std::vector<std::size_t> out;
+  for (const auto& name : args.names(flag, fallback)) {
+    const auto n = parse_positive(name);
+    if (n == 0)
+      throw usage_error("--" + std::string(flag) + ": '" + name +
+                        "' is not a positive integer");
+    out.push_back(n);
+  }
+  return out;
+}
+
+/// A comma-separated list of the two names of a two-valued enum.
+template <class E>
+std::vector<E> parse_pair_list(const parsed_args& args, std::string_view flag, E first,
+                               E second) {
+  std::vector<E> out;
+  for (const auto& name : args.names(flag, std::string(to_string(first)) + "," +
+                                               std::string(to_string(second)))) {
+    if (name == to_string(first))
+      out.push_back(first);
+    else if (name == to_string(second))
+      out.push_back(second);
+    else
+      throw usage_error("--" + std::string(flag) + ": unknown '" + name +
+                        "' (known: " + std::string(to_string(first)) + ", " +
+                        std::string(to_string(second)) + ")");
+  }
+  return out;
+}
+
+/// The first line of the file, as the server reads its own token file.
+std::string read_token(const std::string& path) {
+  std::ifstream in(path);
+  std::string line;
+  if (!in || !std::getline(in, line))
+    throw usage_error("--auth-token-file " + path + ": cannot read a line from the file");
+  if (!line.empty() && line.back() == '\r')
+    line.pop_back();
+  if (line.empty())
+    throw usage_error("--auth-token-file " + path + ": the first line is empty");
+  return line;
+}
+
+} // namespace
+
+std::string_view to_string(http_workload w) {
+  return w == http_workload::hits ? "hits" : "misses";
+}
+
+std::string_view to_string(http_payload p) {
+  return p == http_payload::json ? "json" : "binary";
+}
+
+std::vector<flag_spec> http_load_flags() {
+  const http_load_options d;
+  return {
+      {"target", "URL", "the running `canopy serve` to measure: http://HOST:PORT"},
+      {"workload", "LIST", "hits, misses, comma-separated (default both)"},
+      {"payload", "LIST", "json, binary, comma-separated (default both)"},
+      {"connections", "LIST",
+       "keep-alive connections of each run, comma-separated (default 1,64,512)"},
+      {"duration-s", "S", "seconds each run sends requests (default 3)"},
+      {"sequence-length", "L",
+       "tokens per request (default " + std::to_string(d.sequence_length) + ")"},
+      {"sequences", "S",
+       "hits: sequences warmed, then asked for at random (default " +
+           std::to_string(d.hit_sequences) + ")"},
+      {"seed", "S", "seed of the hits set and its choices (default 1)"},
+      {"auth-token-file", "F", "send 'Authorization: Bearer <the file's first line>'"},
+      {"json", "", "print one JSON document instead of the table"},
+  };
+}
+
+http_load_options http_load_options_of(const parsed_args& args) {
+  const http_load_options d;
+  http_load_options o;
+  o.target = parse_target(args.text("target", ""));
+  o.workloads =
+      parse_pair_list(args, "workload", http_workload::hits, http_workload::misses);
+  o.payloads = parse_pair_list(args, "payload", http_payload::json, http_payload::binary);
+  o.connections = parse_counts(args, "connections", "1,64,512");
+  o.duration_s = args.number("duration-s", d.duration_s);
+  if (!(o.duration_s > 0))
+    throw usage_error("--duration-s: must be more than 0");
+  o.sequence_length = args.count("sequence-length", d.sequence_length, 1);
+  o.hit_sequences = args.count("sequences", d.hit_sequences, 1);
+  o.seed = args.count("seed", d.seed);
+  if (args.has("auth-token-file"))
+    o.auth_token = read_token(args.text("auth-token-file", ""));
+  o.json = args.has("json");
+  return o;
+}
+
+} // namespace canopy::app
