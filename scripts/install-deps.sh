@@ -16,6 +16,7 @@ packages=(
   libxxhash-dev         # model fingerprints: XXH3-128 over the weights at memory speed
   libutf8proc-dev       # tokenizer.json normalizers: Unicode NFC/NFKC on UTF-8 directly (small; ICU works in UTF-16)
   libssl-dev            # cluster tokens: HMAC-SHA256 and the CSPRNG (CAF's TLS uses OpenSSL too)
+  libjemalloc-dev       # the canopy program's allocator: 1.3-1.7x the queries/s of glibc's malloc
   openssl               # the tests' TLS certificates (the README's TLS example too)
   python3-numpy         # the Python client (apps/python/canopy_client) and its tests
   python3-venv python3-pip python3-setuptools  # the test of `pip install ./apps/python`

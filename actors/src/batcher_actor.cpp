@@ -320,6 +320,7 @@ batcher_actor::behavior_type batcher(batcher_pointer self, batcher_options optio
       return join(self, std::move(handle), std::move(description));
     },
     [=](drain_atom, cache::worker_id w) { drain(self, w); },
+    [=](ping_atom) { return true; },
     [=](uncached_atom, cache::token_seq& tokens, std::uint64_t ticket, answer_sink& sink) {
       run_uncached(self, std::move(tokens), ticket, std::move(sink));
     },

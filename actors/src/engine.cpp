@@ -71,6 +71,13 @@ struct engine::impl {
                                           tokenizer ? &*tokenizer : nullptr);
     auto workers = actors::spawn_local_workers(sys, config, std::move(backends));
     actors = actors::spawn_engine_actors(sys, config, std::move(model), std::move(workers));
+    // The in-process workers join with messages; once the batcher answers a ping sent
+    // after them, they are in, and stats() (and GET /v1/model) list them from the start.
+    {
+      caf::scoped_actor self{sys};
+      self->request(actors.batcher, caf::infinite, ping_atom::value)
+        .receive([](bool) {}, [&](const caf::error& e) { throw to_exception(sys, e); });
+    }
     if (config.remote_workers.empty())
       return;
     actors::spawn_worker_links(sys, config, actors);
@@ -93,19 +100,22 @@ struct engine::impl {
     caf::anon_send(front(), atom, std::forward<Ts>(xs)..., std::move(reply));
   }
 
-  /// The same, answered through a future.
+  /// The same, answered through a future. The promise is captured by the reply itself,
+  /// not through a logprobs_callback: hosts hold many futures at once, and each heap
+  /// block made on the asking thread and freed on an actor thread costs both a lock.
+  /// A reply dropped unanswered destroys the promise, so the future still gets an error.
   template <class Atom, class... Ts>
   std::future<at::Tensor> future_query(Atom atom, Ts&&... xs) {
     auto promise = std::make_shared<std::promise<at::Tensor>>();
     auto future = promise->get_future();
-    send_query(
-      [promise](logprobs_result result) {
-        if (auto* t = std::get_if<at::Tensor>(&result))
-          promise->set_value(std::move(*t));
-        else
-          promise->set_exception(std::make_exception_ptr(std::get<canopy::error>(result)));
-      },
-      atom, std::forward<Ts>(xs)...);
+    reply_callback reply{[sys = system, promise = std::move(promise)](
+                           caf::expected<shared_logprobs> result) {
+      if (result)
+        promise->set_value(to_tensor(*result));
+      else
+        promise->set_exception(std::make_exception_ptr(to_exception(*sys, result.error())));
+    }};
+    caf::anon_send(front(), atom, std::forward<Ts>(xs)..., std::move(reply));
     return future;
   }
 
@@ -260,10 +270,14 @@ at::Tensor to_tensor(const shared_logprobs& reply) {
   const auto& row = reply.row;
   const auto vocab = static_cast<std::int64_t>(row->vocab());
   if (const float* data = row->float32_data()) {
-    // Share the cache's memory: the deleter keeps the row alive as long as the tensor.
-    auto keep = new cache::row_ptr(row);
-    return at::from_blob(const_cast<float*>(data), {vocab},
-                         [keep](void*) { delete keep; }, at::TensorOptions(at::kFloat));
+    // Share the cache's memory: the context keeps the row alive as long as the tensor.
+    // A context with a plain function, not a std::function deleter, saves a heap block
+    // per answer (hosts free answers on their own threads, where each costs a lock).
+    return at::for_blob(const_cast<float*>(data), {vocab})
+      .context(new cache::row_ptr(row),
+               [](void* keep) { delete static_cast<cache::row_ptr*>(keep); })
+      .options(at::TensorOptions(at::kFloat))
+      .make_tensor();
   }
   auto out = at::empty({vocab}, at::kFloat);
   row->decode(out.data_ptr<float>());

@@ -63,7 +63,17 @@ void complete(request_pointer self, std::uint64_t ticket,
   auto latency = self->clock().now() - pending.accepted;
   st.metrics->latency.record(latency);
   st.metrics->latency_seconds.observe(std::chrono::duration<double>(latency).count());
-  pending.answer(std::move(result));
+  if (st.held.empty())
+    self->send(self, flush_atom::value);
+  st.held.push_back({std::move(pending.answer), std::move(result)});
+}
+
+/// Delivers the answers held (Note [answer bursts]), newest first.
+void deliver_held(request_pointer self) {
+  auto held = std::move(self->state.held);
+  self->state.held.clear();
+  for (auto it = held.rbegin(); it != held.rend(); ++it)
+    it->answer(std::move(it->result));
 }
 
 /// Rejects a query before it enters the pipeline.
@@ -177,6 +187,7 @@ request_actor(request_pointer self, request_options options, backends::model_inf
   st.batcher = std::move(batcher);
   st.metrics = std::move(metrics);
   self->set_exit_handler([=](caf::exit_msg& msg) {
+    deliver_held(self);
     auto pending = std::move(self->state.outstanding);
     self->state.outstanding.clear();
     for (auto& [ticket, p] : pending)
@@ -193,6 +204,7 @@ request_actor(request_pointer self, request_options options, backends::model_inf
         complete(self, batch.tickets[i], batch.rows[i]);
     },
     [=](timeout_atom) { on_deadline_timer(self); },
+    [=](flush_atom) { deliver_held(self); },
     [=](logprobs_atom, const cache::token_seq& tokens) {
       auto promise = self->make_response_promise<shared_logprobs>();
       ask(self, query{tokens}, to_promise(promise));
@@ -203,8 +215,10 @@ request_actor(request_pointer self, request_options options, backends::model_inf
       ask(self, q, to_promise(promise));
       return promise;
     },
-    [=](logprobs_atom, const query& q, const reply_callback& callback) {
-      ask(self, q, callback.fn);
+    // Taken by mutable reference and moved from: the message is ours alone (sent, not
+    // shared), so neither the tokens nor the callback are copied.
+    [=](logprobs_atom, query& q, reply_callback& callback) {
+      ask(self, std::move(q), std::move(callback.fn));
     },
     [=](logprobs_atom, query& q, std::uint64_t id, const answer_sink& sink) {
       ask(self, std::move(q), to_sink(self, sink, id), caller_key{sink.address(), id});
@@ -217,8 +231,8 @@ request_actor(request_pointer self, request_options options, backends::model_inf
       ask_uncached(self, tokens, to_promise(promise));
       return promise;
     },
-    [=](uncached_atom, const cache::token_seq& tokens, const reply_callback& callback) {
-      ask_uncached(self, tokens, callback.fn);
+    [=](uncached_atom, const cache::token_seq& tokens, reply_callback& callback) {
+      ask_uncached(self, tokens, std::move(callback.fn));
     },
     [=](clear_atom) { return self->delegate(self->state.cache, clear_atom::value); },
     [=](clear_kv_atom) { return self->delegate(self->state.cache, clear_kv_atom::value); },

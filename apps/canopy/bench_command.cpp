@@ -67,7 +67,8 @@ std::vector<flag_spec> bench_flags() {
       {"workload", "LIST",
        "smc, scoring, hits, misses or all, comma-separated"},
       {"variants", "LIST",
-       "full, no-cache, no-kv, no-batching, direct or all, comma-separated"},
+       "full, futures, no-cache, no-kv, no-batching, direct or all, comma-separated "
+       "(futures: full, asked through engine futures, as hosts do, instead of callbacks)"},
       {"particles", "N", "smc: particles" + dflt(d.particles)},
       {"steps", "T", "smc: sampled tokens per particle" + dflt(d.steps)},
       {"prompt-length", "L",
@@ -84,6 +85,7 @@ std::vector<flag_spec> bench_flags() {
            " for hits, " + std::to_string(d.miss_queries) + " for misses)"},
       {"miss-tokens", "K",
        "misses: new tokens per query after its prompt" + dflt(d.miss_tokens)},
+      {"in-flight", "N", "hits and misses: queries in flight at most" + dflt(d.in_flight)},
       {"seed", "S", "seed of prompts, sequences and sampling" + dflt(d.seed)},
       {"spawn-workers", "LIST",
        "run everything on N `canopy worker` processes the bench starts on loopback, for "
@@ -133,6 +135,7 @@ workload_options workload_options_of(const parsed_args& args,
   o.queries = args.count("queries", d.queries, 1);
   o.miss_queries = args.count("queries", d.miss_queries, 1);
   o.miss_tokens = args.count("miss-tokens", d.miss_tokens, 1);
+  o.in_flight = args.count("in-flight", d.in_flight, 2);
   o.seed = args.count("seed", d.seed);
   // Checked here, so that a workload too long for the model is a usage error rather
   // than a run failing midway.
@@ -188,13 +191,13 @@ std::string describe_workload(workload_kind w, const workload_options& o,
     break;
   case workload_kind::hits:
     out << o.queries << " queries over " << o.sequences << " warmed " << o.sequence_length
-        << "-token sequences, up to " << max_in_flight << " in flight";
+        << "-token sequences, up to " << o.in_flight << " in flight";
     break;
   case workload_kind::misses:
     out << o.miss_queries << " new sequences, each one of " << miss_prompt_count(o, vocab)
         << " warmed " << o.sequence_length << "-token prompts plus " << o.miss_tokens
         << " token" << (o.miss_tokens == 1 ? "" : "s") << " (no two sharing one), up to "
-        << max_in_flight << " in flight";
+        << o.in_flight << " in flight";
     break;
   }
   return out.str();
@@ -242,7 +245,7 @@ nlohmann::json options_json(const workload_options& o, std::int64_t vocab) {
           {"miss_tokens", o.miss_tokens},
           {"miss_prompts", miss_prompt_count(o, vocab)},
           {"seed", o.seed},
-          {"max_in_flight", max_in_flight}};
+          {"in_flight", o.in_flight}};
 }
 
 } // namespace
@@ -266,9 +269,9 @@ int bench_command(const std::vector<std::string>& argv) {
     args, "workload", all_workloads,
     mock ? all_workloads : std::vector{workload_kind::smc, workload_kind::scoring},
     parse_workload);
-  const std::vector all_variants{bench_variant::full, bench_variant::no_cache,
-                                 bench_variant::no_kv, bench_variant::no_batching,
-                                 bench_variant::direct};
+  const std::vector all_variants{bench_variant::full,  bench_variant::futures,
+                                 bench_variant::no_cache, bench_variant::no_kv,
+                                 bench_variant::no_batching, bench_variant::direct};
   const auto variants = parse_list(
     args, "variants", all_variants,
     mock ? std::vector{bench_variant::full, bench_variant::no_cache,

@@ -7,7 +7,6 @@
 #include <canopy/error.hpp>
 
 #include <exception>
-#include <malloc.h>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -69,11 +68,6 @@ int exit_code_of(const canopy::error& e) {
 } // namespace
 
 int main(int argc, char** argv) {
-  // The cache allocates rows steadily from several threads; glibc grows each thread's
-  // heap by the bytes asked for, one mprotect at a time. Growing 64 MiB at a go (address
-  // space only; pages are touched when used) made cache-miss queries ~10% faster. An
-  // allocator setting belongs to the application, so the library leaves it alone.
-  mallopt(M_TOP_PAD, 64 << 20);
   const std::vector<std::string> args(argv + 1, argv + argc);
   if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
     print_help(args.empty() ? std::cerr : std::cout);

@@ -116,8 +116,12 @@ struct pipeline_fixture : deterministic_system {
   /// Runs every actor but the worker until only the worker has work: its pass stays
   /// in flight while the rest of the pipeline moves on.
   void run_all_but_worker(std::size_t worker = 0) {
-    auto* held = dynamic_cast<caf::resumable*>(
-      caf::actor_cast<caf::abstract_actor*>(actors.workers.at(worker)));
+    run_all_but(caf::actor_cast<caf::abstract_actor*>(actors.workers.at(worker)));
+  }
+
+  /// Runs every actor but `actor` until only it has work (its mailbox fills).
+  void run_all_but(caf::abstract_actor* actor) {
+    auto* held = dynamic_cast<caf::resumable*>(actor);
     for (;;) {
       auto it = std::find_if(sched.jobs.begin(), sched.jobs.end(),
                              [&](caf::resumable* job) { return job != held; });

@@ -38,6 +38,8 @@ const std::vector<workload_kind> all_workloads = {workload_kind::smc, workload_k
 
 constexpr double hit_queries_goal = 300000;
 constexpr double miss_queries_goal = 100000;
+// The futures path may take at most this many times the callbacks' time per query.
+constexpr double futures_slowdown_goal = 1.3;
 
 bool zero_cost(const engine_config& c) {
   return c.mock_cost_per_pass_us == 0 && c.mock_cost_per_token_us == 0;
@@ -210,10 +212,13 @@ std::vector<target_check> evaluate_targets(const std::vector<bench_result>& resu
   const auto needs = [](workload_kind w, std::string variants) {
     return "--workload " + std::string(to_string(w)) + " and --variants " + variants;
   };
-  const auto throughput = [&](workload_kind w, const char* what, double goal) {
-    auto t = make_target(std::string(what) + " queries/s (" + std::string(to_string(w)) + ")",
-                         ">=", goal, 0, needs(w, "full"));
-    if (const auto* r = row(w, bench_variant::full)) {
+  const auto throughput = [&](workload_kind w, const char* what, double goal,
+                               bench_variant v) {
+    const auto through = v == bench_variant::futures ? ", futures" : "";
+    auto t = make_target(std::string(what) + " queries/s (" + std::string(to_string(w)) +
+                           through + ")",
+                         ">=", goal, 0, needs(w, std::string(to_string(v))));
+    if (const auto* r = row(w, v)) {
       t.ran = true;
       t.measured = derive(*r).queries_per_second;
       t.pass = t.measured >= goal;
@@ -269,9 +274,30 @@ std::vector<target_check> evaluate_targets(const std::vector<bench_result>& resu
       out.push_back(t);
     }
   };
+  // Hosts hold futures: that path must keep up with the callbacks' (bench/future_client.hpp
+  // says how the bench drives it).
+  const auto futures_slowdown = [&](workload_kind w) {
+    auto t = make_target("futures/callbacks time (" + std::string(to_string(w)) + ")", "<=",
+                         futures_slowdown_goal, 2, needs(w, "full,futures"));
+    const auto* callbacks = row(w, bench_variant::full);
+    const auto* futures = row(w, bench_variant::futures);
+    if (callbacks && futures) {
+      t.ran = true;
+      t.measured = ratio(derive(*callbacks).queries_per_second,
+                         derive(*futures).queries_per_second);
+      t.detail = "(" + fixed(derive(*futures).queries_per_second, 0) + " vs " +
+                 fixed(derive(*callbacks).queries_per_second, 0) + " queries/s)";
+      t.pass = t.measured <= t.goal;
+    }
+    out.push_back(t);
+  };
   if (mock) {
-    throughput(workload_kind::hits, "cache-hit", hit_queries_goal);
-    throughput(workload_kind::misses, "cache-miss", miss_queries_goal);
+    for (auto v : {bench_variant::full, bench_variant::futures}) {
+      throughput(workload_kind::hits, "cache-hit", hit_queries_goal, v);
+      throughput(workload_kind::misses, "cache-miss", miss_queries_goal, v);
+    }
+    futures_slowdown(workload_kind::hits);
+    futures_slowdown(workload_kind::misses);
     for (auto w : {workload_kind::smc, workload_kind::scoring, workload_kind::misses})
       computed_per_unique(w);
     remote_targets();

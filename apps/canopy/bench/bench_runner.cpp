@@ -2,6 +2,7 @@
 
 #include "bench/checking_client.hpp"
 #include "bench/direct_client.hpp"
+#include "bench/future_client.hpp"
 #include "bench/process_memory.hpp"
 #include "bench/socket_traffic.hpp"
 
@@ -12,6 +13,7 @@
 
 #include <chrono>
 #include <numeric>
+#include <optional>
 
 namespace canopy::app {
 
@@ -43,6 +45,7 @@ engine_config variant_config(engine_config config, bench_variant variant) {
     config.flush_when_idle = true;
     break;
   case bench_variant::full:
+  case bench_variant::futures:
   case bench_variant::direct:
     break;
   }
@@ -123,8 +126,8 @@ bench_result measure(workload_kind workload, const workload_options& options,
 } // namespace
 
 std::optional<bench_variant> parse_variant(std::string_view name) {
-  for (auto v : {bench_variant::full, bench_variant::no_cache, bench_variant::no_kv,
-                 bench_variant::no_batching, bench_variant::direct})
+  for (auto v : {bench_variant::full, bench_variant::futures, bench_variant::no_cache,
+                 bench_variant::no_kv, bench_variant::no_batching, bench_variant::direct})
     if (to_string(v) == name)
       return v;
   return std::nullopt;
@@ -134,6 +137,8 @@ std::string_view to_string(bench_variant variant) {
   switch (variant) {
   case bench_variant::full:
     return "full";
+  case bench_variant::futures:
+    return "futures";
   case bench_variant::no_cache:
     return "no-cache";
   case bench_variant::no_kv:
@@ -162,7 +167,11 @@ bench_result run_variant(workload_kind workload, const workload_options& options
     return r;
   }
   engine lm{variant_config(config, variant)};
-  engine_client client(lm);
+  engine_client callbacks(lm);
+  std::optional<future_client> futures;
+  if (variant == bench_variant::futures)
+    futures.emplace(lm);
+  query_client& client = futures ? static_cast<query_client&>(*futures) : callbacks;
   std::vector<std::uint16_t> remote_ports;
   for (const auto& address : config.remote_workers)
     remote_ports.push_back(static_cast<std::uint16_t>(std::stoul(address.substr(address.rfind(':') + 1))));

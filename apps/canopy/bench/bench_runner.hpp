@@ -17,6 +17,7 @@ namespace canopy::app {
 
 enum class bench_variant {
   full,        // the config as given
+  futures,     // the same, asked through engine futures (as hosts do) instead of callbacks
   no_cache,    // cache_enabled=false
   no_kv,       // kv_reuse=false: every pass recomputes its whole sequence
   no_batching, // batch_size=1, merge_duplicates=false, flush_when_idle=true

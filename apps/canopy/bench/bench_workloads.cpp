@@ -1,6 +1,5 @@
 #include "bench/bench_workloads.hpp"
 
-#include "bench/in_flight.hpp"
 
 #include <canopy/actors/sampling.hpp>
 
@@ -124,7 +123,7 @@ sequence_census run_smc(const workload_options& o, std::int64_t vocab,
       flight.started();
       client.ask(particles[i], answer_into(flight, &rows[i]));
     }
-    flight.wait_all();
+    client.wait_all(flight);
     for (std::size_t i = 0; i < o.particles; ++i) {
       const float* row = rows[i].data_ptr<float>();
       const auto n = static_cast<std::size_t>(vocab);
@@ -159,7 +158,7 @@ sequence_census run_scoring(const workload_options& o, std::int64_t vocab,
     flight.started();
     client.ask(std::move(q), answer_into(flight, nullptr));
   }
-  flight.wait_all();
+  client.wait_all(flight);
   return census;
 }
 
@@ -176,7 +175,7 @@ sequence_census run_hits(const workload_options& o, std::int64_t vocab,
       flight.started();
       client.ask(sequence, answer_into(flight, nullptr));
     }
-    flight.wait_all();
+    client.wait_all(flight);
   }
   auto pick_rng = workload_stream(o.seed, picks_draw);
   std::uniform_int_distribution<std::size_t> pick(0, warm.size() - 1);
@@ -193,10 +192,10 @@ sequence_census run_hits(const workload_options& o, std::int64_t vocab,
     client.ask(warm[p], answer_into(flight, nullptr));
     // Refill from half the window, so the issuing thread sleeps once per many answers
     // instead of once per answer.
-    if (now_in_flight >= max_in_flight)
-      flight.wait_until_at_most(max_in_flight / 2);
+    if (now_in_flight >= o.in_flight)
+      client.wait_until_at_most(flight, o.in_flight / 2);
   }
-  flight.wait_all();
+  client.wait_all(flight);
   return census;
 }
 
@@ -249,10 +248,10 @@ sequence_census run_misses(const workload_options& o, std::int64_t vocab,
       census.add_computed(prompt);
       const auto now_in_flight = flight.started();
       client.ask(prompt, answer_into(flight, nullptr));
-      if (now_in_flight >= max_in_flight)
-        flight.wait_until_at_most(max_in_flight / 2);
+      if (now_in_flight >= o.in_flight)
+        client.wait_until_at_most(flight, o.in_flight / 2);
     }
-    flight.wait_all();
+    client.wait_all(flight);
   }
   // Every query gets its own (prompt, first new token) pair, so no two queries share a
   // token the warm-up did not compute: each misses the row cache, reuses its prompt's
@@ -286,10 +285,10 @@ sequence_census run_misses(const workload_options& o, std::int64_t vocab,
   for (const auto& q : queries) {
     const auto now_in_flight = flight.started();
     client.ask(assemble(q), answer_into(flight, nullptr));
-    if (now_in_flight >= max_in_flight)
-      flight.wait_until_at_most(max_in_flight / 2);
+    if (now_in_flight >= o.in_flight)
+      client.wait_until_at_most(flight, o.in_flight / 2);
   }
-  flight.wait_all();
+  client.wait_all(flight);
   return census;
 }
 

@@ -4,6 +4,7 @@
 // what it asked in a sequence_census.
 // Thread contract: a workload runs on the calling thread; its client may answer on any.
 
+#include "bench/in_flight.hpp"
 #include "bench/sequence_census.hpp"
 
 #include <canopy/engine.hpp>
@@ -30,11 +31,10 @@ struct workload_options {
   std::size_t queries = 200000;     // hits: measured queries
   std::size_t miss_queries = 50000; // misses: measured queries
   std::size_t miss_tokens = 1;      // misses: new tokens after the warmed prompt
+  std::size_t in_flight = 4096;     // hits and misses: queries in flight at most,
+                                    // refilled from half of it
   std::uint64_t seed = 1;
 };
-
-/// hits and misses keep at most this many queries in flight, refilling from half of it.
-inline constexpr std::size_t max_in_flight = 4096;
 
 /// How many prompts misses warms: `sequences`, or more when fewer could not give every
 /// query its own (prompt, first new token) pair: ceil(miss_queries / vocab).
@@ -45,8 +45,14 @@ class query_client {
 public:
   virtual ~query_client() = default;
   /// Asks for the row after `tokens`; `done` runs exactly once, on any thread, maybe
-  /// before ask returns.
+  /// before ask returns (or, for a client that waits on futures, in the waits below).
   virtual void ask(token_seq tokens, logprobs_callback done) = 0;
+  /// Blocks until at most `count` of the queries `flight` counts are in flight.
+  virtual void wait_until_at_most(in_flight& flight, std::size_t count) {
+    flight.wait_until_at_most(count);
+  }
+  /// Blocks until every query is answered; then throws the first error any got.
+  virtual void wait_all(in_flight& flight) { flight.wait_all(); }
 };
 
 /// Runs one workload. `measure_start` runs once, just before the measured phase (after

@@ -39,6 +39,10 @@ class checking_client final : public query_client {
 public:
   checking_client(query_client& inner, check_rule rule, std::size_t every);
   void ask(token_seq tokens, logprobs_callback done) override;
+  void wait_until_at_most(in_flight& flight, std::size_t count) override {
+    inner_.wait_until_at_most(flight, count);
+  }
+  void wait_all(in_flight& flight) override { inner_.wait_all(flight); }
   row_check check() const;
 
 private:

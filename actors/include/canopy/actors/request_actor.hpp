@@ -8,6 +8,16 @@
 // caller ever hangs). Queries a sink sent under its own ids can be cancelled by those
 // ids; the batcher then withdraws them, so work nobody waits for is not computed.
 // Thread contract: the state is touched only by the actor.
+//
+// Note [answer bursts]: answers are delivered in bursts, newest first. A completed
+// answer is held; the first one held sends the actor a flush message, which queues
+// behind whatever else arrived meanwhile, and the flush delivers every answer held by
+// then. Why: a host holding futures waits on them in the order it asked, and each
+// promise fulfilled while the host waits on it costs a futex wake and a context switch.
+// Delivered one by one, oldest first, the host woke for nearly every answer (100,000
+// futures of cache hits: 154,000 context switches against the callbacks' 7,500, and
+// 1.3x their time); newest first, it wakes once per burst (1.1x). Callbacks lose
+// nothing. Shutting down delivers what is held before failing what is outstanding.
 
 #include <canopy/actors/earliest_timer.hpp>
 #include <canopy/actors/engine_metrics.hpp>
@@ -70,6 +80,12 @@ struct request_state {
   };
   std::unordered_map<caller_key, cancellable, caller_key_hash> by_caller;
   std::uint64_t next_ticket = 0;
+  /// Answers completed and not delivered yet (Note [answer bursts]), oldest first.
+  struct held_answer {
+    std::function<void(caf::expected<messages::shared_logprobs>)> answer;
+    caf::expected<messages::shared_logprobs> result;
+  };
+  std::vector<held_answer> held;
 
   static inline const char* name = "canopy.request";
 };

@@ -132,6 +132,9 @@ using batcher_actor = caf::typed_actor<
   caf::replies_to<join_atom, worker_actor, worker_description>::with<cache::worker_id>,
   // The worker in this slot is leaving: it takes no new pass and finishes its own.
   caf::reacts_to<drain_atom, cache::worker_id>,
+  // Answered in its turn: a sender knows the messages it sent before (the engine's
+  // joins of its in-process workers, say) are handled.
+  caf::replies_to<ping_atom>::with<bool>,
   // The reference path (no cache, no batching, no KV kept), answered to the sink.
   caf::reacts_to<uncached_atom, cache::token_seq, std::uint64_t, answer_sink>>;
 
@@ -169,6 +172,8 @@ using cache_actor = caf::typed_actor<
 using engine_actor = answer_sink::extend<
   // INTERNAL: the earliest query deadline may have passed.
   caf::reacts_to<timeout_atom>,
+  // INTERNAL: answers held back (Note [answer bursts]) go out.
+  caf::reacts_to<flush_atom>,
   // Next-token log-probs after the sequence (validated, cached, batched).
   caf::replies_to<logprobs_atom, cache::token_seq>::with<shared_logprobs>,
   // The same with a priority, a deadline, or the cache_kv() requirement.
