@@ -74,6 +74,24 @@ class LmAgainstStubTest(unittest.IsolatedAsyncioTestCase):
         self.assertEqual((caught.exception.status, caught.exception.code, caught.exception.message),
                          (504, "deadline_exceeded", "too slow"))
 
+    async def test_server_busy_is_asked_again_after_retry_after(self):
+        busy = reply(503, b'{"error":{"code":"server_busy","message":"full"}}',
+                     headers=["Retry-After: 0.05"])
+        answers = [busy, busy, binary_reply([[4]], [[-1.0, -2.0, -3.0]])]
+        stub, lm = await self.serve(lambda req: answers.pop(0))
+        started = time.monotonic()
+        row = await lm.next_token_logprobs([4])
+        np.testing.assert_array_equal(row, np.float32([-1.0, -2.0, -3.0]))
+        self.assertEqual(answers, [], "asked three times")
+        self.assertGreaterEqual(time.monotonic() - started, 0.1, "it waited as told")
+
+    async def test_a_503_without_retry_after_reaches_the_caller(self):
+        body = b'{"error":{"code":"worker_lost","message":"gone"}}'
+        _, lm = await self.serve(lambda req: reply(503, body))
+        with self.assertRaises(CanopyError) as caught:
+            await lm.next_token_logprobs([4])
+        self.assertEqual(caught.exception.code, "worker_lost")
+
     async def test_timeout_then_the_client_still_works(self):
         async def slow_then_fast(req):
             if json.loads(req.body)["tokens"] == [1]:

@@ -302,12 +302,39 @@ class CanopyLM:
             headers["Content-Type"] = api.JSON
             payload = json.dumps(body, separators=(",", ":")).encode()
         request = encode_request(method, self._prefix + path, self._host, headers, payload)
-        response = await asyncio.wait_for(self._pool.request(request), self._timeout)
+        response = await asyncio.wait_for(self._send(request), self._timeout)
         if response.status >= 400:
             raise server_error(response.status, response.body)
         if not 200 <= response.status < 300:
             raise CanopyProtocolError(f"unexpected HTTP status {response.status}", response.status)
         return response
+
+
+    async def _send(self, request):
+        """The response to ``request``. A 503 with ``Retry-After`` (one of the server's
+        memory budgets is full: ``server_busy``) is asked again after the wait it
+        names, at most ``_MAX_RETRY_WAIT`` seconds each time, within the client's
+        timeout; any other answer is returned as it is."""
+        while True:
+            response = await self._pool.request(request)
+            wait = _retry_after(response)
+            if wait is None:
+                return response
+            await asyncio.sleep(wait)
+
+
+_MAX_RETRY_WAIT = 5.0
+
+
+def _retry_after(response):
+    """Seconds to wait before asking again, when the answer says to; else None."""
+    if response.status != 503 or "retry-after" not in response.headers:
+        return None
+    try:
+        seconds = float(response.headers["retry-after"])
+    except ValueError:
+        return None  # an HTTP-date: canopy serve never sends one
+    return min(max(seconds, 0.0), _MAX_RETRY_WAIT)
 
 
 def _json(response):
