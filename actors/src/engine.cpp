@@ -86,36 +86,37 @@ struct engine::impl {
     actors::await_first_attempts(sys, actors.links, 3 * from_ms(config.worker_timeout_ms));
   }
 
-  /// Sends a query whose answer arrives through `callback` (on an actor thread).
-  template <class Atom, class... Ts>
-  void send_query(logprobs_callback callback, Atom atom, Ts&&... xs) {
+  /// Sends a query whose outcome (a logprobs_result) goes to `on_result`, on an actor
+  /// thread. `on_result` is stored in the reply as it is, not wrapped in another
+  /// std::function: hosts hold many queries at once, and each heap block made on the
+  /// asking thread and freed on an actor thread costs both a lock.
+  template <class OnResult, class Atom, class... Ts>
+  void send_query(OnResult on_result, Atom atom, Ts&&... xs) {
     auto* sys = system;
-    reply_callback reply{[sys, callback = std::move(callback)](
+    reply_callback reply{[sys, on_result = std::move(on_result)](
                            caf::expected<shared_logprobs> result) {
       if (result)
-        callback(to_tensor(*result));
+        on_result(to_tensor(*result));
       else
-        callback(to_exception(*sys, result.error()));
+        on_result(to_exception(*sys, result.error()));
     }};
     caf::anon_send(front(), atom, std::forward<Ts>(xs)..., std::move(reply));
   }
 
-  /// The same, answered through a future. The promise is captured by the reply itself,
-  /// not through a logprobs_callback: hosts hold many futures at once, and each heap
-  /// block made on the asking thread and freed on an actor thread costs both a lock.
-  /// A reply dropped unanswered destroys the promise, so the future still gets an error.
+  /// The same, answered through a future. A reply dropped unanswered destroys the
+  /// promise, so the future still gets an error.
   template <class Atom, class... Ts>
   std::future<at::Tensor> future_query(Atom atom, Ts&&... xs) {
     auto promise = std::make_shared<std::promise<at::Tensor>>();
     auto future = promise->get_future();
-    reply_callback reply{[sys = system, promise = std::move(promise)](
-                           caf::expected<shared_logprobs> result) {
-      if (result)
-        promise->set_value(to_tensor(*result));
-      else
-        promise->set_exception(std::make_exception_ptr(to_exception(*sys, result.error())));
-    }};
-    caf::anon_send(front(), atom, std::forward<Ts>(xs)..., std::move(reply));
+    send_query(
+      [promise = std::move(promise)](logprobs_result result) {
+        if (auto* t = std::get_if<at::Tensor>(&result))
+          promise->set_value(std::move(*t));
+        else
+          promise->set_exception(std::make_exception_ptr(std::get<canopy::error>(result)));
+      },
+      atom, std::forward<Ts>(xs)...);
     return future;
   }
 

@@ -126,6 +126,13 @@ private:
   std::optional<int> exit_code_;
 };
 
+/// `base`, then `more`: a process's flags with a few added.
+inline std::vector<std::string> flags_with(std::vector<std::string> more,
+                                           std::vector<std::string> base) {
+  base.insert(base.end(), more.begin(), more.end());
+  return base;
+}
+
 /// `canopy serve --port 0 args...`, ready once it listens.
 inline std::vector<std::string> serve_args(std::vector<std::string> args) {
   args.insert(args.begin(), {"serve", "--port", "0"});

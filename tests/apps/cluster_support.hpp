@@ -47,10 +47,9 @@ inline engine_config front_config(const std::vector<std::string>& workers,
   return base;
 }
 
-inline std::vector<std::string> flags_with(std::vector<std::string> more,
-                                           std::vector<std::string> base = cluster_mock_flags) {
-  base.insert(base.end(), more.begin(), more.end());
-  return base;
+/// The cluster's mock flags, then `more`.
+inline std::vector<std::string> flags_with(std::vector<std::string> more) {
+  return flags_with(std::move(more), cluster_mock_flags);
 }
 
 /// True when `row` is, bit for bit, the mock's row after `tokens`.

@@ -4,8 +4,9 @@
 // is closed after --write-stall-timeout-ms and its answer's bytes go back; and a flood
 // of such clients keeps the process under the README's bound.
 
-#include "http_test_client.hpp"
+#include "api_error_body.hpp"
 #include "canopy_process.hpp"
+#include "http_test_client.hpp"
 
 #include <canopy/server/server_options.hpp>
 
@@ -22,14 +23,6 @@ using json = nlohmann::json;
 using namespace std::chrono_literals;
 
 namespace {
-
-std::string error_code(const test_response& reply) {
-  try {
-    return json::parse(reply.body).at("error").at("code").get<std::string>();
-  } catch (const std::exception&) {
-    return "<not an error body: " + reply.body.substr(0, 200) + ">";
-  }
-}
 
 std::string logprobs_request(std::size_t tokens, bool all_positions,
                              const std::string& extra_headers = "",
@@ -55,11 +48,6 @@ std::size_t proc_status_bytes(pid_t pid, const std::string& field) {
 const std::vector<std::string> big_vocab = {"--backend", "mock", "--vocab_size", "50257",
                                             "--context_length", "256"};
 
-std::vector<std::string> with(std::vector<std::string> base, std::vector<std::string> more) {
-  base.insert(base.end(), more.begin(), more.end());
-  return base;
-}
-
 TEST(serve_memory, an_answer_past_the_byte_limit_is_413_naming_the_limit_and_others_pass) {
   serve_process server({"--backend", "mock", "--vocab_size", "64", "--context_length", "32",
                         "--max-answer-bytes", "2000"});
@@ -82,8 +70,8 @@ TEST(serve_memory, an_answer_past_the_byte_limit_is_413_naming_the_limit_and_oth
 
 TEST(serve_memory, a_reader_that_stalls_holds_the_answer_budget_until_it_is_closed) {
   // Room for one 80-row answer (about 64 MB of JSON and the 16 MB of rows), not two.
-  serve_process server(with(big_vocab, {"--answer-budget-bytes", "120000000",
-                                        "--write-stall-timeout-ms", "1000"}));
+  serve_process server(flags_with({"--answer-budget-bytes", "120000000",
+                                   "--write-stall-timeout-ms", "1000"}, big_vocab));
   test_client stalled(server.port());
   ASSERT_TRUE(stalled.send(logprobs_request(80, true)));
   ASSERT_TRUE(stalled.readable_within(20s)) << "its answer is being written";
@@ -151,14 +139,14 @@ TEST(serve_memory, a_flood_of_hostile_clients_keeps_the_process_under_the_readme
   limits.body_budget_bytes = 30u << 20; // three of the 8 MB bodies, and room for small ones
   limits.max_body_bytes = 8u << 20;
   const std::size_t logprob_budget = 64u << 20, kv_budget = 16u << 20;
-  serve_process server(with(
-    big_vocab,
+  serve_process server(flags_with(
     {"--max-connections", std::to_string(limits.max_connections), "--answer-budget-bytes",
      std::to_string(limits.answer_budget_bytes), "--body-budget-bytes",
      std::to_string(limits.body_budget_bytes), "--max-body-bytes",
      std::to_string(limits.max_body_bytes), "--logprob_budget_bytes",
      std::to_string(logprob_budget), "--kv_budget_bytes", std::to_string(kv_budget),
-     "--write-stall-timeout-ms", "30000"}));
+     "--write-stall-timeout-ms", "30000"},
+    big_vocab));
   // One ordinary answer first, so the baseline has the engine and its threads warm.
   ASSERT_EQ(exchange(server.port(), logprobs_request(2, false)).status, 200);
   const auto baseline = proc_status_bytes(server.pid(), "VmRSS");

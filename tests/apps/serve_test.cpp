@@ -4,8 +4,9 @@
 // mock model's row; SIGTERM answers what is in flight and exits 0; a client that goes
 // away has its queries cancelled.
 
-#include "http_test_client.hpp"
+#include "api_error_body.hpp"
 #include "canopy_process.hpp"
+#include "http_test_client.hpp"
 
 #include <canopy/actors/engine_actors.hpp>
 #include <canopy/backends/mock_backend.hpp>
@@ -27,9 +28,7 @@ const std::vector<std::string> mock_flags = {"--backend", "mock", "--vocab_size"
                                              "--context_length", "32"};
 
 std::vector<std::string> with(std::vector<std::string> more) {
-  auto args = mock_flags;
-  args.insert(args.end(), more.begin(), more.end());
-  return args;
+  return flags_with(std::move(more), mock_flags);
 }
 
 /// The mock's row after `tokens` under the flags above.
@@ -47,18 +46,6 @@ std::string json_post(const std::string& target, const std::string& body,
                       const std::string& headers = "") {
   return make_request("POST", target, body,
                       "Content-Type: application/json\r\n" + headers);
-}
-
-std::string error_code(const test_response& reply) {
-  try {
-    return json::parse(reply.body).at("error").at("code").get<std::string>();
-  } catch (const std::exception&) {
-    return "<not an error body: " + reply.body.substr(0, 200) + ">";
-  }
-}
-
-std::string error_message(const test_response& reply) {
-  return json::parse(reply.body).at("error").at("message").get<std::string>();
 }
 
 struct served : ::testing::Test {

@@ -17,6 +17,7 @@
 #include <canopy/backends/torch_backend.hpp>
 
 #include "oracle.hpp"
+#include "pass_items.hpp"
 #include "shared_fixtures.hpp"
 
 #include <ATen/Context.h>
@@ -24,7 +25,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <numeric>
 
 namespace {
 
@@ -66,12 +66,7 @@ TEST_P(bfloat16_compute, keeps_the_reference_distributions) {
   std::size_t rows = 0, same_argmax = 0;
   for (const auto& c : load_oracle_cases(oracle_dir)) {
     pass_request request;
-    pass_item item;
-    item.tokens = c.tokens;
-    item.rows.resize(c.tokens.size());
-    std::iota(item.rows.begin(), item.rows.end(), 0u);
-    item.keep_kv = false;
-    request.items.push_back(std::move(item));
+    request.items.push_back(canopy::testing::item(c.tokens, no_kv, 0, false));
     const auto out = backend->run(request).items[0];
     ASSERT_EQ(out.logprobs.size(), static_cast<std::size_t>(c.rows * c.vocab)) << c.name;
     for (std::int64_t r = 0; r < c.rows; ++r, ++rows) {

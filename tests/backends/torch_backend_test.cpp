@@ -5,12 +5,12 @@
 #include <canopy/backends/torch_backend.hpp>
 
 #include "oracle.hpp"
+#include "pass_items.hpp"
 #include "shared_fixtures.hpp"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <numeric>
 #include <stdexcept>
 #include <string>
 
@@ -22,24 +22,8 @@ using canopy::testing::load_oracle_cases;
 using canopy::testing::max_abs_diff;
 using canopy::testing::oracle_case;
 
+using canopy::testing::item;
 using canopy::testing::model_fixture;
-
-std::vector<std::uint32_t> all_rows(std::size_t n) {
-  std::vector<std::uint32_t> rows(n);
-  std::iota(rows.begin(), rows.end(), 0u);
-  return rows;
-}
-
-pass_item item(token_seq tokens, kv_handle prefix = no_kv, std::uint32_t prefix_length = 0,
-               bool keep_kv = true) {
-  pass_item it;
-  it.prefix = prefix;
-  it.prefix_length = prefix_length;
-  it.rows = all_rows(tokens.size());
-  it.tokens = std::move(tokens);
-  it.keep_kv = keep_kv;
-  return it;
-}
 
 token_seq slice(const token_seq& s, std::size_t from, std::size_t to) {
   return token_seq(s.begin() + static_cast<std::ptrdiff_t>(from),

@@ -56,6 +56,17 @@ logprobs_callback answer_into(in_flight& flight, at::Tensor* slot) {
   };
 }
 
+/// Asks for `tokens` with at most `window` queries in flight: once the window is full,
+/// waits until half of it is answered, so the issuing thread sleeps once per many
+/// answers instead of once per answer.
+void ask_within(query_client& client, in_flight& flight, token_seq tokens,
+                std::size_t window) {
+  const auto now_in_flight = flight.started();
+  client.ask(std::move(tokens), answer_into(flight, nullptr));
+  if (now_in_flight >= window)
+    client.wait_until_at_most(flight, window / 2);
+}
+
 /// log p_target(token) - log p(token), where p_target = softmax(logprobs / T).
 double log_weight_increment(const float* logprobs, std::size_t vocab,
                             std::int32_t token) {
@@ -187,14 +198,8 @@ sequence_census run_hits(const workload_options& o, std::int64_t vocab,
     census.add(warm[p]);
   measure_start();
   in_flight flight;
-  for (auto p : picks) {
-    const auto now_in_flight = flight.started();
-    client.ask(warm[p], answer_into(flight, nullptr));
-    // Refill from half the window, so the issuing thread sleeps once per many answers
-    // instead of once per answer.
-    if (now_in_flight >= o.in_flight)
-      client.wait_until_at_most(flight, o.in_flight / 2);
-  }
+  for (auto p : picks)
+    ask_within(client, flight, warm[p], o.in_flight);
   client.wait_all(flight);
   return census;
 }
@@ -246,10 +251,7 @@ sequence_census run_misses(const workload_options& o, std::int64_t vocab,
     in_flight flight;
     for (const auto& prompt : prompts) {
       census.add_computed(prompt);
-      const auto now_in_flight = flight.started();
-      client.ask(prompt, answer_into(flight, nullptr));
-      if (now_in_flight >= o.in_flight)
-        client.wait_until_at_most(flight, o.in_flight / 2);
+      ask_within(client, flight, prompt, o.in_flight);
     }
     client.wait_all(flight);
   }
@@ -282,12 +284,8 @@ sequence_census run_misses(const workload_options& o, std::int64_t vocab,
     census.add(assemble(q));
   measure_start();
   in_flight flight;
-  for (const auto& q : queries) {
-    const auto now_in_flight = flight.started();
-    client.ask(assemble(q), answer_into(flight, nullptr));
-    if (now_in_flight >= o.in_flight)
-      client.wait_until_at_most(flight, o.in_flight / 2);
-  }
+  for (const auto& q : queries)
+    ask_within(client, flight, assemble(q), o.in_flight);
   client.wait_all(flight);
   return census;
 }

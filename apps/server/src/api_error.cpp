@@ -13,6 +13,17 @@ http_response to_response(const api_error& error) {
   return response;
 }
 
+http_response budget_full(const byte_budget& budget, std::size_t needed,
+                          std::string_view holders, std::string_view flag) {
+  auto busy = to_response(
+      {503, "server_busy",
+       std::string(holders) + " hold " + std::to_string(budget.used()) + " of " +
+           std::to_string(budget.limit()) + " bytes (" + std::string(flag) +
+           "), too many for this one's " + std::to_string(needed) + "; retry later"});
+  busy.headers.emplace_back("Retry-After", "1");
+  return busy;
+}
+
 api_error from_engine_error(messages::errc code, std::string message) {
   using messages::errc;
   int status = 500;

@@ -296,16 +296,9 @@ api_router::reserve_answer(const answer_shape& shape, const row_format& format,
   // While it is encoded, the rows it is made of are held as well.
   const auto held = encoded + 4 * shape.rows * shape.vocab;
   auto reservation = answers_->reservation();
-  if (!reservation.resize(held)) {
-    auto busy = to_response(
-        {503, "server_busy",
-         "answers being computed or written hold " + std::to_string(answers_->used()) +
-             " of " + std::to_string(answers_->limit()) +
-             " bytes (--answer-budget-bytes), too many for this one's " +
-             std::to_string(held) + "; retry later"});
-    busy.headers.emplace_back("Retry-After", "1");
-    return busy;
-  }
+  if (!reservation.resize(held))
+    return budget_full(*answers_, held, "answers being computed or written",
+                       "--answer-budget-bytes");
   return reservation;
 }
 

@@ -233,16 +233,9 @@ void http_session::on_header() {
 bool http_session::reserve_body() {
   const auto length = parser_->content_length();
   const auto needed = length ? static_cast<std::size_t>(*length) : parser_->get().body().size();
-  if (body_reserved_.bytes() >= needed || body_reserved_.resize(needed))
+  if (body_reserved_.resize(needed))
     return true;
-  const auto& bodies = *context_.bodies;
-  auto busy = error_response(
-      503, "server_busy",
-      "request bodies being read hold " + std::to_string(bodies.used()) + " of " +
-          std::to_string(bodies.limit()) + " bytes (--body-budget-bytes), too many for this " +
-          "one's " + std::to_string(needed) + "; retry later");
-  busy.headers.emplace_back("Retry-After", "1");
-  fail(std::move(busy));
+  fail(budget_full(*context_.bodies, needed, "request bodies being read", "--body-budget-bytes"));
   return false;
 }
 

@@ -5,8 +5,10 @@
 // Thread contract: plain values and pure functions.
 
 #include <canopy/messages/errors.hpp>
+#include <canopy/server/byte_budget.hpp>
 #include <canopy/server/http_message.hpp>
 
+#include <cstddef>
 #include <string>
 #include <string_view>
 
@@ -21,6 +23,11 @@ struct api_error {
 /// The response carrying `error` (JSON body as above; a 405 should add an Allow header
 /// itself).
 http_response to_response(const api_error& error);
+
+/// 503 server_busy with "Retry-After: 1": `budget` (held by `holders`, set by `flag`)
+/// has no room for the `needed` bytes of a request.
+http_response budget_full(const byte_budget& budget, std::size_t needed,
+                          std::string_view holders, std::string_view flag);
 
 /// An engine error as an API error: the errc's name as the code, and its HTTP status:
 /// 400 for input the client can fix (empty_sequence, token_out_of_range,
