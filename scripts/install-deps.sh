@@ -8,6 +8,7 @@ packages=(
   libcaf-dev            # CAF 0.17.6: core, io, openssl (no CMake config; see cmake/FindCAF.cmake)
   libtorch-dev          # LibTorch 1.13.1, CPU build
   libopenblas0-pthread  # without it torch falls back to the reference BLAS (~25x slower matmul)
+  libblas-dev           # cblas.h: the direct CPU forward calls (Open)BLAS itself
   libboost-dev          # Asio and Beast, header-only
   libgtest-dev
   nlohmann-json3-dev

@@ -41,6 +41,7 @@ backends::backend_spec backend_spec_for(const engine_config& config, const std::
   spec.torch.dtype = config.dtype;
   spec.torch.kv_budget_bytes = config.kv_budget_bytes;
   spec.torch.max_context_length = config.max_context_length;
+  spec.torch.direct_forward = config.direct_forward;
   // Note [intra-op threads]: by default each worker runs ATen's element-wise work
   // on its own thread, while matmuls use every core through OpenBLAS's pool. Two
   // OpenMP threads per worker beside that pool made passes ~5x slower on 2 cores

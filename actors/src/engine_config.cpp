@@ -81,6 +81,8 @@ const std::vector<setting>& settings() {
     make_setting("dtype", "torch: compute dtype float32 | float16 | bfloat16", &c::dtype),
     make_setting("threads_per_worker", "torch: ATen intra-op threads per worker, 0: 1 (matmuls use OpenBLAS's pool)",
                  &c::threads_per_worker),
+    make_setting("direct_forward", "torch: float32 Llama on the CPU without ATen's per-op dispatch; false: ATen's ops",
+                 &c::direct_forward),
     make_setting("vocab_size", "mock: entries per log-prob row", &c::vocab_size),
     make_setting("context_length", "mock: longest accepted sequence", &c::context_length),
     make_setting("mock_cost_per_pass_us", "mock: simulated microseconds per pass",

@@ -67,10 +67,10 @@ llama_model::llama_model(const checkpoint& ckpt, at::ScalarType dtype, at::Devic
     : config_(ckpt.config) {
   auto w = [&](const std::string& name) { return load_weight(ckpt, name, dtype, device); };
   const auto& c = config_;
-  embed_ = w("model.embed_tokens.weight");
-  head_ = in_out(c.tied_embeddings ? embed_ : w("lm_head.weight"));
-  norm_ = w("model.norm.weight");
-  std::tie(cos_, sin_) = rope_tables(c, dtype, device);
+  w_.embed = w("model.embed_tokens.weight");
+  w_.head = in_out(c.tied_embeddings ? w_.embed : w("lm_head.weight"));
+  w_.norm = w("model.norm.weight");
+  std::tie(w_.cos, w_.sin) = rope_tables(c, dtype, device);
   for (std::int64_t l = 0; l < c.num_layers; ++l) {
     const auto p = "model.layers." + std::to_string(l) + ".";
     auto q = w(p + "self_attn.q_proj.weight");
@@ -79,7 +79,7 @@ llama_model::llama_model(const checkpoint& ckpt, at::ScalarType dtype, at::Devic
       q = to_rotate_half(q, c.num_heads, c.head_dim);
       k = to_rotate_half(k, c.num_kv_heads, c.head_dim);
     }
-    layers_.push_back({w(p + "input_layernorm.weight"),
+    w_.layers.push_back({w(p + "input_layernorm.weight"),
                        in_out(at::cat({q, k, w(p + "self_attn.v_proj.weight")}, 0)),
                        c.qkv_bias ? at::cat({w(p + "self_attn.q_proj.bias"),
                                              w(p + "self_attn.k_proj.bias"),
@@ -113,11 +113,11 @@ at::Tensor llama_model::forward(const at::Tensor& tokens, const device_layout& l
   const auto& c = config_;
   const auto T = tokens.size(0);
   const auto H = c.num_heads, KV = c.num_kv_heads, hd = c.head_dim;
-  const auto cos = cos_.index_select(0, layout.positions).unsqueeze(1); // [T, 1, hd]
-  const auto sin = sin_.index_select(0, layout.positions).unsqueeze(1);
-  auto x = embed_.index_select(0, tokens); // [T, D]
+  const auto cos = w_.cos.index_select(0, layout.positions).unsqueeze(1); // [T, 1, hd]
+  const auto sin = w_.sin.index_select(0, layout.positions).unsqueeze(1);
+  auto x = w_.embed.index_select(0, tokens); // [T, D]
   for (std::int64_t l = 0; l < c.num_layers; ++l) {
-    const auto& L = layers_[static_cast<std::size_t>(l)];
+    const auto& L = w_.layers[static_cast<std::size_t>(l)];
     const auto normed = rms_norm(x, L.input_norm);
     const auto qkv = L.qkv_bias.defined() ? at::addmm(L.qkv_bias, normed, L.qkv)
                                           : at::mm(normed, L.qkv);
@@ -136,8 +136,8 @@ at::Tensor llama_model::forward(const at::Tensor& tokens, const device_layout& l
     const auto F = gate_up.size(1) / 2;
     x = x + at::mm(at::silu(gate_up.narrow(1, 0, F)) * gate_up.narrow(1, F, F), L.down);
   }
-  const auto last = rms_norm(x.index_select(0, rows), norm_);
-  return log_probs(at::mm(last, head_));
+  const auto last = rms_norm(x.index_select(0, rows), w_.norm);
+  return log_probs(at::mm(last, w_.head));
 }
 
 } // namespace canopy::backends

@@ -6,9 +6,8 @@
 // sliding window is the attention layout's (pass_layout.hpp), not the model's.
 // Thread contract: see transformer.
 
+#include "llama_weights.hpp"
 #include "transformer.hpp"
-
-#include <vector>
 
 namespace canopy::backends {
 
@@ -22,30 +21,14 @@ public:
   const model_config& config() const override { return config_; }
   at::Tensor forward(const at::Tensor& tokens, const device_layout& layout, const pass_kv& kv,
                      const at::Tensor& rows) const override;
+  const llama_weights& weights() const { return w_; }
 
 private:
-  // Projections are stored transposed, [in, out], so a pass multiplies x W without
-  // BLAS transposing W (Note [weights in, out] in torch_weights.hpp).
-  struct layer {
-    at::Tensor input_norm;  // [D]
-    at::Tensor qkv;         // [D, (H + 2 KV) hd]: q, k, v projections fused
-    at::Tensor qkv_bias;    // [(H + 2 KV) hd], or undefined (no biases)
-    at::Tensor q_norm;      // [hd], or undefined (no q/k norms)
-    at::Tensor k_norm;      // [hd]
-    at::Tensor out;         // [H hd, D]
-    at::Tensor post_norm;   // [D]
-    at::Tensor gate_up;     // [D, 2F]: gate and up fused
-    at::Tensor down;        // [F, D]
-  };
   at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight) const;
   at::Tensor rotate(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) const;
 
   model_config config_;
-  at::Tensor embed_; // [V, D]
-  at::Tensor head_;  // [D, V] (a transposed copy of the embedding when tied)
-  at::Tensor norm_;  // [D]
-  at::Tensor cos_, sin_; // [context, hd], computed in float64 then cast
-  std::vector<layer> layers_;
+  llama_weights w_;
 };
 
 } // namespace canopy::backends

@@ -69,20 +69,24 @@ device_layout to_device(const pass_layout& layout, at::Device device, at::Scalar
 at::Tensor ragged_attention(const at::Tensor& q, const at::Tensor& keys,
                             const at::Tensor& values, const device_layout& layout) {
   const auto T = q.size(0), H = q.size(1), hd = q.size(2);
+  if (layout.host->identity && !layout.groups[0].loops) {
+    // One group in packed order: its output is the result, with no copy.
+    const auto scaled = q * (1.0 / std::sqrt(static_cast<double>(hd)));
+    return aten_attention_group(scaled.contiguous(), keys, values, layout.groups[0], true, H, hd);
+  }
+  auto out = at::empty({T, H * hd}, q.options());
+  ragged_attention_into(q, keys, values, layout, out);
+  return out;
+}
+
+void ragged_attention_into(const at::Tensor& q, const at::Tensor& keys,
+                           const at::Tensor& values, const device_layout& layout,
+                           at::Tensor& out) {
+  const auto H = q.size(1), hd = q.size(2);
   const bool identity = layout.host->identity;
-  at::Tensor out, q_src, q_c, keys_c, values_c;
+  at::Tensor q_src, q_c, keys_c, values_c;
   for (std::size_t i = 0; i < layout.groups.size(); ++i) {
     const auto& g = layout.groups[i];
-    if (!g.loops && (identity || !q_src.defined())) {
-      // Scaling q once is cheaper than scaling every score (the loops scale theirs).
-      const auto scaled = q * (1.0 / std::sqrt(static_cast<double>(hd)));
-      if (identity)
-        return aten_attention_group(scaled.contiguous(), keys, values, g, true, H, hd);
-      // Padded query rows read the zero row appended here.
-      q_src = at::cat({scaled, at::zeros({1, H, hd}, q.options())});
-    }
-    if (!out.defined())
-      out = at::empty({T, H * hd}, q.options());
     if (g.loops) {
       if (!q_c.defined()) {
         q_c = q.contiguous();
@@ -92,10 +96,19 @@ at::Tensor ragged_attention(const at::Tensor& q, const at::Tensor& keys,
       cpu_attention_group(q_c, keys_c, values_c, layout.host->groups[i], out);
       continue;
     }
+    if (!q_src.defined()) {
+      // Scaling q once is cheaper than scaling every score (the loops scale theirs).
+      const auto scaled = q * (1.0 / std::sqrt(static_cast<double>(hd)));
+      if (identity) {
+        out.copy_(aten_attention_group(scaled.contiguous(), keys, values, g, true, H, hd));
+        return;
+      }
+      // Padded query rows read the zero row appended here.
+      q_src = at::cat({scaled, at::zeros({1, H, hd}, q.options())});
+    }
     const auto og = aten_attention_group(q_src, keys, values, g, false, H, hd);
     out.index_copy_(0, g.result_targets, og.index_select(0, g.result_rows));
   }
-  return out;
 }
 
 } // namespace canopy::backends

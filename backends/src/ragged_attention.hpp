@@ -47,4 +47,10 @@ device_layout to_device(const pass_layout& layout, at::Device device, at::Scalar
 at::Tensor ragged_attention(const at::Tensor& q, const at::Tensor& keys,
                             const at::Tensor& values, const device_layout& layout);
 
+/// As ragged_attention, writing every real query row of `out` [T, H * hd] (the
+/// direct forward's preallocated buffer).
+void ragged_attention_into(const at::Tensor& q, const at::Tensor& keys,
+                           const at::Tensor& values, const device_layout& layout,
+                           at::Tensor& out);
+
 } // namespace canopy::backends

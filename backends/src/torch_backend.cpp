@@ -2,6 +2,7 @@
 
 #include <canopy/backends/model_fingerprint.hpp>
 
+#include "direct_llama_forward.hpp"
 #include "kv_slots.hpp"
 #include "pass_kv.hpp"
 #include "pass_layout.hpp"
@@ -111,6 +112,9 @@ public:
     slots_ = std::make_unique<kv_slots>(capacity);
     kv_ = std::make_unique<kv_tensors>(c.num_layers, capacity, c.num_kv_heads, c.head_dim,
                                        at::TensorOptions().dtype(dtype_).device(device_));
+    if (options.direct_forward && device_.is_cpu() && dtype_ == at::kFloat)
+      if (const auto* llama = dynamic_cast<const llama_model*>(model_.get()))
+        direct_ = std::make_unique<direct_llama_forward>(*llama);
     info_.name = to_string(c.arch) + " " + ckpt.source;
     info_.architecture = to_string(c.arch);
     info_.vocab_size = c.vocab_size;
@@ -176,19 +180,26 @@ public:
       }
     }
     const auto on_device = to_device(layout, device_, dtype_);
-    const pass_kv kv{kv_.get(), pooled, index_tensor(store_rows, device_),
-                     index_tensor(store_slots, device_),
-                     index_tensor(layout.prefix_slots, device_)};
-    const auto logprobs =
-      model_->forward(index_tensor(tokens, device_), on_device, kv, index_tensor(rows, device_))
-        .to(at::kCPU)
-        .contiguous();
+    at::Tensor aten_rows; // the ATen forward's answer, kept alive while it is copied
+    const float* next_row = nullptr;
+    if (direct_ && pooled) {
+      next_row = direct_->forward(tokens, on_device, *kv_, store_slots, rows);
+    } else {
+      const pass_kv kv{kv_.get(), pooled, index_tensor(store_rows, device_),
+                       index_tensor(store_slots, device_),
+                       index_tensor(layout.prefix_slots, device_)};
+      aten_rows = model_
+                    ->forward(index_tensor(tokens, device_), on_device, kv,
+                              index_tensor(rows, device_))
+                    .to(at::kCPU)
+                    .contiguous();
+      next_row = aten_rows.data_ptr<float>();
+    }
 
     pass_result result;
     result.tokens_computed = static_cast<std::uint64_t>(layout.packed_rows);
     result.items.resize(items.size());
     const auto vocab = static_cast<std::size_t>(info_.vocab_size);
-    const float* next_row = logprobs.data_ptr<float>();
     for (std::size_t i = 0; i < items.size(); ++i) {
       auto& out = result.items[i];
       const auto n_rows = items[i].rows.size();
@@ -258,6 +269,7 @@ private:
   at::ScalarType dtype_;
   int threads_;
   std::unique_ptr<transformer> model_;
+  std::unique_ptr<direct_llama_forward> direct_; // float32 Llama on the CPU, else null
   std::unique_ptr<kv_slots> slots_;
   std::unique_ptr<kv_tensors> kv_;
   model_info info_;

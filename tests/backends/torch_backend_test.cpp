@@ -1,6 +1,7 @@
 // The LibTorch backend against the independent float64 oracle, driven directly (no
 // engine): every row of every case, through a single pass, a ragged batch, KV reuse
-// from a cached prefix and token-by-token extension; and the KV storage rules.
+// from a cached prefix and token-by-token extension, each under both forwards of a
+// float32 Llama on the CPU (the direct one and ATen's); and the KV storage rules.
 #include <canopy/backends/checkpoint.hpp>
 #include <canopy/backends/torch_backend.hpp>
 
@@ -13,6 +14,7 @@
 #include <algorithm>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 
 namespace {
 
@@ -37,11 +39,16 @@ double error(const item_output& out, const oracle_case& c, std::size_t from) {
   return max_abs_diff(out.logprobs.data(), c.row(static_cast<std::int64_t>(from)), n);
 }
 
-class torch_backend_fidelity : public ::testing::TestWithParam<model_fixture> {
+/// A model, and whether float32 Llama passes take the direct forward (GPT-2 takes
+/// ATen's either way).
+using fidelity_param = std::tuple<model_fixture, bool>;
+
+class torch_backend_fidelity : public ::testing::TestWithParam<fidelity_param> {
 protected:
   std::unique_ptr<backend_i> make(std::uint64_t kv_budget = 64u << 20) {
     torch_options options;
     options.kv_budget_bytes = kv_budget;
+    options.direct_forward = std::get<1>(GetParam());
     return make_torch_backend(load_checkpoint(model_path), "cpu", options);
   }
   std::filesystem::path model_path;
@@ -50,7 +57,7 @@ protected:
 
 
 TEST_P(torch_backend_fidelity, every_row_of_every_case_in_one_pass_matches_the_oracle) {
-  CANOPY_LOAD_ORACLE_MODEL();
+  CANOPY_LOAD_ORACLE_MODEL_OF(std::get<0>(GetParam()));
   auto backend = make();
   for (const auto& c : cases) {
     ASSERT_EQ(backend->info().vocab_size, c.vocab) << c.name;
@@ -65,7 +72,7 @@ TEST_P(torch_backend_fidelity, every_row_of_every_case_in_one_pass_matches_the_o
 }
 
 TEST_P(torch_backend_fidelity, a_ragged_batch_matches_each_item_alone) {
-  CANOPY_LOAD_ORACLE_MODEL();
+  CANOPY_LOAD_ORACLE_MODEL_OF(std::get<0>(GetParam()));
   auto backend = make();
   // Prime the KV of a 3-token prefix of every case, then one pass of mixed items:
   // whole cases without a prefix, and continuations of different lengths.
@@ -96,7 +103,7 @@ TEST_P(torch_backend_fidelity, a_ragged_batch_matches_each_item_alone) {
 }
 
 TEST_P(torch_backend_fidelity, extending_token_by_token_reuses_kv_and_matches) {
-  CANOPY_LOAD_ORACLE_MODEL();
+  CANOPY_LOAD_ORACLE_MODEL_OF(std::get<0>(GetParam()));
   auto backend = make();
   const auto& c = cases.back(); // the longest
   kv_handle last = no_kv;
@@ -173,8 +180,12 @@ TEST(torch_backend_window, only_a_sliding_window_model_may_serve_past_its_contex
   EXPECT_THROW(backend->run(request), std::invalid_argument);
 }
 
-INSTANTIATE_TEST_SUITE_P(shared_models, torch_backend_fidelity, canopy::testing::oracle_models(),
-                         canopy::testing::oracle_model_name);
+INSTANTIATE_TEST_SUITE_P(shared_models, torch_backend_fidelity,
+                         ::testing::Combine(canopy::testing::oracle_models(), ::testing::Bool()),
+                         [](const ::testing::TestParamInfo<fidelity_param>& info) {
+                           return std::string(std::get<0>(info.param).name) +
+                                  (std::get<1>(info.param) ? "_direct" : "_aten");
+                         });
 
 class torch_backend_kv : public ::testing::Test {
 protected:
@@ -202,6 +213,11 @@ TEST_F(torch_backend_kv, a_full_storage_keeps_a_prefix_of_the_new_tokens_and_ans
   pass_request request;
   request.items.push_back(item({1, 403, 407, 261, 378, 432}));
   const auto out = backend->run(request).items[0];
+  // With no room to lend, the pass packs its keys and takes ATen's forward; a roomy
+  // storage takes the direct one. Each is within the oracle's 1e-4 of float64.
+  const auto roomy = make(64 * 1280)->run(request).items[0];
+  ASSERT_EQ(out.logprobs.size(), roomy.logprobs.size());
+  EXPECT_LE(max_abs_diff(out.logprobs.data(), roomy.logprobs.data(), out.logprobs.size()), 2e-4);
   ASSERT_EQ(out.kv.size(), 6u);
   for (std::size_t j = 0; j < 6; ++j)
     EXPECT_EQ(out.kv[j] != no_kv, j < 4) << j;

@@ -128,6 +128,7 @@ backends::backend_spec a_spec() {
   s.torch.kv_budget_bytes = 4242;
   s.torch.threads = 3;
   s.torch.max_context_length = 4000;
+  s.torch.direct_forward = false;
   return s;
 }
 
@@ -139,7 +140,8 @@ bool same_spec(const backends::backend_spec& a, const backends::backend_spec& b)
          a.mock.cost_per_pass == b.mock.cost_per_pass && a.mock.cost_per_token == b.mock.cost_per_token &&
          a.torch.dtype == b.torch.dtype && a.torch.kv_budget_bytes == b.torch.kv_budget_bytes &&
          a.torch.threads == b.torch.threads &&
-         a.torch.max_context_length == b.torch.max_context_length;
+         a.torch.max_context_length == b.torch.max_context_length &&
+         a.torch.direct_forward == b.torch.direct_forward;
 }
 
 backends::pass_item an_item() {
@@ -212,7 +214,8 @@ TEST_F(system_fixture, every_registered_type_survives_a_round_trip) {
   });
   check("canopy::torch_options", a_spec().torch, [](const auto& a, const auto& b) {
     return a.dtype == b.dtype && a.kv_budget_bytes == b.kv_budget_bytes &&
-           a.threads == b.threads && a.max_context_length == b.max_context_length;
+           a.threads == b.threads && a.max_context_length == b.max_context_length &&
+           a.direct_forward == b.direct_forward;
   });
   check("canopy::backend_spec", a_spec(), same_spec);
   check("canopy::row_dtype", cache::row_dtype::bfloat16, std::equal_to<>{});

@@ -105,10 +105,13 @@ inline std::string oracle_model_name(const ::testing::TestParamInfo<model_fixtur
 
 } // namespace canopy::testing
 
-/// In a test of a fixture parameterized by model_fixture with members `model_path` and
-/// `cases`: sets them, or ends the test as CANOPY_SHARED_PATH_OR_SKIP does.
-#define CANOPY_LOAD_ORACLE_MODEL()                                                      \
-  CANOPY_SHARED_PATH_OR_SKIP(model_dir, GetParam().model);                              \
-  CANOPY_SHARED_PATH_OR_SKIP(oracle_dir, GetParam().oracle);                            \
+/// In a test of a fixture with members `model_path` and `cases`: sets them from the
+/// model_fixture `fixture`, or ends the test as CANOPY_SHARED_PATH_OR_SKIP does.
+#define CANOPY_LOAD_ORACLE_MODEL_OF(fixture)                                            \
+  CANOPY_SHARED_PATH_OR_SKIP(model_dir, (fixture).model);                               \
+  CANOPY_SHARED_PATH_OR_SKIP(oracle_dir, (fixture).oracle);                             \
   model_path = model_dir;                                                               \
   cases = ::canopy::testing::load_oracle_cases(oracle_dir)
+
+/// The same, in a test of a fixture parameterized by model_fixture.
+#define CANOPY_LOAD_ORACLE_MODEL() CANOPY_LOAD_ORACLE_MODEL_OF(GetParam())

@@ -28,6 +28,9 @@ struct engine_config {
   std::uint32_t threads_per_worker = 0; // torch: ATen intra-op threads per worker; 0: 1
                                        // (matmuls use every core through OpenBLAS's pool;
                                        // see Note [intra-op threads])
+  bool direct_forward = true;          // torch: float32 Llama on the CPU runs without
+                                       // ATen's per-op dispatch (direct_llama_forward);
+                                       // false: ATen's ops, for comparison
   std::int64_t vocab_size = 512;       // mock: entries per row
   std::int64_t context_length = 4096;  // mock: longest accepted sequence
   double mock_cost_per_pass_us = 0;    // mock: simulated time per pass

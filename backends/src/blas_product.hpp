@@ -1,0 +1,16 @@
+#pragma once
+// The matrix product of the direct CPU forward: activations times an [in, out]
+// weight, float32, row-major, straight into CBLAS (OpenBLAS on Debian) with no
+// tensor around it.
+// Thread contract: a pure function; OpenBLAS may split one call over its own pool.
+
+#include <cstdint>
+
+namespace canopy::backends {
+
+/// y[rows, out] = x[rows, in] w[in, out], or y += x w when `accumulate` (a residual
+/// added in the same pass over y).
+void multiply_in_out(const float* x, std::int64_t rows, const float* w, std::int64_t in,
+                     std::int64_t out, float* y, bool accumulate);
+
+} // namespace canopy::backends

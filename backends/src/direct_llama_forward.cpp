@@ -1,0 +1,167 @@
+#include "direct_llama_forward.hpp"
+
+#include "blas_product.hpp"
+
+#include <cmath>
+#include <cstring>
+#include <stdexcept>
+
+namespace canopy::backends {
+
+// Note [direct forward]
+// llama_model::forward on stories260K (5 layers, hidden 64) ran one token in ~300 us,
+// nearly all of it ATen's dispatch and allocation of ~30 small ops a layer; the
+// arithmetic is a few microseconds. On the 110M Llama a lone token spent most of its
+// time in sgemm packing weights for a single row (Note [gemv for few rows]). Here
+// every op is a loop or one CBLAS call on buffers that outlive the pass, the new KV
+// is written once into its storage row, and the attention reads the storage where the
+// layout points (cpu_attention_group's loops, or ATen's batched form for groups with
+// many queries, on tensors that wrap these buffers).
+
+namespace {
+
+const float* floats(const at::Tensor& t) {
+  if (!t.defined())
+    return nullptr;
+  if (!t.device().is_cpu() || t.scalar_type() != at::kFloat || !t.is_contiguous())
+    throw std::invalid_argument("the direct forward needs contiguous float32 CPU weights");
+  return t.data_ptr<float>();
+}
+
+void grow(std::vector<float>& buffer, std::int64_t size) {
+  if (static_cast<std::int64_t>(buffer.size()) < size)
+    buffer.resize(static_cast<std::size_t>(size));
+}
+
+/// dst = src rotated by RoPE in rotate_half form (pairs j, j + hd/2), as
+/// llama_model::rotate: x * cos + rotate_half(x) * sin.
+void rotate(const float* src, const float* cos, const float* sin, std::int64_t hd, float* dst) {
+  const auto half = hd / 2;
+  for (std::int64_t j = 0; j < half; ++j) {
+    dst[j] = src[j] * cos[j] + (-src[j + half]) * sin[j];
+    dst[j + half] = src[j + half] * cos[j + half] + src[j] * sin[j + half];
+  }
+}
+
+void log_softmax_rows(float* rows, std::int64_t count, std::int64_t width) {
+  for (std::int64_t r = 0; r < count; ++r) {
+    float* row = rows + r * width;
+    float top = -INFINITY;
+    for (std::int64_t v = 0; v < width; ++v)
+      top = std::max(top, row[v]);
+    double total = 0;
+    for (std::int64_t v = 0; v < width; ++v)
+      total += std::exp(row[v] - top);
+    const auto shift = static_cast<float>(top + std::log(total));
+    for (std::int64_t v = 0; v < width; ++v)
+      row[v] -= shift;
+  }
+}
+
+} // namespace
+
+direct_llama_forward::direct_llama_forward(const llama_model& model)
+    : model_(model), c_(model.config()) {
+  const auto& w = model.weights();
+  for (const auto* t : {&w.embed, &w.head, &w.norm, &w.cos, &w.sin})
+    floats(*t);
+  for (const auto& L : w.layers)
+    for (const auto* t : {&L.input_norm, &L.qkv, &L.qkv_bias, &L.q_norm, &L.k_norm, &L.out,
+                          &L.post_norm, &L.gate_up, &L.down})
+      floats(*t);
+}
+
+void direct_llama_forward::rms_norm(const float* x, const float* weight, std::int64_t rows,
+                                    std::int64_t width, float* out) const {
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const float* in = x + r * width;
+    double squares = 0;
+    for (std::int64_t i = 0; i < width; ++i)
+      squares += static_cast<double>(in[i]) * in[i];
+    const auto scale = static_cast<float>(
+      1.0 / std::sqrt(static_cast<float>(squares / static_cast<double>(width)) + c_.norm_eps));
+    float* o = out + r * width;
+    for (std::int64_t i = 0; i < width; ++i)
+      o[i] = (in[i] * scale) * weight[i];
+  }
+}
+
+void direct_llama_forward::place_qkv(std::int64_t t, std::int64_t position, std::int64_t slot,
+                                     std::int64_t layer, kv_tensors& storage) {
+  const auto& L = model_.weights().layers[static_cast<std::size_t>(layer)];
+  const auto H = c_.num_heads, KV = c_.num_kv_heads, hd = c_.head_dim;
+  const auto width = (H + 2 * KV) * hd;
+  float* row = qkv_.data() + t * width;
+  if (const float* bias = floats(L.qkv_bias))
+    for (std::int64_t i = 0; i < width; ++i)
+      row[i] += bias[i];
+  if (L.q_norm.defined()) { // per head, in place: the rows are this pass's scratch
+    rms_norm(row, floats(L.q_norm), H, hd, row);
+    rms_norm(row + H * hd, floats(L.k_norm), KV, hd, row + H * hd);
+  }
+  const float* cos = floats(model_.weights().cos) + position * hd;
+  const float* sin = floats(model_.weights().sin) + position * hd;
+  for (std::int64_t h = 0; h < H; ++h)
+    rotate(row + h * hd, cos, sin, hd, q_.data() + (t * H + h) * hd);
+  float* keys = storage.keys(layer).data_ptr<float>() + slot * KV * hd;
+  for (std::int64_t h = 0; h < KV; ++h)
+    rotate(row + (H + h) * hd, cos, sin, hd, keys + h * hd);
+  std::memcpy(storage.values(layer).data_ptr<float>() + slot * KV * hd, row + (H + KV) * hd,
+              static_cast<std::size_t>(KV * hd) * sizeof(float));
+}
+
+const float* direct_llama_forward::forward(const std::vector<std::int64_t>& tokens,
+                                           const device_layout& layout, kv_tensors& storage,
+                                           const std::vector<std::int64_t>& slots,
+                                           const std::vector<std::int64_t>& rows) {
+  const auto& w = model_.weights();
+  const auto T = static_cast<std::int64_t>(tokens.size());
+  const auto R = static_cast<std::int64_t>(rows.size());
+  const auto D = c_.hidden_size, H = c_.num_heads, KV = c_.num_kv_heads, hd = c_.head_dim;
+  const auto F = c_.intermediate_size, V = c_.vocab_size;
+  grow(x_, T * D);
+  grow(normed_, T * D);
+  grow(qkv_, T * (H + 2 * KV) * hd);
+  grow(q_, T * H * hd);
+  grow(attention_, T * H * hd);
+  grow(gate_up_, T * 2 * F);
+  grow(swiglu_, T * F);
+  grow(last_, R * D);
+  grow(logits_, R * V);
+
+  const float* embed = floats(w.embed);
+  for (std::int64_t t = 0; t < T; ++t)
+    std::memcpy(x_.data() + t * D, embed + tokens[static_cast<std::size_t>(t)] * D,
+                static_cast<std::size_t>(D) * sizeof(float));
+  const auto q = at::from_blob(q_.data(), {T, H, hd}, at::kFloat);
+  auto attention = at::from_blob(attention_.data(), {T, H * hd}, at::kFloat);
+  const auto& positions = layout.host->positions;
+  for (std::int64_t l = 0; l < c_.num_layers; ++l) {
+    const auto& L = w.layers[static_cast<std::size_t>(l)];
+    rms_norm(x_.data(), floats(L.input_norm), T, D, normed_.data());
+    multiply_in_out(normed_.data(), T, floats(L.qkv), D, (H + 2 * KV) * hd, qkv_.data(), false);
+    for (std::int64_t t = 0; t < T; ++t)
+      place_qkv(t, positions[static_cast<std::size_t>(t)], slots[static_cast<std::size_t>(t)], l,
+                storage);
+    ragged_attention_into(q, storage.keys(l), storage.values(l), layout, attention);
+    multiply_in_out(attention_.data(), T, floats(L.out), H * hd, D, x_.data(), true);
+    rms_norm(x_.data(), floats(L.post_norm), T, D, normed_.data());
+    multiply_in_out(normed_.data(), T, floats(L.gate_up), D, 2 * F, gate_up_.data(), false);
+    for (std::int64_t t = 0; t < T; ++t) {
+      const float* gate = gate_up_.data() + t * 2 * F;
+      const float* up = gate + F;
+      float* out = swiglu_.data() + t * F;
+      for (std::int64_t f = 0; f < F; ++f)
+        out[f] = gate[f] / (1.0f + std::exp(-gate[f])) * up[f];
+    }
+    multiply_in_out(swiglu_.data(), T, floats(L.down), F, D, x_.data(), true);
+  }
+  for (std::int64_t r = 0; r < R; ++r)
+    rms_norm(x_.data() + rows[static_cast<std::size_t>(r)] * D, floats(w.norm), 1, D,
+             last_.data() + r * D);
+  multiply_in_out(last_.data(), R, floats(w.head), D, V, logits_.data(), false);
+  log_softmax_rows(logits_.data(), R, V);
+  return logits_.data();
+}
+
+} // namespace canopy::backends

@@ -1,0 +1,53 @@
+#pragma once
+// The Llama family's forward for float32 on the CPU without LibTorch's per-op
+// dispatch: CBLAS products and plain loops on buffers kept from pass to pass, new KV
+// written straight into the worker's storage. The same arithmetic as llama_model's
+// ATen forward (RMSNorm, RoPE from the same float64-made tables, SwiGLU, the same
+// attention kernels, log-softmax); sums of squares and of exponentials accumulate in
+// double.
+//
+// Why: a one-token pass on stories260K ran ~150 ATen ops at 2-5 us each, so the
+// dispatch, not the arithmetic, was the pass (Note [direct forward] in the .cpp).
+//
+// Used for pooled passes (every new token has a storage row: Note [key sources]);
+// a pass that packs its keys takes llama_model::forward.
+//
+// Thread contract: one thread at a time (its worker's); forward() reuses the
+// object's buffers, and the returned rows live until the next call.
+
+#include "llama_model.hpp"
+#include "pass_kv.hpp"
+#include "ragged_attention.hpp"
+
+#include <cstdint>
+#include <vector>
+
+namespace canopy::backends {
+
+class direct_llama_forward {
+public:
+  /// `model` must outlive this object and hold float32 CPU weights.
+  explicit direct_llama_forward(const llama_model& model);
+
+  /// tokens: [T] packed new tokens; slots: [T] the storage row each one's KV goes to
+  /// (the layout's keys point into the storage); rows: [R] packed rows whose
+  /// next-token log-probs are wanted. Returns [R, V] natural-log probabilities.
+  const float* forward(const std::vector<std::int64_t>& tokens, const device_layout& layout,
+                       kv_tensors& storage, const std::vector<std::int64_t>& slots,
+                       const std::vector<std::int64_t>& rows);
+
+private:
+  void rms_norm(const float* x, const float* weight, std::int64_t rows, std::int64_t width,
+                float* out) const;
+  /// q, k from the fused projection of packed row t: biased, normed, rotated; q into
+  /// q_, k and v into storage row `slot` of layer `layer`.
+  void place_qkv(std::int64_t t, std::int64_t position, std::int64_t slot, std::int64_t layer,
+                 kv_tensors& storage);
+
+  const llama_model& model_;
+  const model_config& c_;
+  // Per pass, grown to the largest pass so far ([T, width] row-major).
+  std::vector<float> x_, normed_, qkv_, q_, attention_, gate_up_, swiglu_, last_, logits_;
+};
+
+} // namespace canopy::backends
