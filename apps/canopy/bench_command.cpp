@@ -2,6 +2,7 @@
 // one process, and prints a table (or one JSON document) of what each costs.
 
 #include "bench/bench_report.hpp"
+#include "bench/pass_breakdown.hpp"
 #include "bench/bench_runner.hpp"
 #include "cli_args.hpp"
 #include "commands.hpp"
@@ -34,6 +35,8 @@ const char* const usage =
     "  smc      particles extend a shared prompt one sampled token per step, all asking "
     "at\n"
     "           once; resampling duplicates them, so their contexts form a tree\n"
+    "  decode   one sequence extended by its most likely token, one query at a time\n"
+    "           (a lone uncached query per step: the engine's fixed cost per pass)\n"
     "  scoring  every prefix of random sequences, all asked at once\n"
     "  hits     the cache is warmed with random sequences, then asked for them again "
     "and\n"
@@ -65,14 +68,14 @@ std::vector<flag_spec> bench_flags() {
   const auto dflt = [](auto value) { return " (default " + std::to_string(value) + ")"; };
   return {
       {"workload", "LIST",
-       "smc, scoring, hits, misses or all, comma-separated"},
+       "smc, decode, scoring, hits, misses or all, comma-separated"},
       {"variants", "LIST",
        "full, futures, no-cache, no-kv, no-batching, direct or all, comma-separated "
        "(futures: full, asked through engine futures, as hosts do, instead of callbacks)"},
       {"particles", "N", "smc: particles" + dflt(d.particles)},
-      {"steps", "T", "smc: sampled tokens per particle" + dflt(d.steps)},
+      {"steps", "T", "smc: sampled tokens per particle; decode: tokens decoded" + dflt(d.steps)},
       {"prompt-length", "L",
-       "smc: tokens of the shared random prompt" + dflt(d.prompt_length)},
+       "smc, decode: tokens of the random prompt" + dflt(d.prompt_length)},
       {"sequences", "S",
        "scoring: random sequences; hits: warmed sequences; misses: warmed prompts, or "
        "ceil(queries / vocab_size) if more" +
@@ -92,6 +95,10 @@ std::vector<flag_spec> bench_flags() {
        "each N of the comma-separated list (0: the engine's own in-process workers), with "
        "the bench's engine settings"},
       {"json", "", "print one JSON document instead of the table"},
+      {"profile", "",
+       "instead of the table, where a lone query's time goes: the decode workload through "
+       "the engine, through the actors on the zero-cost mock, and on the bare backend part "
+       "by part (actor hops, trie, each layer, LM head, row copy)"},
   };
 }
 
@@ -141,8 +148,9 @@ workload_options workload_options_of(const parsed_args& args,
   // than a run failing midway.
   const auto context = static_cast<std::size_t>(model.context_length);
   for (auto w : workloads) {
-    if (w == workload_kind::smc && o.prompt_length + o.steps - 1 > context)
-      throw usage_error("--steps: SMC contexts reach prompt-length + steps - 1 = " +
+    const bool extends = w == workload_kind::smc || w == workload_kind::decode;
+    if (extends && o.prompt_length + o.steps - 1 > context)
+      throw usage_error("--steps: SMC and decode contexts reach prompt-length + steps - 1 = " +
                         std::to_string(o.prompt_length + o.steps - 1) +
                         " tokens, more than context_length " + std::to_string(context));
     if (w == workload_kind::misses && o.sequence_length + o.miss_tokens > context)
@@ -150,7 +158,7 @@ workload_options workload_options_of(const parsed_args& args,
                         "sequence-length + miss-tokens = " +
                         std::to_string(o.sequence_length + o.miss_tokens) +
                         " tokens, more than context_length " + std::to_string(context));
-    if (w != workload_kind::smc && o.sequence_length > context)
+    if (!extends && o.sequence_length > context)
       throw usage_error("--sequence-length: " + std::to_string(o.sequence_length) +
                         " tokens is more than context_length " + std::to_string(context));
   }
@@ -184,6 +192,10 @@ std::string describe_workload(workload_kind w, const workload_options& o,
   case workload_kind::smc:
     out << o.particles << " particles x " << o.steps << " steps from a "
         << o.prompt_length << "-token prompt, resampled when ESS < " << o.particles / 2.0;
+    break;
+  case workload_kind::decode:
+    out << o.steps << " greedy steps from a " << o.prompt_length
+        << "-token prompt, one query in flight";
     break;
   case workload_kind::scoring:
     out << "every prefix of " << o.sequences << " random " << o.sequence_length
@@ -262,8 +274,9 @@ int bench_command(const std::vector<std::string>& argv) {
     return 0;
   }
   const bool mock = args.config.backend == "mock";
-  const std::vector all_workloads{workload_kind::smc, workload_kind::scoring,
-                                  workload_kind::hits, workload_kind::misses};
+  const std::vector all_workloads{workload_kind::smc, workload_kind::decode,
+                                  workload_kind::scoring, workload_kind::hits,
+                                  workload_kind::misses};
   // A model's passes cost real time: its default is the two workloads of its targets.
   const auto workloads = parse_list(
     args, "workload", all_workloads,
@@ -283,6 +296,14 @@ int bench_command(const std::vector<std::string>& argv) {
   // The model's vocabulary and context shape the workloads.
   const auto model = backends::describe_model(actors::backend_spec_for(args.config, "cpu"));
   const auto options = workload_options_of(args, workloads, model);
+  if (args.has("profile")) {
+    auto profiled = options;
+    if (!args.has("steps"))
+      profiled.steps = std::min<std::size_t>(256, static_cast<std::size_t>(model.context_length) -
+                                                    profiled.prompt_length);
+    run_pass_breakdown(args.config, profiled, std::cout);
+    return 0;
+  }
   const bool json = args.has("json");
   const auto cores = std::thread::hardware_concurrency();
   // The ceiling of a model's passes, measured in this run (the machines are noisy).

@@ -19,6 +19,8 @@
 #include "pass_kv.hpp"
 #include "ragged_attention.hpp"
 
+#include <canopy/backends/pass_profile.hpp>
+
 #include <cstdint>
 #include <vector>
 
@@ -32,9 +34,10 @@ public:
   /// tokens: [T] packed new tokens; slots: [T] the storage row each one's KV goes to
   /// (the layout's keys point into the storage); rows: [R] packed rows whose
   /// next-token log-probs are wanted. Returns [R, V] natural-log probabilities.
+  /// `clock` is lapped after each part.
   const float* forward(const std::vector<std::int64_t>& tokens, const device_layout& layout,
                        kv_tensors& storage, const std::vector<std::int64_t>& slots,
-                       const std::vector<std::int64_t>& rows);
+                       const std::vector<std::int64_t>& rows, profile_clock& clock);
 
 private:
   void rms_norm(const float* x, const float* weight, std::int64_t rows, std::int64_t width,

@@ -130,6 +130,7 @@ public:
 
   pass_result run(const pass_request& request) override {
     const auto started = std::chrono::steady_clock::now();
+    profile_clock clock(profile_);
     if (threads_ > 0 && at::get_num_threads() != threads_)
       at::set_num_threads(threads_);
     c10::InferenceMode inference;
@@ -164,6 +165,7 @@ public:
     } else {
       slots_->give_back(loan);
     }
+    clock.lap("check items, take KV slots");
     const auto layout = build_pass_layout(shapes, pooled ? kv_->zero_row() : -1,
                                           model_->config().sliding_window);
 
@@ -180,10 +182,11 @@ public:
       }
     }
     const auto on_device = to_device(layout, device_, dtype_);
+    clock.lap("layout");
     at::Tensor aten_rows; // the ATen forward's answer, kept alive while it is copied
     const float* next_row = nullptr;
     if (direct_ && pooled) {
-      next_row = direct_->forward(tokens, on_device, *kv_, store_slots, rows);
+      next_row = direct_->forward(tokens, on_device, *kv_, store_slots, rows, clock);
     } else {
       const pass_kv kv{kv_.get(), pooled, index_tensor(store_rows, device_),
                        index_tensor(store_slots, device_),
@@ -194,6 +197,7 @@ public:
                     .to(at::kCPU)
                     .contiguous();
       next_row = aten_rows.data_ptr<float>();
+      clock.lap("ATen forward");
     }
 
     pass_result result;
@@ -223,6 +227,9 @@ public:
                                                            started)
         .count());
     kept.commit();
+    clock.lap("row copy");
+    if (profile_)
+      ++profile_->passes;
     return result;
   }
 
@@ -232,6 +239,8 @@ public:
   }
 
   std::size_t kv_entries() const override { return static_cast<std::size_t>(slots_->used()); }
+
+  void attach_profile(pass_profile* profile) override { profile_ = profile; }
 
 private:
   /// Refuses an item the model cannot compute; returns its shape for the layout.
@@ -273,6 +282,7 @@ private:
   std::unique_ptr<kv_slots> slots_;
   std::unique_ptr<kv_tensors> kv_;
   model_info info_;
+  pass_profile* profile_ = nullptr;
 };
 
 } // namespace

@@ -33,8 +33,9 @@ derived derive(const bench_result& r) {
           ratio(double(r.repeated_queries), double(r.queries))};
 }
 
-const std::vector<workload_kind> all_workloads = {workload_kind::smc, workload_kind::scoring,
-                                                   workload_kind::hits, workload_kind::misses};
+const std::vector<workload_kind> all_workloads = {workload_kind::smc, workload_kind::decode,
+                                                   workload_kind::scoring, workload_kind::hits,
+                                                   workload_kind::misses};
 
 constexpr double hit_queries_goal = 300000;
 constexpr double miss_queries_goal = 100000;

@@ -148,6 +148,28 @@ sequence_census run_smc(const workload_options& o, std::int64_t vocab,
   return census;
 }
 
+/// One sequence extended by its most likely token, one query at a time: every query
+/// after the first is uncached and computes one token, so its latency is the engine's
+/// fixed cost per pass plus one token's arithmetic.
+sequence_census run_decode(const workload_options& o, std::int64_t vocab, query_client& client,
+                           const std::function<void()>& measure_start) {
+  auto prompt_rng = workload_stream(o.seed, prompt_draw);
+  auto sequence = random_tokens(o.prompt_length, vocab, prompt_rng);
+  sequence_census census;
+  measure_start();
+  for (std::size_t step = 0; step < o.steps; ++step) {
+    census.add(sequence);
+    in_flight flight;
+    at::Tensor row;
+    flight.started();
+    client.ask(sequence, answer_into(flight, &row));
+    client.wait_all(flight);
+    const float* p = row.data_ptr<float>();
+    sequence.push_back(static_cast<token_seq::value_type>(std::max_element(p, p + vocab) - p));
+  }
+  return census;
+}
+
 sequence_census run_scoring(const workload_options& o, std::int64_t vocab,
                             query_client& client,
                             const std::function<void()>& measure_start) {
@@ -299,8 +321,8 @@ std::size_t miss_prompt_count(const workload_options& options, std::int64_t voca
 }
 
 std::optional<workload_kind> parse_workload(std::string_view name) {
-  for (auto kind : {workload_kind::smc, workload_kind::scoring, workload_kind::hits,
-                    workload_kind::misses})
+  for (auto kind : {workload_kind::smc, workload_kind::decode, workload_kind::scoring,
+                    workload_kind::hits, workload_kind::misses})
     if (to_string(kind) == name)
       return kind;
   return std::nullopt;
@@ -310,6 +332,8 @@ std::string_view to_string(workload_kind kind) {
   switch (kind) {
   case workload_kind::smc:
     return "smc";
+  case workload_kind::decode:
+    return "decode";
   case workload_kind::scoring:
     return "scoring";
   case workload_kind::hits:
@@ -326,6 +350,8 @@ sequence_census run_workload(workload_kind kind, const workload_options& options
   switch (kind) {
   case workload_kind::smc:
     return run_smc(options, vocab, client, measure_start);
+  case workload_kind::decode:
+    return run_decode(options, vocab, client, measure_start);
   case workload_kind::scoring:
     return run_scoring(options, vocab, client, measure_start);
   case workload_kind::hits:

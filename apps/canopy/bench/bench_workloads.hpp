@@ -1,5 +1,6 @@
 #pragma once
-// The bench's workloads: SMC particles, prefix scoring, cache hits and cache misses. Each
+// The bench's workloads: SMC particles, greedy decoding of one sequence, prefix scoring,
+// cache hits and cache misses. Each
 // drives a query_client from the calling thread with many queries in flight, and counts
 // what it asked in a sequence_census.
 // Thread contract: a workload runs on the calling thread; its client may answer on any.
@@ -17,15 +18,15 @@
 
 namespace canopy::app {
 
-enum class workload_kind { smc, scoring, hits, misses };
+enum class workload_kind { smc, decode, scoring, hits, misses };
 
 std::optional<workload_kind> parse_workload(std::string_view name);
 std::string_view to_string(workload_kind kind);
 
 struct workload_options {
   std::size_t particles = 64;       // smc
-  std::size_t steps = 64;           // smc
-  std::size_t prompt_length = 16;   // smc
+  std::size_t steps = 64;           // smc, decode
+  std::size_t prompt_length = 16;   // smc, decode
   std::size_t sequences = 32;       // scoring: every prefix queried; hits, misses: warmed
   std::size_t sequence_length = 64; // scoring, hits and misses
   std::size_t queries = 200000;     // hits: measured queries

@@ -8,6 +8,7 @@
 // The structs are plain values; messages/ makes them serializable, because workers
 // may live on other machines.
 
+#include <canopy/backends/pass_profile.hpp>
 #include <canopy/cache/types.hpp>
 
 #include <cstdint>
@@ -79,6 +80,9 @@ public:
   virtual void release_kv(const std::vector<kv_handle>& handles) = 0;
   /// KV entries currently held (for tests and stats).
   virtual std::size_t kv_entries() const = 0;
+  /// Charges the parts of every pass from now on to `profile` (null: stops). A
+  /// backend without parts worth naming (the mock) ignores it.
+  virtual void attach_profile(pass_profile* profile) { (void)profile; }
 };
 
 } // namespace canopy::backends
