@@ -39,8 +39,9 @@ inline float dot(const float* q, const float* k, std::int64_t hd_at_run_time) {
     for (std::int64_t i = 0; i < lanes; ++i)
       part[i] += q[d + i] * k[d + i];
   float sum = 0;
-  for (; d < hd; ++d)
-    sum += q[d] * k[d];
+  if constexpr (HD % lanes != 0 || HD == 0) // a whole number of lanes has no tail
+    for (; d < hd; ++d)
+      sum += q[d] * k[d];
   for (std::int64_t i = 0; i < lanes; ++i)
     sum += part[i];
   return sum;

@@ -1,8 +1,11 @@
 // `canopy bench` through the engine, as a script runs it: the futures variant (the
 // engine asked through std::future, as hosts do) answers every query right, computes
-// what the callbacks' variant computes, and its targets are reported beside theirs.
+// what the callbacks' variant computes, and its targets are reported beside theirs;
+// the decode workload asks one query at a time, each computing one token; --profile
+// splits a lone query's time into the engine's parts and the pass's.
 
 #include "cli_runner.hpp"
+#include "shared_fixtures.hpp"
 
 #include <gtest/gtest.h>
 
@@ -41,6 +44,32 @@ TEST(CliBench, TheFuturesVariantAnswersAsTheCallbacksDoAndIsMeasuredBesideThem) 
   EXPECT_TRUE(ran.at("cache-hit queries/s (hits, futures)"));
   EXPECT_TRUE(ran.at("futures/callbacks time (hits)"));
   EXPECT_TRUE(ran.at("futures/callbacks time (misses)"));
+}
+
+TEST(CliBench, DecodeAsksOneQueryAtATimeEachComputingOneNewToken) {
+  const auto r = run_canopy({"bench", "--backend", "mock", "--workload", "decode", "--variants",
+                             "full", "--steps", "40", "--prompt-length", "5", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  const auto row = nlohmann::json::parse(r.out).at("results").at(0);
+  EXPECT_EQ(row.at("workload"), "decode");
+  EXPECT_EQ(row.at("queries"), 40);
+  // The prompt once, then one token per step: 5 + 39 computed, one query per pass.
+  EXPECT_EQ(row.at("tokens_computed"), 44);
+  EXPECT_EQ(row.at("mean_batch_size"), 1.0);
+  EXPECT_EQ(row.at("mismatches"), 0);
+}
+
+TEST(CliBench, ProfileSplitsALoneQuerysTimeIntoTheEnginesPartsAndThePasssParts) {
+  CANOPY_SHARED_PATH_OR_SKIP(model, "models/stories260K/stories260K.bin");
+  const auto r = run_canopy({"bench", "--profile", "--model", model.string(), "--steps", "24"});
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  for (const char* part :
+       {"latency from ask to answer, p50", "pass round trip, batcher to worker and back",
+        "of which the backend's pass, mean", "on the zero-cost mock", "23 one-token passes",
+        "all layers: attention", "all layers: norm, MLP", "final norm, LM head",
+        "log-softmax", "row copy", "layer 0 (all its parts)", "layer 4 (all its parts)"})
+    EXPECT_NE(r.out.find(part), std::string::npos) << part << "\n" << r.out;
+  EXPECT_EQ(r.out.find("layer 5 "), std::string::npos) << "stories260K has 5 layers";
 }
 
 } // namespace

@@ -20,14 +20,18 @@ struct scenario {
   at::Tensor q;              // [T, H, hd]
   at::Tensor pool_k, pool_v; // [slots + 1, KV, hd], last row zero
   at::Tensor new_k, new_v;   // [T, KV, hd]
+  std::int64_t hd = 0;
 };
 
-constexpr std::int64_t H = 4, KV = 2, hd = 8;
+constexpr std::int64_t H = 4, KV = 2;
 
-scenario make_scenario(std::uint32_t seed, std::size_t items) {
+/// hd: the loops are compiled for 8, 16, 32, 64 and 128, and for any other size
+/// at run time.
+scenario make_scenario(std::uint32_t seed, std::size_t items, std::int64_t hd = 8) {
   std::mt19937 rng(seed);
   at::manual_seed(seed);
   scenario s;
+  s.hd = hd;
   std::int64_t next_slot = 0, T = 0;
   std::uniform_int_distribution<int> prefix(0, 30), fresh(1, 12);
   for (std::size_t i = 0; i < items; ++i) {
@@ -61,6 +65,7 @@ scenario make_scenario(std::uint32_t seed, std::size_t items) {
 /// Each item alone: its query rows against keys [prefix | new], causal and, with a
 /// window W > 0, limited to the last W positions, in double.
 at::Tensor reference(const scenario& s, std::int64_t window = 0) {
+  const auto hd = s.hd;
   std::vector<at::Tensor> rows;
   std::int64_t offset = 0;
   for (const auto& it : s.items) {
@@ -108,7 +113,7 @@ at::Tensor run(const scenario& s, bool pooled, attention_kernel kernel,
     EXPECT_EQ(layout.prefix_slots, prefix);
   }
   auto index = at::tensor(layout.prefix_slots, at::kLong);
-  auto zero = at::zeros({1, KV, hd});
+  auto zero = at::zeros({1, KV, s.hd});
   auto keys = at::cat({s.pool_k.index_select(0, index), s.new_k, zero});
   auto values = at::cat({s.pool_v.index_select(0, index), s.new_v, zero});
   return ragged_attention(s.q, keys, values, d);
@@ -116,7 +121,9 @@ at::Tensor run(const scenario& s, bool pooled, attention_kernel kernel,
 
 TEST(ragged_attention, both_kernels_and_key_sources_match_each_item_alone) {
   for (std::uint32_t seed = 1; seed <= 8; ++seed) {
-    const auto s = make_scenario(seed, 3 + seed * 2);
+    // Head sizes the loops know at compile time (8, 64) and one they do not (12).
+    const std::int64_t head_size = seed % 3 == 0 ? 12 : seed % 3 == 1 ? 8 : 64;
+    const auto s = make_scenario(seed, 3 + seed * 2, head_size);
     const auto expected = reference(s);
     for (bool pooled : {true, false})
       for (auto kernel : {attention_kernel::aten, attention_kernel::cpu_loops,
@@ -124,7 +131,7 @@ TEST(ragged_attention, both_kernels_and_key_sources_match_each_item_alone) {
         const auto got = run(s, pooled, kernel);
         ASSERT_EQ(got.sizes(), expected.sizes());
         EXPECT_LE((got - expected).abs().max().item<float>(), 2e-5f)
-          << "seed " << seed << (pooled ? " pooled" : " packed") << " kernel "
+          << "seed " << seed << " hd " << head_size << (pooled ? " pooled" : " packed") << " kernel "
           << static_cast<int>(kernel);
       }
   }

@@ -247,6 +247,41 @@ TEST_F(torch_backend_kv, released_or_mismatched_handles_fail_the_pass_and_keep_n
   EXPECT_THROW(backend->run(stale), std::invalid_argument);
 }
 
+TEST_F(torch_backend_kv, an_attached_profile_names_each_part_of_every_pass_until_detached) {
+  for (bool direct : {true, false}) {
+    torch_options options;
+    options.kv_budget_bytes = 64 * 1280;
+    options.direct_forward = direct;
+    auto backend = make_torch_backend(ckpt, "cpu", options);
+    pass_profile profile;
+    backend->attach_profile(&profile);
+    pass_request request;
+    request.items.push_back(item({1, 403, 407}));
+    backend->run(request);
+    backend->run(request);
+    backend->attach_profile(nullptr);
+    backend->run(request);
+    EXPECT_EQ(profile.passes, 2u);
+    std::vector<std::string> names;
+    for (const auto& part : profile.parts)
+      names.push_back(part.name);
+    const std::vector<std::string> direct_parts = {
+      "check items, take KV slots", "layout", "embed", "layer 0: norm, qkv projection",
+      "layer 0: RoPE, KV write", "layer 0: attention", "layer 0: output projection",
+      "layer 0: norm, MLP"};
+    const std::vector<std::string> aten_parts = {"check items, take KV slots", "layout",
+                                                 "ATen forward", "row copy"};
+    const auto& expected = direct ? direct_parts : aten_parts;
+    ASSERT_GE(names.size(), expected.size());
+    EXPECT_TRUE(std::equal(expected.begin(), expected.end(), names.begin()))
+      << (direct ? "direct" : "aten") << ": " << names[2];
+    if (direct) {
+      EXPECT_EQ(names.size(), 3u + 5u * 5u + 3u) << "5 layers of 5 parts, head, softmax, copy";
+      EXPECT_EQ(names.back(), "row copy");
+    }
+  }
+}
+
 TEST_F(torch_backend_kv, bad_items_are_refused_with_a_message_naming_the_problem) {
   auto backend = make(64 * 1280);
   auto message_of = [&](pass_item it) {

@@ -1,0 +1,153 @@
+#!/usr/bin/env python3
+"""Canopy against llama.cpp, side by side: the same workloads on the same models,
+alternating runs, the same number of compute threads; prints each run and a table of
+median ratios (Canopy / llama.cpp, queries per second) against the targets.
+
+    scripts/peers/build-llama-cpp.sh            # once: llama.cpp and llama_cpp_peer
+    scripts/peers/bench_llama_cpp.py [--threads 1] [--rounds 3]
+
+Models: stories260K (../shared) and a ~110M synthetic Llama that `canopy make-model`
+writes under build/peers/models. Each is converted to GGUF F32 (to_gguf.py, llama.cpp's
+gguf-py writer) and the conversion is checked first: llama.cpp's log-probs after every
+prefix must agree with Canopy's within 1e-4 (stories260K: on the oracle's cases; the
+110M model: on a random 32-token sequence).
+
+Workloads (each side computes the next-token log-probs of every query):
+  decode   one sequence, greedy, one query in flight (llama.cpp: one decode a token)
+  smc      64 particles x 64 steps from a 16-token prompt, resampled when ESS < 32
+           (llama.cpp: a batched decode a step, the prompt shared by sequence copies)
+  scoring  every prefix of 32 random 64-token sequences (llama.cpp: one decode with
+           logits at every position)
+Threads: Canopy's matmuls use OpenBLAS's pool, set to --threads (OPENBLAS_NUM_THREADS,
+and threads_per_worker); llama.cpp gets n_threads = --threads.
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+root = Path(__file__).resolve().parents[2]
+peers = root / "build" / "peers"
+shared = root.parent / "shared"
+
+targets = {  # (model, workload): Canopy / llama.cpp queries/s at least
+    ("stories260K", "decode"): 1.0, ("llama110m", "decode"): 1.0,
+    ("stories260K", "smc"): 2.0, ("llama110m", "smc"): 1.3,
+    ("stories260K", "scoring"): 1.2, ("llama110m", "scoring"): 1.2,
+}
+
+
+def run(cmd, env=None, **kwargs):
+    return subprocess.run([str(c) for c in cmd], check=True, capture_output=True, env=env,
+                          **kwargs)
+
+
+def canopy_rows(canopy, model, tokens, env):
+    with tempfile.NamedTemporaryFile(suffix=".f32") as out:
+        run([canopy, "logprobs", "--model", model, "--tokens", ",".join(map(str, tokens)),
+             "--all-positions", "--format", "f32", "--out", out.name], env=env)
+        return np.fromfile(out.name, dtype=np.float32)
+
+
+def peer_rows(peer, gguf, tokens):
+    out = run([peer, "rows", gguf, "--tokens", ",".join(map(str, tokens))]).stdout
+    return np.frombuffer(out, dtype=np.float32)
+
+
+def check_agreement(args, name, model, gguf, env):
+    if name == "stories260K":
+        cases = json.loads((shared / "oracle/stories260K/cases.json").read_text())
+        sequences = [c["tokens"] for c in cases]
+    else:
+        sequences = [list(np.random.default_rng(1).integers(0, 32000, 32))]
+    worst = 0.0
+    for tokens in sequences:
+        a = canopy_rows(args.canopy, model, tokens, env)
+        b = peer_rows(args.peer, gguf, tokens)
+        if a.shape != b.shape:
+            sys.exit(f"{name}: Canopy gave {a.size} values, llama.cpp {b.size}")
+        worst = max(worst, float(np.abs(a - b).max()))
+    print(f"{name}: llama.cpp agrees with Canopy within {worst:.2e} on {len(sequences)} "
+          f"sequence(s) (limit 1e-4)")
+    if worst > 1e-4:
+        sys.exit(f"{name}: the conversion disagrees: {worst:.2e} > 1e-4")
+
+
+def canopy_run(args, model, workload, steps, env):
+    flags = {"decode": ["--workload", "decode", "--steps", steps],
+             "smc": ["--workload", "smc", "--particles", 64, "--steps", steps],
+             "scoring": ["--workload", "scoring", "--sequences", 32, "--sequence-length", 64]}
+    out = run([args.canopy, "bench", "--model", model, "--variants", "full", "--json",
+               "--threads_per_worker", args.threads] + flags[workload], env=env).stdout
+    r = json.loads(out)["results"][0]
+    return r["queries"] / r["seconds"]
+
+
+def peer_run(args, gguf, workload, steps):
+    flags = {"decode": ["decode", gguf, "--steps", steps],
+             "smc": ["smc", gguf, "--particles", 64, "--steps", steps],
+             "score": ["score", gguf, "--sequences", 32, "--length", 64]}
+    mode = "score" if workload == "scoring" else workload
+    out = run([args.peer] + flags[mode] + ["--threads", args.threads]).stdout
+    r = json.loads(out)
+    return r["queries"] / r["seconds"]
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--rounds", type=int, default=3, help="alternations per workload")
+    parser.add_argument("--canopy", type=Path, default=root / "build/apps/canopy/canopy")
+    parser.add_argument("--peer", type=Path, default=peers / "llama_cpp_peer")
+    parser.add_argument("--models", default="stories260K,llama110m")
+    parser.add_argument("--workloads", default="decode,smc,scoring")
+    args = parser.parse_args()
+    for needed in (args.canopy, args.peer):
+        if not needed.exists():
+            sys.exit(f"{needed} is missing: build Canopy, then run scripts/peers/build-llama-cpp.sh")
+    env = dict(os.environ, OPENBLAS_NUM_THREADS=str(args.threads))
+    models = {"stories260K": shared / "models/stories260K/stories260K.bin",
+              "llama110m": peers / "models/llama110m"}
+    if not models["llama110m"].exists():
+        run([args.canopy, "make-model", "--arch", "llama", "--hidden", 768, "--layers", 12,
+             "--heads", 12, "--vocab", 32000, "--context", 1024, "--out", models["llama110m"]])
+    # decode and smc steps: fewer on the 110M model, whose steps cost ~100x more.
+    steps = {("stories260K", "decode"): 256, ("llama110m", "decode"): 64,
+             ("stories260K", "smc"): 64, ("llama110m", "smc"): 64}
+    table = []
+    for name in args.models.split(","):
+        model = models[name]
+        gguf = peers / "gguf" / f"{name}.gguf"
+        gguf.parent.mkdir(parents=True, exist_ok=True)
+        if not gguf.exists():
+            run([sys.executable, Path(__file__).parent / "to_gguf.py", model, gguf,
+                 "--gguf-py", peers / "llama.cpp/src/gguf-py"])
+        check_agreement(args, name, model, gguf, env)
+        for workload in args.workloads.split(","):
+            s = steps.get((name, workload), 0)
+            ratios, ours, theirs = [], [], []
+            for i in range(args.rounds):
+                c = canopy_run(args, model, workload, s, env)
+                p = peer_run(args, gguf, workload, s)
+                ours.append(c)
+                theirs.append(p)
+                ratios.append(c / p)
+                print(f"  {name} {workload} round {i + 1}: Canopy {c:.1f} q/s, "
+                      f"llama.cpp {p:.1f} q/s, ratio {c / p:.2f}", flush=True)
+            table.append((name, workload, statistics.median(ours), statistics.median(theirs),
+                          statistics.median(ratios), targets[(name, workload)]))
+    print(f"\nthreads {args.threads}, {args.rounds} alternations, medians (queries/s)")
+    print(f"{'model':12} {'workload':9} {'Canopy':>10} {'llama.cpp':>10} {'ratio':>6}  target")
+    for name, workload, c, p, ratio, goal in table:
+        verdict = "PASS" if ratio >= goal else "BELOW"
+        print(f"{name:12} {workload:9} {c:10.1f} {p:10.1f} {ratio:6.2f}  >= {goal} {verdict}")
+
+
+if __name__ == "__main__":
+    main()
