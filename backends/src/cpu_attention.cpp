@@ -1,6 +1,6 @@
 #include "cpu_attention.hpp"
 
-#include "vector_exp.hpp"
+#include "vector_math.hpp"
 
 #include <ATen/Parallel.h>
 
@@ -25,8 +25,6 @@ namespace {
 //  - exp_nonpositive instead of a libm call per score;
 //  - the query heads that share a KV head read each key and value once.
 
-constexpr std::int64_t lanes = 8;
-
 /// q . k over hd. Strict float arithmetic keeps a single running sum scalar (each add
 /// waits for the last); eight partial sums are one SIMD register's worth of independent
 /// adds.
@@ -45,38 +43,6 @@ inline float dot(const float* q, const float* k, std::int64_t hd_at_run_time) {
   for (std::int64_t i = 0; i < lanes; ++i)
     sum += part[i];
   return sum;
-}
-
-/// Sum of x[0..n) in eight float lanes, then in double: a single running sum would be
-/// a chain of dependent adds.
-inline double lane_sum(const float* x, std::int64_t n) {
-  float part[lanes] = {};
-  std::int64_t l = 0;
-  for (; l + lanes <= n; l += lanes)
-    for (std::int64_t i = 0; i < lanes; ++i)
-      part[i] += x[l + i];
-  double sum = 0;
-  for (; l < n; ++l)
-    sum += x[l];
-  for (std::int64_t i = 0; i < lanes; ++i)
-    sum += part[i];
-  return sum;
-}
-
-/// max of x[0..n), n >= 1, in eight lanes (a compare-and-select SIMD code can do).
-inline float lane_max(const float* x, std::int64_t n) {
-  float part[lanes];
-  std::fill(part, part + lanes, x[0]);
-  std::int64_t l = 0;
-  for (; l + lanes <= n; l += lanes)
-    for (std::int64_t i = 0; i < lanes; ++i)
-      part[i] = x[l + i] > part[i] ? x[l + i] : part[i];
-  float top = x[0];
-  for (; l < n; ++l)
-    top = x[l] > top ? x[l] : top;
-  for (std::int64_t i = 0; i < lanes; ++i)
-    top = part[i] > top ? part[i] : top;
-  return top;
 }
 
 // Weighted values accumulate in this many independent sets of hd sums, for the same

@@ -1,6 +1,7 @@
 #include "direct_llama_forward.hpp"
 
 #include "blas_product.hpp"
+#include "vector_math.hpp"
 
 #include <cmath>
 #include <cstring>
@@ -45,16 +46,14 @@ void rotate(const float* src, const float* cos, const float* sin, std::int64_t h
   }
 }
 
-void log_softmax_rows(float* rows, std::int64_t count, std::int64_t width) {
+/// Each row minus its log-sum-exp; `scratch` holds a row's exponentials.
+void log_softmax_rows(float* rows, std::int64_t count, std::int64_t width, float* scratch) {
   for (std::int64_t r = 0; r < count; ++r) {
     float* row = rows + r * width;
-    float top = -INFINITY;
+    const float top = lane_max(row, width);
     for (std::int64_t v = 0; v < width; ++v)
-      top = std::max(top, row[v]);
-    double total = 0;
-    for (std::int64_t v = 0; v < width; ++v)
-      total += std::exp(row[v] - top);
-    const auto shift = static_cast<float>(top + std::log(total));
+      scratch[v] = exp_nonpositive(row[v] - top);
+    const auto shift = static_cast<float>(top + std::log(lane_sum(scratch, width)));
     for (std::int64_t v = 0; v < width; ++v)
       row[v] -= shift;
   }
@@ -177,7 +176,7 @@ const float* direct_llama_forward::forward(const std::vector<std::int64_t>& toke
       const float* up = gate + F;
       float* out = swiglu_.data() + t * F;
       for (std::int64_t f = 0; f < F; ++f)
-        out[f] = gate[f] / (1.0f + std::exp(-gate[f])) * up[f];
+        out[f] = silu(gate[f]) * up[f];
     }
     multiply_in_out(swiglu_.data(), T, floats(L.down), F, D, x_.data(), true);
     clock.lap(l, "norm, MLP");
@@ -187,7 +186,8 @@ const float* direct_llama_forward::forward(const std::vector<std::int64_t>& toke
              last_.data() + r * D);
   multiply_in_out(last_.data(), R, floats(w.head), D, V, logits_.data(), false);
   clock.lap("final norm, LM head");
-  log_softmax_rows(logits_.data(), R, V);
+  grow(exponentials_, V);
+  log_softmax_rows(logits_.data(), R, V, exponentials_.data());
   clock.lap("log-softmax");
   return logits_.data();
 }

@@ -50,7 +50,8 @@ private:
   const llama_model& model_;
   const model_config& c_;
   // Per pass, grown to the largest pass so far ([T, width] row-major).
-  std::vector<float> x_, normed_, qkv_, q_, attention_, gate_up_, swiglu_, last_, logits_;
+  std::vector<float> x_, normed_, qkv_, q_, attention_, gate_up_, swiglu_, last_, logits_,
+    exponentials_;
 };
 
 } // namespace canopy::backends

@@ -9,8 +9,10 @@ median ratios (Canopy / llama.cpp, queries per second) against the targets.
 Models: stories260K (../shared) and a ~110M synthetic Llama that `canopy make-model`
 writes under build/peers/models. Each is converted to GGUF F32 (to_gguf.py, llama.cpp's
 gguf-py writer) and the conversion is checked first: llama.cpp's log-probs after every
-prefix must agree with Canopy's within 1e-4 (stories260K: on the oracle's cases; the
-110M model: on a random 32-token sequence).
+prefix must agree with Canopy's within 1e-4 on the oracle's cases (stories260K). The
+110M model has no float64 oracle; on a random 32-token sequence the two float32
+implementations must agree within 1e-3 (their sums of 768 and 2048 products, through
+12 layers, round differently: Canopy's own two forwards differ by about 1e-4 there).
 
 Workloads (each side computes the next-token log-probs of every query):
   decode   one sequence, greedy, one query in flight (llama.cpp: one decode a token)
@@ -64,8 +66,10 @@ def check_agreement(args, name, model, gguf, env):
     if name == "stories260K":
         cases = json.loads((shared / "oracle/stories260K/cases.json").read_text())
         sequences = [c["tokens"] for c in cases]
+        limit = 1e-4
     else:
         sequences = [list(np.random.default_rng(1).integers(0, 32000, 32))]
+        limit = 1e-3
     worst = 0.0
     for tokens in sequences:
         a = canopy_rows(args.canopy, model, tokens, env)
@@ -74,9 +78,9 @@ def check_agreement(args, name, model, gguf, env):
             sys.exit(f"{name}: Canopy gave {a.size} values, llama.cpp {b.size}")
         worst = max(worst, float(np.abs(a - b).max()))
     print(f"{name}: llama.cpp agrees with Canopy within {worst:.2e} on {len(sequences)} "
-          f"sequence(s) (limit 1e-4)")
-    if worst > 1e-4:
-        sys.exit(f"{name}: the conversion disagrees: {worst:.2e} > 1e-4")
+          f"sequence(s) (limit {limit:g})")
+    if worst > limit:
+        sys.exit(f"{name}: the conversion disagrees: {worst:.2e} > {limit:g}")
 
 
 def canopy_run(args, model, workload, steps, env):

@@ -1,11 +1,12 @@
-// The direct CPU forward's own kernels, against plain references: exp_nonpositive
-// (SIMD-friendly exp) and multiply_in_out (gemv for one or two rows, gemm beyond,
+// The direct CPU forward's own kernels, against plain references: vector_math.hpp
+// (exp_nonpositive, silu, lane sums and maxima) and multiply_in_out (gemv for one or two rows, gemm beyond,
 // with and without accumulating into the output).
 #include "blas_product.hpp"
-#include "vector_exp.hpp"
+#include "vector_math.hpp"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -37,6 +38,22 @@ TEST(vector_exp, below_its_range_it_is_negligible_and_never_negative_or_nan) {
     EXPECT_GE(y, 0.0f) << x;
     EXPECT_LE(y, 2e-38f) << x;
   }
+}
+
+TEST(vector_math, silu_lane_sum_and_lane_max_match_their_definitions) {
+  for (float x : {-200.0f, -30.0f, -1.5f, -1e-3f, 0.0f, 2e-3f, 0.7f, 9.0f, 95.0f}) {
+    const double exact = x / (1.0 + std::exp(-static_cast<double>(x)));
+    EXPECT_NEAR(silu(x), exact, 4e-7 * std::max(1.0, std::abs(exact))) << x;
+  }
+  std::vector<float> v;
+  for (int i = 0; i < 37; ++i) // not a whole number of lanes
+    v.push_back(static_cast<float>((i * 7919) % 101) - 50.0f + 0.25f);
+  double sum = 0;
+  for (float e : v)
+    sum += e;
+  EXPECT_NEAR(lane_sum(v.data(), 37), sum, 1e-4);
+  EXPECT_EQ(lane_max(v.data(), 37), *std::max_element(v.begin(), v.end()));
+  EXPECT_EQ(lane_max(v.data(), 3), *std::max_element(v.begin(), v.begin() + 3));
 }
 
 /// y = x w (+ y), in double.
