@@ -136,6 +136,10 @@ const std::vector<setting>& settings() {
                  &c::request_actors),
     make_setting("scheduler_threads", "CAF worker threads of an owned system, 0: cores",
                  &c::scheduler_threads),
+    make_setting("scheduler_poll_sleep_us",
+                 "CAF workers' sleep between looks for work while briefly idle; less: lone "
+                 "queries answered sooner, passes get less CPU",
+                 &c::scheduler_poll_sleep_us),
     make_setting("query_timeout_ms", "0: none; else a query fails after this long",
                  &c::query_timeout_ms),
     make_setting("pass_timeout_ms", "a pass running longer fails its batch",
@@ -214,6 +218,8 @@ void engine_config::validate() const {
       invalid("remote_workers", problem);
   if (worker_timeout_ms <= 0)
     invalid("worker_timeout_ms", "must be positive");
+  if (!(scheduler_poll_sleep_us >= 0 && scheduler_poll_sleep_us <= 1e6))
+    invalid("scheduler_poll_sleep_us", "must be in [0, 1000000]");
   if (tls_cert.empty() != tls_key.empty() || tls_cert.empty() != tls_ca.empty())
     invalid("tls_cert", "tls_cert, tls_key and tls_ca go together (all three, or none)");
   for (const auto& d : devices)

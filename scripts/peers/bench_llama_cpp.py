@@ -88,7 +88,8 @@ def canopy_run(args, model, workload, steps, env):
              "smc": ["--workload", "smc", "--particles", 64, "--steps", steps],
              "scoring": ["--workload", "scoring", "--sequences", 32, "--sequence-length", 64]}
     out = run([args.canopy, "bench", "--model", model, "--variants", "full", "--json",
-               "--threads_per_worker", args.threads] + flags[workload], env=env).stdout
+               "--threads_per_worker", args.threads] + flags[workload] + args.settings.split(),
+              env=env).stdout
     r = json.loads(out)["results"][0]
     return r["queries"] / r["seconds"]
 
@@ -111,6 +112,8 @@ def main():
     parser.add_argument("--peer", type=Path, default=peers / "llama_cpp_peer")
     parser.add_argument("--models", default="stories260K,llama110m")
     parser.add_argument("--workloads", default="decode,smc,scoring")
+    parser.add_argument("--settings", default="",
+                        help="engine settings for Canopy's runs, e.g. '--scheduler_threads 1'")
     args = parser.parse_args()
     for needed in (args.canopy, args.peer):
         if not needed.exists():
@@ -146,7 +149,8 @@ def main():
                       f"llama.cpp {p:.1f} q/s, ratio {c / p:.2f}", flush=True)
             table.append((name, workload, statistics.median(ours), statistics.median(theirs),
                           statistics.median(ratios), targets[(name, workload)]))
-    print(f"\nthreads {args.threads}, {args.rounds} alternations, medians (queries/s)")
+    print(f"\nthreads {args.threads}, {args.rounds} alternations, medians (queries/s)"
+          + (f"; Canopy settings: {args.settings}" if args.settings else ""))
     print(f"{'model':12} {'workload':9} {'Canopy':>10} {'llama.cpp':>10} {'ratio':>6}  target")
     for name, workload, c, p, ratio, goal in table:
         verdict = "PASS" if ratio >= goal else "BELOW"

@@ -1,8 +1,17 @@
 // engine_config: JSON and command-line settings share keys; every malformed setting
 // is refused with errc::invalid_config naming the key.
 
+#include <canopy/actor_system_setup.hpp>
 #include <canopy/engine.hpp>
 #include <canopy/engine_config.hpp>
+
+#include <caf/actor_system_config.hpp>
+#include <caf/config_value.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <sys/prctl.h>
+#include <thread>
 
 #include <gtest/gtest.h>
 
@@ -40,6 +49,35 @@ TEST(engine_config, from_json_reads_every_key_and_round_trips) {
   EXPECT_EQ(config.device_list().size(), 2u);
   auto again = engine_config::from_json(config.to_json());
   EXPECT_EQ(again.to_json(), config.to_json());
+}
+
+// Note [poll sleep]: the setting reaches CAF's scheduler, and the system's threads get
+// a timer slack short enough for such sleeps to mean what they say.
+TEST(engine_config, the_poll_sleep_reaches_cafs_scheduler_and_is_checked) {
+  engine_config config;
+  config.set("scheduler_poll_sleep_us", "3");
+  caf::actor_system_config system_config;
+  canopy::configure_actor_system(system_config, config, canopy::network_role::none);
+  const auto sleep = caf::get_or(system_config, "work-stealing.moderate-sleep-duration",
+                                 caf::timespan{0});
+  EXPECT_EQ(sleep, caf::timespan{std::chrono::microseconds(3)});
+  EXPECT_TRUE(mentions(config_error([&] {
+                         auto bad = config;
+                         bad.set("scheduler_poll_sleep_us", "-1");
+                         bad.validate();
+                       }),
+                       "scheduler_poll_sleep_us"));
+  // A thread the actor system starts runs with a 1 us slack (default: 50 us).
+  config.set("scheduler_poll_sleep_us", "50");
+  config.backend = "mock";
+  canopy::engine engine(config);
+  std::atomic<long> slack{0};
+  engine.next_token_logprobs({1, 2, 3}, [&slack](canopy::logprobs_result) {
+    slack = prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0); // on an actor system thread
+  });
+  for (int i = 0; i < 1000 && slack == 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  EXPECT_EQ(slack, 1000);
 }
 
 TEST(engine_config, command_line_values_use_the_same_keys) {
