@@ -148,21 +148,18 @@ def main():
     gguf = load_gguf(args.gguf_py)
     hp, tensors = (from_hf if args.checkpoint.is_dir() else from_llama2c)(args.checkpoint)
     w = gguf.GGUFWriter(str(args.out), "llama")
-    w.add_name(args.checkpoint.name)
-    w.add_context_length(hp["context"])
-    w.add_embedding_length(hp["dim"])
-    w.add_block_count(hp["layers"])
-    w.add_feed_forward_length(hp["hidden"])
-    w.add_head_count(hp["heads"])
-    w.add_head_count_kv(hp["kv_heads"])
-    w.add_key_length(hp["head_dim"])
-    w.add_value_length(hp["head_dim"])
-    w.add_rope_dimension_count(hp["head_dim"])
-    w.add_layer_norm_rms_eps(hp["eps"])
-    w.add_rope_freq_base(hp["theta"])
-    w.add_vocab_size(hp["vocab"])
-    w.add_tokenizer_model("no_vocab")
-    w.add_file_type(gguf.LlamaFileType.ALL_F32)
+    metadata = {  # GGUFWriter.add_<key>(value)
+        "name": args.checkpoint.name, "context_length": hp["context"],
+        "embedding_length": hp["dim"], "block_count": hp["layers"],
+        "feed_forward_length": hp["hidden"], "head_count": hp["heads"],
+        "head_count_kv": hp["kv_heads"], "key_length": hp["head_dim"],
+        "value_length": hp["head_dim"], "rope_dimension_count": hp["head_dim"],
+        "layer_norm_rms_eps": hp["eps"], "rope_freq_base": hp["theta"],
+        "vocab_size": hp["vocab"], "tokenizer_model": "no_vocab",
+        "file_type": gguf.LlamaFileType.ALL_F32,
+    }
+    for key, value in metadata.items():
+        getattr(w, "add_" + key)(value)
     for name, array in tensors.items():
         w.add_tensor(name, np.ascontiguousarray(array, dtype=np.float32))
     w.write_header_to_file()
