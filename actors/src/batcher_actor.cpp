@@ -47,6 +47,22 @@ clock_point window_end(const batcher_state& st) {
   return st.entries.at(st.pending.front()).arrival + st.options.batch_timeout;
 }
 
+// Note [idle gather]
+// How long an idle worker's batch waits for queries still arriving: a 64th of the
+// recent passes' round trip (at most 1.6% more latency for a lone query), or nothing
+// when that is under 100 us, where timers are too coarse to wait with and passes are
+// too cheap for a split batch to matter. Measured on the 110M Llama, SMC 64 x 64: 34
+// queries a pass and 252 queries/s without it; `flush_when_idle false`, which waits
+// the whole 2 ms window, reached 300.
+constexpr auto min_idle_gather = std::chrono::microseconds(100);
+
+clock_point::duration idle_gather(const batcher_state& st) {
+  const auto gather = st.recent_pass / 64;
+  if (gather < min_idle_gather)
+    return clock_point::duration::zero();
+  return std::min<clock_point::duration>(gather, st.options.batch_timeout);
+}
+
 /// Arms the flush timer for the first waiting query's window, unless a timer armed
 /// already fires by then or the window is over (its batch then leaves as soon as a
 /// worker is free). Windows only move later as queries leave, so one timer usually
@@ -89,9 +105,21 @@ void flush_if_due(batcher_pointer self) {
   // one message after another. Flushing for an idle worker at the first would send it
   // alone and the rest a pass later; a message to ourselves queues behind those
   // already in the mailbox, so the idle flush waits for it.
+  // That catches what is in the mailbox, not what the caller is still sending: a host
+  // thread asking 64 queries takes a few hundred microseconds, and the first few left
+  // alone. Where passes are slow, that lone pass costs nearly a full one (a 110M model
+  // reads all its weights either way). So when recent passes took long, the idle flush
+  // waits a 64th of a pass for the rest (Note [idle gather]).
+  const auto gather = idle_gather(st);
+  const auto gathered = st.entries.at(st.pending.front()).arrival + gather;
   bool ready = st.pending.size() >= st.options.batch_size || window_end(st) <= now(self) ||
-               (st.options.flush_when_idle && st.burst_enqueued);
+               (st.options.flush_when_idle &&
+                (st.burst_enqueued || (gather.count() > 0 && gathered <= now(self))));
   if (!ready && st.options.flush_when_idle && !st.workers.ready().empty()) {
+    if (gather.count() > 0) {
+      st.flush_timer.arm(self, gathered, flush_atom::value);
+      return;
+    }
     if (!st.idle_check_queued) {
       st.idle_check_queued = true;
       self->send(self, idle_atom::value);

@@ -104,7 +104,9 @@ void on_pass_done(batcher_pointer self, std::uint64_t batch_id, const worker_act
   }
   st.metrics->count_pass(batch.worker, result.tokens_computed, result.matmul_flops,
                          result.compute_ns);
-  st.metrics->pass_round_trip.record(now(self) - batch.started);
+  const auto round_trip = now(self) - batch.started;
+  st.metrics->pass_round_trip.record(round_trip);
+  st.recent_pass = (3 * st.recent_pass + round_trip) / 4;
   batch.returned = true;
   store_request request{batch.worker, std::move(batch.items), std::move(batch.pass),
                         std::move(result)};

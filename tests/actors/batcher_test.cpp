@@ -99,6 +99,32 @@ TEST_F(batcher_test, queries_arriving_together_leave_together_for_an_idle_worker
   EXPECT_TRUE(matches_reference(c, {5, 6}));
 }
 
+// Note [idle gather]: after slow passes, an idle worker's batch waits a 64th of a pass
+// for queries still on their way; after fast ones (the test above) it leaves at once.
+TEST_F(batcher_test, after_slow_passes_an_idle_worker_waits_a_64th_of_a_pass_for_the_rest) {
+  config.batch_timeout_ms = 1000;
+  start();
+  auto warm = ask(token_seq{7, 7});
+  ASSERT_TRUE(run_until_pass_queued());
+  sched.clock().advance_time(64ms); // the pass takes 64 ms: the average becomes 16 ms
+  sched.run();
+  ASSERT_TRUE(answered(warm));
+  ASSERT_EQ(probes->passes, 1);
+  auto a = ask(token_seq{1, 2});
+  sched.run();
+  EXPECT_EQ(probes->passes, 1) << "a lone query waits 16 ms / 64 = 250 us";
+  sched.clock().advance_time(200us);
+  auto b = ask(token_seq{3, 4}); // still on its way when a arrived
+  sched.run();
+  EXPECT_EQ(probes->passes, 1);
+  sched.clock().advance_time(50us);
+  sched.run();
+  EXPECT_EQ(probes->passes, 2);
+  EXPECT_EQ(probes->items, 3) << "the warm-up's item, then a and b together";
+  EXPECT_TRUE(matches_reference(a, {1, 2}));
+  EXPECT_TRUE(matches_reference(b, {3, 4}));
+}
+
 TEST_F(batcher_test, a_duplicate_of_a_dispatched_query_joins_it) {
   start();
   auto a = ask(token_seq{9, 9, 9});

@@ -128,6 +128,8 @@ struct batcher_state {
   earliest_timer pass_watch;             // for the earliest running pass's pass_timeout
   bool idle_check_queued = false;      // an idle_atom is on its way to us
   bool burst_enqueued = false;         // handling that idle_atom
+  // Passes' round trip, a moving average (Note [idle gather] in batcher_actor.cpp).
+  caf::actor_clock::duration_type recent_pass{};
 
   static inline const char* name = "canopy.batcher";
 };
