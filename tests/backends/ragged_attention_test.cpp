@@ -8,6 +8,8 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include <array>
+
 #include <numeric>
 #include <random>
 
@@ -21,17 +23,22 @@ struct scenario {
   at::Tensor pool_k, pool_v; // [slots + 1, KV, hd], last row zero
   at::Tensor new_k, new_v;   // [T, KV, hd]
   std::int64_t hd = 0;
+  std::int64_t kv = 0;       // KV heads: H / kv query heads read each
 };
 
-constexpr std::int64_t H = 4, KV = 2;
+constexpr std::int64_t H = 12;
 
 /// hd: the loops are compiled for 8, 16, 32, 64 and 128, and for any other size
-/// at run time.
-scenario make_scenario(std::uint32_t seed, std::size_t items, std::int64_t hd = 8) {
+/// at run time; kv: for 1, 2, 4 and 8 query heads per KV head (of H = 12: kv 12, 6,
+/// 3), and any other number at run time (kv 1).
+scenario make_scenario(std::uint32_t seed, std::size_t items, std::int64_t hd = 8,
+                       std::int64_t kv = 2) {
+  const auto KV = kv;
   std::mt19937 rng(seed);
   at::manual_seed(seed);
   scenario s;
   s.hd = hd;
+  s.kv = kv;
   std::int64_t next_slot = 0, T = 0;
   std::uniform_int_distribution<int> prefix(0, 30), fresh(1, 12);
   for (std::size_t i = 0; i < items; ++i) {
@@ -65,7 +72,7 @@ scenario make_scenario(std::uint32_t seed, std::size_t items, std::int64_t hd = 
 /// Each item alone: its query rows against keys [prefix | new], causal and, with a
 /// window W > 0, limited to the last W positions, in double.
 at::Tensor reference(const scenario& s, std::int64_t window = 0) {
-  const auto hd = s.hd;
+  const auto hd = s.hd, KV = s.kv;
   std::vector<at::Tensor> rows;
   std::int64_t offset = 0;
   for (const auto& it : s.items) {
@@ -113,7 +120,7 @@ at::Tensor run(const scenario& s, bool pooled, attention_kernel kernel,
     EXPECT_EQ(layout.prefix_slots, prefix);
   }
   auto index = at::tensor(layout.prefix_slots, at::kLong);
-  auto zero = at::zeros({1, KV, s.hd});
+  auto zero = at::zeros({1, s.kv, s.hd});
   auto keys = at::cat({s.pool_k.index_select(0, index), s.new_k, zero});
   auto values = at::cat({s.pool_v.index_select(0, index), s.new_v, zero});
   return ragged_attention(s.q, keys, values, d);
@@ -121,9 +128,11 @@ at::Tensor run(const scenario& s, bool pooled, attention_kernel kernel,
 
 TEST(ragged_attention, both_kernels_and_key_sources_match_each_item_alone) {
   for (std::uint32_t seed = 1; seed <= 8; ++seed) {
-    // Head sizes the loops know at compile time (8, 64) and one they do not (12).
+    // Head sizes the loops know at compile time (8, 64) and one they do not (12);
+    // query heads per KV head they know (1, 2, 4) and one they do not (12).
     const std::int64_t head_size = seed % 3 == 0 ? 12 : seed % 3 == 1 ? 8 : 64;
-    const auto s = make_scenario(seed, 3 + seed * 2, head_size);
+    const std::int64_t kv_heads = std::array<std::int64_t, 4>{12, 6, 3, 1}[seed % 4];
+    const auto s = make_scenario(seed, 3 + seed * 2, head_size, kv_heads);
     const auto expected = reference(s);
     for (bool pooled : {true, false})
       for (auto kernel : {attention_kernel::aten, attention_kernel::cpu_loops,
@@ -131,7 +140,7 @@ TEST(ragged_attention, both_kernels_and_key_sources_match_each_item_alone) {
         const auto got = run(s, pooled, kernel);
         ASSERT_EQ(got.sizes(), expected.sizes());
         EXPECT_LE((got - expected).abs().max().item<float>(), 2e-5f)
-          << "seed " << seed << " hd " << head_size << (pooled ? " pooled" : " packed") << " kernel "
+          << "seed " << seed << " hd " << head_size << " kv " << kv_heads << (pooled ? " pooled" : " packed") << " kernel "
           << static_cast<int>(kernel);
       }
   }
