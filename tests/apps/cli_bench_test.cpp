@@ -72,4 +72,11 @@ TEST(CliBench, ProfileSplitsALoneQuerysTimeIntoTheEnginesPartsAndThePasssParts) 
   EXPECT_EQ(r.out.find("layer 5 "), std::string::npos) << "stories260K has 5 layers";
 }
 
+TEST(CliBench, ProfileOnTheMockSaysItsPassesHaveNoParts) {
+  const auto r = run_canopy({"bench", "--profile", "--backend", "mock", "--steps", "10"});
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  EXPECT_NE(r.out.find("(9 one-token passes after the prompt's)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("names no parts"), std::string::npos) << r.out;
+}
+
 } // namespace

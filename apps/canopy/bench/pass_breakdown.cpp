@@ -102,9 +102,11 @@ void run_pass_breakdown(const engine_config& config, const workload_options& opt
        engine.latency_p50_us - engine.pass_round_trip_p50_us);
   line(out, "the same queries through the actors on the zero-cost mock, p50",
        actors_alone.latency_p50_us);
-  out << "\nthe backend's pass alone (" << bare.profile.passes
+  out << "\nthe backend's pass alone (" << bare.pass_us.size()
       << " one-token passes after the prompt's), mean per pass:\n";
   line(out, "whole pass (wall), p50", median(bare.pass_us));
+  if (bare.profile.parts.empty())
+    out << "  (this backend names no parts of its passes)\n";
   const auto per_pass = [&](std::uint64_t ns) {
     return bare.profile.passes ? double(ns) * 1e-3 / double(bare.profile.passes) : 0.0;
   };
