@@ -23,10 +23,6 @@ namespace canopy::app {
 
 namespace {
 
-// A prime, so the checked answers do not fall in step with the workloads' periods
-// (particle counts, sequence lengths).
-constexpr std::size_t check_every = 97;
-
 const char* const usage =
     "Usage: canopy bench [options] [engine settings]\n\n"
     "Measures the engine on workloads, each under several variants side by side (a\n"
@@ -322,7 +318,7 @@ int bench_command(const std::vector<std::string>& argv) {
     if (!spawn_counts.empty())
       std::cout << "worker processes started for the runs (0: in-process): "
                 << joined(spawn_counts) << "; direct runs in-process only\n";
-    std::cout << "seed " << options.seed << "; every " << check_every
+    std::cout << "seed " << options.seed << "; every " << answer_check_period
               << (mock ? "th answer checked bit for bit against the mock's reference row"
                        : "th answer checked against the model run alone (within 1e-4 + "
                          "2e-5 x |value|)")
@@ -339,7 +335,7 @@ int bench_command(const std::vector<std::string>& argv) {
       for (auto v : variants) {
         if (remote && v == bench_variant::direct)
           continue; // the bare backend is in this process
-        results.push_back(run_variant(w, options, config, v, check_every));
+        results.push_back(run_variant(w, options, config, v, answer_check_period));
         if (!json) {
           print_table_row(std::cout, results.back(), network);
           std::cout.flush();
@@ -381,7 +377,7 @@ int bench_command(const std::vector<std::string>& argv) {
         {"model", {{"name", model.name}, {"vocab_size", model.vocab_size},
                    {"context_length", model.context_length}}},
         {"workload_options", options_json(options, model.vocab_size)},
-        {"check_every", check_every},
+        {"check_every", answer_check_period},
         {"peak_rss_per_run", rss_per_run},
         {"results", nlohmann::json::array()},
         {"rows_checked", checked},

@@ -77,15 +77,17 @@ private:
 
 } // namespace
 
-direct_llama_forward::direct_llama_forward(const llama_model& model)
-    : model_(model), c_(model.config()) {
+direct_llama_forward::direct_llama_forward(const llama_model& model) : c_(model.config()) {
   const auto& w = model.weights();
-  for (const auto* t : {&w.embed, &w.head, &w.norm, &w.cos, &w.sin})
-    floats(*t);
+  embed_ = floats(w.embed);
+  head_ = floats(w.head);
+  norm_ = floats(w.norm);
+  cos_ = floats(w.cos);
+  sin_ = floats(w.sin);
   for (const auto& L : w.layers)
-    for (const auto* t : {&L.input_norm, &L.qkv, &L.qkv_bias, &L.q_norm, &L.k_norm, &L.out,
-                          &L.post_norm, &L.gate_up, &L.down})
-      floats(*t);
+    layers_.push_back({floats(L.input_norm), floats(L.qkv), floats(L.qkv_bias),
+                       floats(L.q_norm), floats(L.k_norm), floats(L.out), floats(L.post_norm),
+                       floats(L.gate_up), floats(L.down)});
 }
 
 void direct_llama_forward::rms_norm(const float* x, const float* weight, std::int64_t rows,
@@ -105,19 +107,19 @@ void direct_llama_forward::rms_norm(const float* x, const float* weight, std::in
 
 void direct_llama_forward::place_qkv(std::int64_t t, std::int64_t position, std::int64_t slot,
                                      std::int64_t layer, kv_tensors& storage) {
-  const auto& L = model_.weights().layers[static_cast<std::size_t>(layer)];
+  const auto& L = layers_[static_cast<std::size_t>(layer)];
   const auto H = c_.num_heads, KV = c_.num_kv_heads, hd = c_.head_dim;
   const auto width = (H + 2 * KV) * hd;
   float* row = qkv_.data() + t * width;
-  if (const float* bias = floats(L.qkv_bias))
+  if (L.qkv_bias)
     for (std::int64_t i = 0; i < width; ++i)
-      row[i] += bias[i];
-  if (L.q_norm.defined()) { // per head, in place: the rows are this pass's scratch
-    rms_norm(row, floats(L.q_norm), H, hd, row);
-    rms_norm(row + H * hd, floats(L.k_norm), KV, hd, row + H * hd);
+      row[i] += L.qkv_bias[i];
+  if (L.q_norm) { // per head, in place: the rows are this pass's scratch
+    rms_norm(row, L.q_norm, H, hd, row);
+    rms_norm(row + H * hd, L.k_norm, KV, hd, row + H * hd);
   }
-  const float* cos = floats(model_.weights().cos) + position * hd;
-  const float* sin = floats(model_.weights().sin) + position * hd;
+  const float* cos = cos_ + position * hd;
+  const float* sin = sin_ + position * hd;
   for (std::int64_t h = 0; h < H; ++h)
     rotate(row + h * hd, cos, sin, hd, q_.data() + (t * H + h) * hd);
   float* keys = storage.keys(layer).data_ptr<float>() + slot * KV * hd;
@@ -133,7 +135,6 @@ const float* direct_llama_forward::forward(const std::vector<std::int64_t>& toke
                                            const std::vector<std::int64_t>& rows,
                                            profile_clock& clock) {
   const denormals_flushed flushed;
-  const auto& w = model_.weights();
   const auto T = static_cast<std::int64_t>(tokens.size());
   const auto R = static_cast<std::int64_t>(rows.size());
   const auto D = c_.hidden_size, H = c_.num_heads, KV = c_.num_kv_heads, hd = c_.head_dim;
@@ -148,18 +149,17 @@ const float* direct_llama_forward::forward(const std::vector<std::int64_t>& toke
   grow(last_, R * D);
   grow(logits_, R * V);
 
-  const float* embed = floats(w.embed);
   for (std::int64_t t = 0; t < T; ++t)
-    std::memcpy(x_.data() + t * D, embed + tokens[static_cast<std::size_t>(t)] * D,
+    std::memcpy(x_.data() + t * D, embed_ + tokens[static_cast<std::size_t>(t)] * D,
                 static_cast<std::size_t>(D) * sizeof(float));
   const auto q = at::from_blob(q_.data(), {T, H, hd}, at::kFloat);
   auto attention = at::from_blob(attention_.data(), {T, H * hd}, at::kFloat);
   const auto& positions = layout.host->positions;
   clock.lap("embed");
   for (std::int64_t l = 0; l < c_.num_layers; ++l) {
-    const auto& L = w.layers[static_cast<std::size_t>(l)];
-    rms_norm(x_.data(), floats(L.input_norm), T, D, normed_.data());
-    multiply_in_out(normed_.data(), T, floats(L.qkv), D, (H + 2 * KV) * hd, qkv_.data(), false);
+    const auto& L = layers_[static_cast<std::size_t>(l)];
+    rms_norm(x_.data(), L.input_norm, T, D, normed_.data());
+    multiply_in_out(normed_.data(), T, L.qkv, D, (H + 2 * KV) * hd, qkv_.data(), false);
     clock.lap(l, "norm, qkv projection");
     for (std::int64_t t = 0; t < T; ++t)
       place_qkv(t, positions[static_cast<std::size_t>(t)], slots[static_cast<std::size_t>(t)], l,
@@ -167,10 +167,10 @@ const float* direct_llama_forward::forward(const std::vector<std::int64_t>& toke
     clock.lap(l, "RoPE, KV write");
     ragged_attention_into(q, storage.keys(l), storage.values(l), layout, attention);
     clock.lap(l, "attention");
-    multiply_in_out(attention_.data(), T, floats(L.out), H * hd, D, x_.data(), true);
+    multiply_in_out(attention_.data(), T, L.out, H * hd, D, x_.data(), true);
     clock.lap(l, "output projection");
-    rms_norm(x_.data(), floats(L.post_norm), T, D, normed_.data());
-    multiply_in_out(normed_.data(), T, floats(L.gate_up), D, 2 * F, gate_up_.data(), false);
+    rms_norm(x_.data(), L.post_norm, T, D, normed_.data());
+    multiply_in_out(normed_.data(), T, L.gate_up, D, 2 * F, gate_up_.data(), false);
     for (std::int64_t t = 0; t < T; ++t) {
       const float* gate = gate_up_.data() + t * 2 * F;
       const float* up = gate + F;
@@ -178,13 +178,13 @@ const float* direct_llama_forward::forward(const std::vector<std::int64_t>& toke
       for (std::int64_t f = 0; f < F; ++f)
         out[f] = silu(gate[f]) * up[f];
     }
-    multiply_in_out(swiglu_.data(), T, floats(L.down), F, D, x_.data(), true);
+    multiply_in_out(swiglu_.data(), T, L.down, F, D, x_.data(), true);
     clock.lap(l, "norm, MLP");
   }
   for (std::int64_t r = 0; r < R; ++r)
-    rms_norm(x_.data() + rows[static_cast<std::size_t>(r)] * D, floats(w.norm), 1, D,
+    rms_norm(x_.data() + rows[static_cast<std::size_t>(r)] * D, norm_, 1, D,
              last_.data() + r * D);
-  multiply_in_out(last_.data(), R, floats(w.head), D, V, logits_.data(), false);
+  multiply_in_out(last_.data(), R, head_, D, V, logits_.data(), false);
   clock.lap("final norm, LM head");
   grow(exponentials_, V);
   log_softmax_rows(logits_.data(), R, V, exponentials_.data());

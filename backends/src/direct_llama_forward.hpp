@@ -3,8 +3,8 @@
 // dispatch: CBLAS products and plain loops on buffers kept from pass to pass, new KV
 // written straight into the worker's storage. The same arithmetic as llama_model's
 // ATen forward (RMSNorm, RoPE from the same float64-made tables, SwiGLU, the same
-// attention kernels, log-softmax); sums of squares and of exponentials accumulate in
-// double.
+// attention kernels, log-softmax); sums of squares accumulate in double, sums of
+// exponentials in float lanes added in double (vector_math.hpp).
 //
 // Why: a one-token pass on stories260K ran ~150 ATen ops at 2-5 us each, so the
 // dispatch, not the arithmetic, was the pass (Note [direct forward] in the .cpp).
@@ -28,7 +28,8 @@ namespace canopy::backends {
 
 class direct_llama_forward {
 public:
-  /// `model` must outlive this object and hold float32 CPU weights.
+  /// `model` must outlive this object (its weights are read in place) and hold
+  /// contiguous float32 CPU weights; throws std::invalid_argument otherwise.
   explicit direct_llama_forward(const llama_model& model);
 
   /// tokens: [T] packed new tokens; slots: [T] the storage row each one's KV goes to
@@ -47,8 +48,14 @@ private:
   void place_qkv(std::int64_t t, std::int64_t position, std::int64_t slot, std::int64_t layer,
                  kv_tensors& storage);
 
-  const llama_model& model_;
+  // The weights' memory, checked and found once (a layer's optional tensors: null).
+  struct layer_weights {
+    const float *input_norm, *qkv, *qkv_bias, *q_norm, *k_norm, *out, *post_norm, *gate_up,
+      *down;
+  };
   const model_config& c_;
+  const float *embed_, *head_, *norm_, *cos_, *sin_;
+  std::vector<layer_weights> layers_;
   // Per pass, grown to the largest pass so far ([T, width] row-major).
   std::vector<float> x_, normed_, qkv_, q_, attention_, gate_up_, swiglu_, last_, logits_,
     exponentials_;

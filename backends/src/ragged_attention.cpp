@@ -34,6 +34,12 @@ at::Tensor aten_attention_group(const at::Tensor& q_src, const at::Tensor& keys,
   return og.view({G, KV, per_kv, n, hd}).permute({0, 3, 1, 2, 4}).reshape({G * n, H * hd});
 }
 
+/// q / sqrt(hd): scaling q once is cheaper than scaling every score (the loops scale
+/// theirs).
+at::Tensor scaled_queries(const at::Tensor& q) {
+  return q * (1.0 / std::sqrt(static_cast<double>(q.size(2))));
+}
+
 } // namespace
 
 device_layout to_device(const pass_layout& layout, at::Device device, at::ScalarType dtype,
@@ -71,8 +77,8 @@ at::Tensor ragged_attention(const at::Tensor& q, const at::Tensor& keys,
   const auto T = q.size(0), H = q.size(1), hd = q.size(2);
   if (layout.host->identity && !layout.groups[0].loops) {
     // One group in packed order: its output is the result, with no copy.
-    const auto scaled = q * (1.0 / std::sqrt(static_cast<double>(hd)));
-    return aten_attention_group(scaled.contiguous(), keys, values, layout.groups[0], true, H, hd);
+    return aten_attention_group(scaled_queries(q).contiguous(), keys, values, layout.groups[0],
+                                true, H, hd);
   }
   auto out = at::empty({T, H * hd}, q.options());
   ragged_attention_into(q, keys, values, layout, out);
@@ -97,8 +103,7 @@ void ragged_attention_into(const at::Tensor& q, const at::Tensor& keys,
       continue;
     }
     if (!q_src.defined()) {
-      // Scaling q once is cheaper than scaling every score (the loops scale theirs).
-      const auto scaled = q * (1.0 / std::sqrt(static_cast<double>(hd)));
+      const auto scaled = scaled_queries(q);
       if (identity) {
         out.copy_(aten_attention_group(scaled.contiguous(), keys, values, g, true, H, hd));
         return;

@@ -58,6 +58,11 @@ struct bench_result {
   std::string engine_stats_json; // engine::stats() at the end; empty for direct
 };
 
+/// How often the bench checks an answer against its reference row: a prime, so that
+/// the checked answers do not fall in step with the workloads' periods (particle
+/// counts, sequence lengths).
+constexpr std::size_t answer_check_period = 97;
+
 /// Checks every `check_every`-th answer against the reference row. With remote_workers
 /// in `config`, the engine drives them (a front with no device of its own when
 /// `config.workers` is 0).

@@ -2,6 +2,7 @@
 
 #include "bench/bench_report.hpp"
 #include "bench/bench_runner.hpp"
+#include "quantile.hpp"
 
 #include <canopy/actors/engine_actors.hpp>
 #include <canopy/backends/backend_factory.hpp>
@@ -15,8 +16,6 @@ namespace canopy::app {
 
 namespace {
 
-// A prime, as the table's check period (bench_command.cpp).
-constexpr std::size_t check_every = 97;
 constexpr double lone_query_goal_us = 200;
 
 struct backend_decode {
@@ -59,13 +58,6 @@ backend_decode decode_on_backend(const engine_config& config, const workload_opt
   return out;
 }
 
-double median(std::vector<double> values) {
-  if (values.empty())
-    return 0;
-  std::nth_element(values.begin(), values.begin() + values.size() / 2, values.end());
-  return values[values.size() / 2];
-}
-
 void line(std::ostream& out, const std::string& label, double us, const std::string& note = "") {
   out << "  " << std::left << std::setw(58) << label << std::right << std::setw(9)
       << fixed(us, 1) << " us" << (note.empty() ? "" : "  " + note) << '\n';
@@ -77,15 +69,15 @@ void run_pass_breakdown(const engine_config& config, const workload_options& opt
                         std::ostream& out) {
   const auto model = backends::describe_model(actors::backend_spec_for(config, "cpu"));
   const auto engine = run_variant(workload_kind::decode, options, config, bench_variant::full,
-                                  check_every);
+                                  answer_check_period);
   auto mock = config;
   mock.backend = "mock";
   mock.vocab_size = model.vocab_size;
   mock.context_length = model.context_length;
   mock.mock_cost_per_pass_us = mock.mock_cost_per_token_us = 0;
   const auto actors_alone =
-    run_variant(workload_kind::decode, options, mock, bench_variant::full, check_every);
-  const auto bare = decode_on_backend(config, options);
+    run_variant(workload_kind::decode, options, mock, bench_variant::full, answer_check_period);
+  auto bare = decode_on_backend(config, options);
 
   const auto passes = static_cast<double>(engine.queries); // one pass per decode query
   const auto compute_us = engine.compute_seconds * 1e6 / passes;
@@ -104,7 +96,7 @@ void run_pass_breakdown(const engine_config& config, const workload_options& opt
        actors_alone.latency_p50_us);
   out << "\nthe backend's pass alone (" << bare.pass_us.size()
       << " one-token passes after the prompt's), mean per pass:\n";
-  line(out, "whole pass (wall), p50", median(bare.pass_us));
+  line(out, "whole pass (wall), p50", quantile(bare.pass_us, 0.5));
   if (bare.profile.parts.empty())
     out << "  (this backend names no parts of its passes)\n";
   const auto per_pass = [&](std::uint64_t ns) {

@@ -4,6 +4,7 @@
 #include "http_load/http_load_connection.hpp"
 #include "http_load/http_load_request.hpp"
 #include "open_file_limit.hpp"
+#include "quantile.hpp"
 
 #include <algorithm>
 #include <memory>
@@ -50,18 +51,6 @@ void run_phase(asio::io_context& io, connections_t& connections, sources_t& sour
       connections[i]->start(phase, *sources[i]);
   io.restart();
   io.run();
-}
-
-/// The exact q-quantile (nearest rank) of `values`, reordered in the process; 0 when
-/// empty.
-double quantile(std::vector<double>& values, double q) {
-  if (values.empty())
-    return 0;
-  const auto at =
-      std::min(values.size() - 1, static_cast<std::size_t>(q * values.size()));
-  std::nth_element(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(at),
-                   values.end());
-  return values[at];
 }
 
 double cpu_seconds() {
