@@ -5,12 +5,12 @@
 #include <canopy/messages/registration.hpp>
 
 #include <caf/actor_system.hpp>
+#include <caf/io/middleman.hpp>
+#include <caf/openssl/manager.hpp>
 #include <caf/thread_hook.hpp>
 
 #include <chrono>
 #include <sys/prctl.h>
-#include <caf/io/middleman.hpp>
-#include <caf/openssl/manager.hpp>
 
 namespace canopy {
 
@@ -22,10 +22,12 @@ namespace {
 // idle. Linux rounds such sleeps up by the thread's timer slack (50 us), so a message
 // to an idle thread waited ~50-100 us, and a lone query crosses threads four times.
 // Shorter sleeps need the slack cut as well, so every thread of the system gets a
-// 1 us slack. Measured on 2 cores, stories260K decode (`canopy bench --workload
-// decode`): 3,000 queries/s by default, 5,000 with scheduler_threads 1 and
-// scheduler_poll_sleep_us 3; the polling costs the zero-cost mock's cache hits ~20%
-// and takes a core from passes when two threads poll, hence not the default.
+// 1 us slack. Measured on 2 cores, stories260K decode, one compute thread
+// (`scripts/peers/bench_llama_cpp.py --models stories260K --workloads decode`, median
+// of 3): 4,019 queries/s by default, 6,677 with `--settings "--scheduler_threads 1
+// --scheduler_poll_sleep_us 3"`; the polling costs the zero-cost mock's cache hits
+// ~20% (`canopy bench --backend mock --workload hits`: 966k against 786k) and takes a
+// core from passes when two threads poll, hence not the default.
 class timer_slack_hook final : public caf::thread_hook {
 public:
   void init(caf::actor_system&) override {}

@@ -51,9 +51,10 @@ clock_point window_end(const batcher_state& st) {
 // How long an idle worker's batch waits for queries still arriving: a 64th of the
 // recent passes' round trip (at most 1.6% more latency for a lone query), or nothing
 // when that is under 100 us, where timers are too coarse to wait with and passes are
-// too cheap for a split batch to matter. Measured on the 110M Llama, SMC 64 x 64: 34
-// queries a pass and 252 queries/s without it; `flush_when_idle false`, which waits
-// the whole 2 ms window, reached 300.
+// too cheap for a split batch to matter. Measured on the 110M Llama, SMC 64 x 64, one
+// compute thread (`scripts/peers/bench_llama_cpp.py --models llama110m --workloads
+// smc`, median of 3): 252 queries/s without it, 300 with `--settings
+// "--flush_when_idle false"` (which waits the whole 2 ms window), 304 with it.
 constexpr auto min_idle_gather = std::chrono::microseconds(100);
 
 clock_point::duration idle_gather(const batcher_state& st) {
