@@ -12,7 +12,7 @@
 namespace canopy::backends {
 
 // Note [direct forward]
-// llama_model::forward on stories260K (5 layers, hidden 64) ran one token in ~300 us,
+// llama_model::forward on stories260K (5 layers, hidden 64) ran one token in ~200 us,
 // nearly all of it ATen's dispatch and allocation of ~30 small ops a layer; the
 // arithmetic is a few microseconds. On the 110M Llama a lone token spent most of its
 // time in sgemm packing weights for a single row (Note [gemv for few rows]). Here
