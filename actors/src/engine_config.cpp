@@ -79,6 +79,8 @@ const std::vector<setting>& settings() {
     make_setting("tokenizer", "torch: tokenizer file; empty: found beside the model",
                  &c::tokenizer),
     make_setting("dtype", "torch: compute dtype float32 | float16 | bfloat16", &c::dtype),
+    make_setting("kv_dtype", "torch: KV storage float32 | float16 | bfloat16 | int8 (lossy); empty: the compute dtype",
+                 &c::kv_dtype),
     make_setting("threads_per_worker", "torch: ATen intra-op threads per worker, 0: 1 (matmuls use OpenBLAS's pool)",
                  &c::threads_per_worker),
     make_setting("direct_forward", "torch: float32 Llama on the CPU without ATen's per-op dispatch; false: ATen's ops",
@@ -203,6 +205,10 @@ void engine_config::validate() const {
     invalid("backend", "unknown backend '" + backend + "' (known: mock, torch)");
   if (dtype != "float32" && dtype != "float16" && dtype != "bfloat16")
     invalid("dtype", "unknown dtype '" + dtype + "' (float32, float16, bfloat16)");
+  if (const auto& known = backends::kv_dtype_names();
+      !kv_dtype.empty() && std::find(known.begin(), known.end(), kv_dtype) == known.end())
+    invalid("kv_dtype", "unknown KV format '" + kv_dtype +
+                          "' (float32, float16, bfloat16, int8; empty: the compute dtype)");
   if (vocab_size < 2)
     invalid("vocab_size", "must be at least 2");
   if (context_length < 1)

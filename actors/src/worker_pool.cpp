@@ -31,6 +31,9 @@ std::string admission_problem(const backends::model_info& served,
                    std::to_string(served.kv_window));
   if (!served.dtype.empty() && m.dtype != served.dtype)
     return differs("dtype", m.dtype, served.dtype);
+  // A lossy KV format changes answers, and workers' answers share one cache.
+  if (!served.kv_dtype.empty() && m.kv_dtype != served.kv_dtype)
+    return differs("KV format", m.kv_dtype, served.kv_dtype);
   if (!served.fingerprint.empty() && m.fingerprint != served.fingerprint)
     return differs("model fingerprint", m.fingerprint, served.fingerprint);
   return {};

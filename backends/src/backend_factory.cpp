@@ -70,6 +70,7 @@ model_info describe_model(const backend_spec& spec) {
   info.context_length = config.context_length;
   info.kv_window = config.sliding_window;
   info.dtype = spec.torch.dtype;
+  info.kv_dtype = served_kv_dtype(spec.torch);
   return info;
 }
 

@@ -135,20 +135,27 @@ attend_row_fn attend_row_for(std::int64_t hd, std::int64_t per_kv) {
 
 } // namespace
 
-void cpu_attention_group(const at::Tensor& q, const at::Tensor& keys, const at::Tensor& values,
-                         const attention_group& g, at::Tensor& out) {
-  const auto H = q.size(1), hd = q.size(2), KV = keys.size(1);
+void cpu_attention_group(const at::Tensor& q, const kv_rows& source, const attention_group& g,
+                         at::Tensor& out) {
+  const auto H = q.size(1), hd = q.size(2), KV = source.keys.elements.size(1);
   const auto per_kv = H / KV;
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
   const float* qd = q.data_ptr<float>();
-  const float* kd = keys.data_ptr<float>();
-  const float* vd = values.data_ptr<float>();
+  const float* kd = source.format->in_place(source.keys);
+  const float* vd = source.format->in_place(source.values);
+  const bool in_place = kd && vd;
   float* od = out.data_ptr<float>();
   const auto n = g.queries, L = g.keys;
   const auto attend = attend_row_for(hd, per_kv);
+  // Keys converted from another format lie in order in the scratch: row l is l.
+  std::vector<std::int64_t> in_order(in_place ? 0 : static_cast<std::size_t>(L));
+  for (std::int64_t l = 0; l < static_cast<std::int64_t>(in_order.size()); ++l)
+    in_order[static_cast<std::size_t>(l)] = l;
   at::parallel_for(0, g.items * n, 1, [&](std::int64_t begin, std::int64_t end) {
     std::vector<float> scores(static_cast<std::size_t>(per_kv * L));
     std::vector<float> acc(static_cast<std::size_t>(value_sets * hd));
+    std::vector<float> k_float(in_place ? 0 : static_cast<std::size_t>(L * hd));
+    std::vector<float> v_float(k_float.size());
     for (std::int64_t r = begin; r < end; ++r) {
       const auto start = g.key_start[static_cast<std::size_t>(r)];
       const auto limit = g.key_limit[static_cast<std::size_t>(r)];
@@ -160,8 +167,17 @@ void cpu_attention_group(const at::Tensor& q, const at::Tensor& keys, const at::
       // repeat_kv), and lie next to each other in the row.
       for (std::int64_t kv_head = 0; kv_head < KV; ++kv_head) {
         const auto first = (row * H + kv_head * per_kv) * hd;
-        attend(qd + first, kd, vd, key_rows, start, limit, KV, kv_head, per_kv, hd, scale,
-               scores.data(), acc.data(), od + first);
+        if (in_place) {
+          attend(qd + first, kd, vd, key_rows, start, limit, KV, kv_head, per_kv, hd, scale,
+                 scores.data(), acc.data(), od + first);
+          continue;
+        }
+        const auto seen = limit - start;
+        source.format->read_head(source.keys, key_rows + start, seen, kv_head, k_float.data());
+        source.format->read_head(source.values, key_rows + start, seen, kv_head,
+                                 v_float.data());
+        attend(qd + first, k_float.data(), v_float.data(), in_order.data(), 0, seen, 1, 0,
+               per_kv, hd, scale, scores.data(), acc.data(), od + first);
       }
     }
   });

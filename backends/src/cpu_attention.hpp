@@ -9,15 +9,18 @@
 // dtype; tests compare the two.
 // Thread contract: a pure function; parallel over queries with ATen's intra-op threads.
 
+#include "kv_storage.hpp"
 #include "pass_layout.hpp"
 
 #include <ATen/ATen.h>
 
 namespace canopy::backends {
 
-/// q: [T, H, hd]; keys, values: [rows, KV, hd]; all float32, CPU, contiguous.
-/// Writes the group's real query rows of out [T, H * hd].
-void cpu_attention_group(const at::Tensor& q, const at::Tensor& keys, const at::Tensor& values,
+/// q: [T, H, hd] float32, CPU, contiguous; source: [rows, KV, hd] CPU planes in any
+/// kv_format (float32 ones are read in place; others are converted to float32 one
+/// query row and KV head at a time). Writes the group's real query rows of out
+/// [T, H * hd].
+void cpu_attention_group(const at::Tensor& q, const kv_rows& source,
                          const attention_group& group, at::Tensor& out);
 
 } // namespace canopy::backends

@@ -106,7 +106,7 @@ void direct_llama_forward::rms_norm(const float* x, const float* weight, std::in
 }
 
 void direct_llama_forward::place_qkv(std::int64_t t, std::int64_t position, std::int64_t slot,
-                                     std::int64_t layer, kv_tensors& storage) {
+                                     std::int64_t layer, kv_storage& storage) {
   const auto& L = layers_[static_cast<std::size_t>(layer)];
   const auto H = c_.num_heads, KV = c_.num_kv_heads, hd = c_.head_dim;
   const auto width = (H + 2 * KV) * hd;
@@ -122,15 +122,13 @@ void direct_llama_forward::place_qkv(std::int64_t t, std::int64_t position, std:
   const float* sin = sin_ + position * hd;
   for (std::int64_t h = 0; h < H; ++h)
     rotate(row + h * hd, cos, sin, hd, q_.data() + (t * H + h) * hd);
-  float* keys = storage.keys(layer).data_ptr<float>() + slot * KV * hd;
   for (std::int64_t h = 0; h < KV; ++h)
-    rotate(row + (H + h) * hd, cos, sin, hd, keys + h * hd);
-  std::memcpy(storage.values(layer).data_ptr<float>() + slot * KV * hd, row + (H + KV) * hd,
-              static_cast<std::size_t>(KV * hd) * sizeof(float));
+    rotate(row + (H + h) * hd, cos, sin, hd, key_.data() + h * hd);
+  storage.write_row(layer, slot, key_.data(), row + (H + KV) * hd);
 }
 
 const float* direct_llama_forward::forward(const std::vector<std::int64_t>& tokens,
-                                           const device_layout& layout, kv_tensors& storage,
+                                           const device_layout& layout, kv_storage& storage,
                                            const std::vector<std::int64_t>& slots,
                                            const std::vector<std::int64_t>& rows,
                                            profile_clock& clock) {
@@ -143,6 +141,7 @@ const float* direct_llama_forward::forward(const std::vector<std::int64_t>& toke
   grow(normed_, T * D);
   grow(qkv_, T * (H + 2 * KV) * hd);
   grow(q_, T * H * hd);
+  grow(key_, KV * hd);
   grow(attention_, T * H * hd);
   grow(gate_up_, T * 2 * F);
   grow(swiglu_, T * F);
@@ -165,7 +164,7 @@ const float* direct_llama_forward::forward(const std::vector<std::int64_t>& toke
       place_qkv(t, positions[static_cast<std::size_t>(t)], slots[static_cast<std::size_t>(t)], l,
                 storage);
     clock.lap(l, "RoPE, KV write");
-    ragged_attention_into(q, storage.keys(l), storage.values(l), layout, attention);
+    ragged_attention_into(q, storage.layer(l), layout, attention);
     clock.lap(l, "attention");
     multiply_in_out(attention_.data(), T, L.out, H * hd, D, x_.data(), true);
     clock.lap(l, "output projection");

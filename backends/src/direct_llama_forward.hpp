@@ -1,7 +1,7 @@
 #pragma once
 // The Llama family's forward for float32 on the CPU without LibTorch's per-op
 // dispatch: CBLAS products and plain loops on buffers kept from pass to pass, new KV
-// written straight into the worker's storage. The same arithmetic as llama_model's
+// written straight into the worker's storage in its format. The same arithmetic as llama_model's
 // ATen forward (RMSNorm, RoPE from the same float64-made tables, SwiGLU, the same
 // attention kernels, log-softmax); sums of squares accumulate in double, sums of
 // exponentials in float lanes added in double (vector_math.hpp).
@@ -37,16 +37,16 @@ public:
   /// next-token log-probs are wanted. Returns [R, V] natural-log probabilities.
   /// `clock` is lapped after each part.
   const float* forward(const std::vector<std::int64_t>& tokens, const device_layout& layout,
-                       kv_tensors& storage, const std::vector<std::int64_t>& slots,
+                       kv_storage& storage, const std::vector<std::int64_t>& slots,
                        const std::vector<std::int64_t>& rows, profile_clock& clock);
 
 private:
   void rms_norm(const float* x, const float* weight, std::int64_t rows, std::int64_t width,
                 float* out) const;
   /// q, k from the fused projection of packed row t: biased, normed, rotated; q into
-  /// q_, k and v into storage row `slot` of layer `layer`.
+  /// q_, k and v stored at row `slot` of layer `layer` in the storage's format.
   void place_qkv(std::int64_t t, std::int64_t position, std::int64_t slot, std::int64_t layer,
-                 kv_tensors& storage);
+                 kv_storage& storage);
 
   // The weights' memory, checked and found once (a layer's optional tensors: null).
   struct layer_weights {
@@ -57,7 +57,7 @@ private:
   const float *embed_, *head_, *norm_, *cos_, *sin_;
   std::vector<layer_weights> layers_;
   // Per pass, grown to the largest pass so far ([T, width] row-major).
-  std::vector<float> x_, normed_, qkv_, q_, attention_, gate_up_, swiglu_, last_, logits_,
+  std::vector<float> x_, normed_, qkv_, q_, key_, attention_, gate_up_, swiglu_, last_, logits_,
     exponentials_;
 };
 

@@ -40,8 +40,7 @@ at::Tensor gpt2_model::forward(const at::Tensor& tokens, const device_layout& la
     const auto q = qkv.narrow(1, 0, D).view({T, H, hd});
     const auto k = qkv.narrow(1, D, D).reshape({T, H, hd});
     const auto v = qkv.narrow(1, 2 * D, D).reshape({T, H, hd});
-    const auto [keys, values] = kv.sources(l, k, v);
-    x = x + at::addmm(L.proj_b, ragged_attention(q, keys, values, layout), L.proj_w);
+    x = x + at::addmm(L.proj_b, ragged_attention(q, kv.sources(l, k, v), layout), L.proj_w);
     // gelu_new is the tanh approximation; the erf GELU is off by ~4e-3 (oracle README).
     const auto hidden = at::gelu(at::addmm(L.fc_b, layer_norm(x, L.ln_2), L.fc_w), "tanh");
     x = x + at::addmm(L.out_b, hidden, L.out_w);

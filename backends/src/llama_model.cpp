@@ -130,8 +130,7 @@ at::Tensor llama_model::forward(const at::Tensor& tokens, const device_layout& l
     q = rotate(q, cos, sin);
     k = rotate(k, cos, sin);
     const auto v = qkv.narrow(1, (H + KV) * hd, KV * hd).reshape({T, KV, hd});
-    const auto [keys, values] = kv.sources(l, k, v);
-    x = x + at::mm(ragged_attention(q, keys, values, layout), L.out);
+    x = x + at::mm(ragged_attention(q, kv.sources(l, k, v), layout), L.out);
     const auto gate_up = at::mm(rms_norm(x, L.post_norm), L.gate_up);
     const auto F = gate_up.size(1) / 2;
     x = x + at::mm(at::silu(gate_up.narrow(1, 0, F)) * gate_up.narrow(1, F, F), L.down);

@@ -87,7 +87,7 @@ public:
   explicit mock_backend(const mock_options& options)
       : options_(options),
         info_{"mock", "mock", options.vocab_size, options.context_length,
-              options.kv_window, "float32", mock_fingerprint(options),
+              options.kv_window, "float32", "", mock_fingerprint(options),
               options.kv_bytes_per_token},
         empty_state_(sequence_hash_start(options.seed)) {}
 

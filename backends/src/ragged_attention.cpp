@@ -15,17 +15,18 @@ namespace {
 constexpr std::int64_t max_queries_for_loops = 8;
 
 /// The group's output rows [G * n_max, H * hd] (padded queries included).
-at::Tensor aten_attention_group(const at::Tensor& q_src, const at::Tensor& keys,
-                                const at::Tensor& values, const device_layout::group& g,
-                                bool identity, std::int64_t H, std::int64_t hd) {
-  const auto KV = keys.size(1), per_kv = H / KV;
+at::Tensor aten_attention_group(const at::Tensor& q_src, const kv_rows& source,
+                                const device_layout::group& g, bool identity, std::int64_t H,
+                                std::int64_t hd) {
+  const auto KV = source.keys.elements.size(1), per_kv = H / KV;
   const auto G = g.items, n = g.queries, L = g.keys;
   auto qg = identity ? q_src : q_src.index_select(0, g.query_index);
   // [G, n, KV, per_kv, hd] -> [G, KV, per_kv * n, hd]: one batched matmul per KV head
   // serves all the query heads that share it.
   qg = qg.view({G, n, KV, per_kv, hd}).permute({0, 2, 3, 1, 4}).reshape({G, KV, per_kv * n, hd});
-  const auto kg = keys.index_select(0, g.key_index).view({G, L, KV, hd});
-  const auto vg = values.index_select(0, g.key_index).view({G, L, KV, hd});
+  const auto [k_rows, v_rows] = source.gather(g.key_index);
+  const auto kg = k_rows.view({G, L, KV, hd});
+  const auto vg = v_rows.view({G, L, KV, hd});
   auto scores = at::matmul(qg, kg.permute({0, 2, 3, 1})); // [G, KV, per_kv*n, L]
   scores = scores.view({G, KV, per_kv, n, L}) + g.mask;
   // Softmax in float32 whatever the compute dtype (as HF does).
@@ -72,46 +73,42 @@ device_layout to_device(const pass_layout& layout, at::Device device, at::Scalar
   return out;
 }
 
-at::Tensor ragged_attention(const at::Tensor& q, const at::Tensor& keys,
-                            const at::Tensor& values, const device_layout& layout) {
+at::Tensor ragged_attention(const at::Tensor& q, const kv_rows& source,
+                            const device_layout& layout) {
   const auto T = q.size(0), H = q.size(1), hd = q.size(2);
   if (layout.host->identity && !layout.groups[0].loops) {
     // One group in packed order: its output is the result, with no copy.
-    return aten_attention_group(scaled_queries(q).contiguous(), keys, values, layout.groups[0],
-                                true, H, hd);
+    return aten_attention_group(scaled_queries(q).contiguous(), source, layout.groups[0], true,
+                                H, hd);
   }
   auto out = at::empty({T, H * hd}, q.options());
-  ragged_attention_into(q, keys, values, layout, out);
+  ragged_attention_into(q, source, layout, out);
   return out;
 }
 
-void ragged_attention_into(const at::Tensor& q, const at::Tensor& keys,
-                           const at::Tensor& values, const device_layout& layout,
-                           at::Tensor& out) {
+void ragged_attention_into(const at::Tensor& q, const kv_rows& source,
+                           const device_layout& layout, at::Tensor& out) {
   const auto H = q.size(1), hd = q.size(2);
   const bool identity = layout.host->identity;
-  at::Tensor q_src, q_c, keys_c, values_c;
+  at::Tensor q_src, q_c;
   for (std::size_t i = 0; i < layout.groups.size(); ++i) {
     const auto& g = layout.groups[i];
     if (g.loops) {
-      if (!q_c.defined()) {
+      if (!q_c.defined())
         q_c = q.contiguous();
-        keys_c = keys.contiguous();
-        values_c = values.contiguous();
-      }
-      cpu_attention_group(q_c, keys_c, values_c, layout.host->groups[i], out);
+      cpu_attention_group(q_c, source, layout.host->groups[i], out);
       continue;
     }
     if (!q_src.defined()) {
       const auto scaled = scaled_queries(q);
       if (identity) {
-        out.copy_(aten_attention_group(scaled.contiguous(), keys, values, g, true, H, hd));
+        out.copy_(aten_attention_group(scaled.contiguous(), source, g, true, H, hd));
         return;
       }
       // Padded query rows read the zero row appended here.
       q_src = at::cat({scaled, at::zeros({1, H, hd}, q.options())});
     }
-    const auto og = aten_attention_group(q_src, keys, values, g, false, H, hd);
+    const auto og = aten_attention_group(q_src, source, g, false, H, hd);
     out.index_copy_(0, g.result_targets, og.index_select(0, g.result_rows));
   }
 }

@@ -3,6 +3,7 @@
 // prefix KV and to its own new KV, group by group as pass_layout decided.
 // Thread contract: pure functions over tensors; the worker's thread.
 
+#include "kv_storage.hpp"
 #include "pass_layout.hpp"
 
 #include <ATen/ATen.h>
@@ -41,16 +42,15 @@ struct device_layout {
 device_layout to_device(const pass_layout& layout, at::Device device, at::ScalarType dtype,
                         attention_kernel kernel = attention_kernel::automatic);
 
-/// q: [T, H, hd]; keys, values: the key source [rows, KV, hd] the layout's key
-/// indices point into (see pass_layout), with H a multiple of KV (query head h reads
-/// KV head h / (H / KV), as HF's repeat_kv). Returns [T, H * hd].
-at::Tensor ragged_attention(const at::Tensor& q, const at::Tensor& keys,
-                            const at::Tensor& values, const device_layout& layout);
+/// q: [T, H, hd]; source: the key source [rows, KV, hd] the layout's key indices
+/// point into (see pass_layout), in any kv_format, with H a multiple of KV (query
+/// head h reads KV head h / (H / KV), as HF's repeat_kv). Returns [T, H * hd].
+at::Tensor ragged_attention(const at::Tensor& q, const kv_rows& source,
+                            const device_layout& layout);
 
 /// As ragged_attention, writing every real query row of `out` [T, H * hd] (the
 /// direct forward's preallocated buffer).
-void ragged_attention_into(const at::Tensor& q, const at::Tensor& keys,
-                           const at::Tensor& values, const device_layout& layout,
-                           at::Tensor& out);
+void ragged_attention_into(const at::Tensor& q, const kv_rows& source,
+                           const device_layout& layout, at::Tensor& out);
 
 } // namespace canopy::backends

@@ -102,16 +102,18 @@ public:
     served.config = served_config(ckpt.config, options);
     model_ = make_transformer(served, dtype_, device_);
     const auto& c = model_->config();
-    const auto per_token = static_cast<std::uint64_t>(
-      2 * c.num_layers * c.num_kv_heads * c.head_dim * at::elementSize(dtype_));
+    auto format = make_kv_format(options.kv_dtype, dtype_);
+    const auto per_token =
+      2 * static_cast<std::uint64_t>(c.num_layers * c.num_kv_heads) * format->bytes_per_head(c.head_dim);
     const auto capacity = static_cast<std::int64_t>(options.kv_budget_bytes / per_token);
     if (capacity < 1)
       throw std::invalid_argument("kv_budget_bytes " + std::to_string(options.kv_budget_bytes) +
                                   " holds no token (one token needs " +
                                   std::to_string(per_token) + " bytes)");
     slots_ = std::make_unique<kv_slots>(capacity);
-    kv_ = std::make_unique<kv_tensors>(c.num_layers, capacity, c.num_kv_heads, c.head_dim,
-                                       at::TensorOptions().dtype(dtype_).device(device_));
+    info_.kv_dtype = format->name();
+    kv_ = std::make_unique<kv_storage>(std::move(format), dtype_, c.num_layers, capacity,
+                                       c.num_kv_heads, c.head_dim, device_);
     if (options.direct_forward && device_.is_cpu() && dtype_ == at::kFloat)
       if (const auto* llama = dynamic_cast<const llama_model*>(model_.get()))
         direct_ = std::make_unique<direct_llama_forward>(*llama);
@@ -280,7 +282,7 @@ private:
   std::unique_ptr<transformer> model_;
   std::unique_ptr<direct_llama_forward> direct_; // float32 Llama on the CPU, else null
   std::unique_ptr<kv_slots> slots_;
-  std::unique_ptr<kv_tensors> kv_;
+  std::unique_ptr<kv_storage> kv_;
   model_info info_;
   pass_profile* profile_ = nullptr;
 };

@@ -366,4 +366,20 @@ TEST_F(worker_membership_test, each_worker_keeps_its_kv_under_its_own_budget) {
   EXPECT_GT(figures(1).passes, 0u) << "routing used both workers";
 }
 
+TEST(worker_admission, a_worker_storing_kv_in_another_format_is_refused) {
+  // A lossy KV format changes a worker's answers, and the cache shares them all.
+  canopy::backends::model_info served;
+  served.name = "llama m";
+  served.dtype = "float32";
+  served.kv_dtype = "float32";
+  canopy::messages::worker_description worker;
+  worker.model = served;
+  worker.node = "n1";
+  EXPECT_EQ(canopy::actors::admission_problem(served, worker), "");
+  worker.model.kv_dtype = "int8";
+  const auto problem = canopy::actors::admission_problem(served, worker);
+  EXPECT_NE(problem.find("KV format int8"), std::string::npos) << problem;
+  EXPECT_NE(problem.find("serves float32"), std::string::npos) << problem;
+}
+
 } // namespace

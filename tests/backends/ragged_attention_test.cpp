@@ -2,6 +2,7 @@
 // each item alone, in double), for both kernels and both key sources (pooled and
 // packed), over random mixes of prefix lengths and new-token counts, with grouped
 // query heads, with and without a sliding window.
+#include "kv_storage.hpp"
 #include "pass_layout.hpp"
 #include "ragged_attention.hpp"
 
@@ -101,6 +102,12 @@ at::Tensor reference(const scenario& s, std::int64_t window = 0) {
   return at::cat(rows).to(at::kFloat);
 }
 
+/// Float32 keys read in place, as a pass's packed keys are.
+kv_rows float_rows(at::Tensor keys, at::Tensor values) {
+  static const auto format = make_cast_kv_format(at::kFloat);
+  return {format.get(), {std::move(keys), {}}, {std::move(values), {}}, at::kFloat};
+}
+
 at::Tensor run(const scenario& s, bool pooled, attention_kernel kernel,
                std::int64_t window = 0) {
   auto items = s.items;
@@ -114,7 +121,7 @@ at::Tensor run(const scenario& s, bool pooled, attention_kernel kernel,
   const auto layout = build_pass_layout(items, pooled ? zero_row : -1, window);
   const auto d = to_device(layout, at::kCPU, at::kFloat, kernel);
   if (pooled)
-    return ragged_attention(s.q, s.pool_k, s.pool_v, d);
+    return ragged_attention(s.q, float_rows(s.pool_k, s.pool_v), d);
   // The packed source holds the prefix keys the layout kept (all of them unwindowed).
   if (window == 0) {
     EXPECT_EQ(layout.prefix_slots, prefix);
@@ -123,7 +130,7 @@ at::Tensor run(const scenario& s, bool pooled, attention_kernel kernel,
   auto zero = at::zeros({1, s.kv, s.hd});
   auto keys = at::cat({s.pool_k.index_select(0, index), s.new_k, zero});
   auto values = at::cat({s.pool_v.index_select(0, index), s.new_v, zero});
-  return ragged_attention(s.q, keys, values, d);
+  return ragged_attention(s.q, float_rows(keys, values), d);
 }
 
 TEST(ragged_attention, both_kernels_and_key_sources_match_each_item_alone) {
@@ -143,6 +150,38 @@ TEST(ragged_attention, both_kernels_and_key_sources_match_each_item_alone) {
           << "seed " << seed << " hd " << head_size << " kv " << kv_heads << (pooled ? " pooled" : " packed") << " kernel "
           << static_cast<int>(kernel);
       }
+  }
+}
+
+TEST(ragged_attention, both_kernels_read_every_kv_format_as_its_stored_values) {
+  // A pool stored in a format and read by a pass gives the attention of the values
+  // the format reads back (reference: those values in double): the kernels convert,
+  // they do not add error of their own.
+  for (const std::string name : {"float16", "bfloat16", "int8"}) {
+    const auto format = make_kv_format(name, at::kFloat);
+    for (std::uint32_t seed = 1; seed <= 4; ++seed) {
+      const std::int64_t head_size = seed % 2 == 0 ? 12 : 64;
+      auto s = make_scenario(seed, 3 + seed * 2, head_size, seed % 2 == 0 ? 3 : 12);
+      const auto rows = s.pool_k.size(0);
+      const auto all = at::arange(rows, at::kLong);
+      auto keys = format->allocate(rows, s.kv, s.hd, at::kCPU);
+      auto values = format->allocate(rows, s.kv, s.hd, at::kCPU);
+      format->write(keys, all, s.pool_k);
+      format->write(values, all, s.pool_v);
+      const auto stored_k = format->gather(keys, all, at::kFloat);
+      ASSERT_GT((stored_k - s.pool_k).abs().max().item<float>(), 0.0f)
+        << name << " must change some value for this test to tell formats apart";
+      s.pool_k = stored_k;
+      s.pool_v = format->gather(values, all, at::kFloat);
+      const auto expected = reference(s);
+      const auto layout = build_pass_layout(s.items, rows - 1);
+      for (auto kernel : {attention_kernel::aten, attention_kernel::cpu_loops}) {
+        const kv_rows source{format.get(), keys, values, at::kFloat};
+        const auto got = ragged_attention(s.q, source, to_device(layout, at::kCPU, at::kFloat, kernel));
+        EXPECT_LE((got - expected).abs().max().item<float>(), 2e-5f)
+          << name << " seed " << seed << " kernel " << static_cast<int>(kernel);
+      }
+    }
   }
 }
 

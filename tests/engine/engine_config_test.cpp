@@ -112,6 +112,8 @@ TEST(engine_config, malformed_settings_name_what_is_wrong) {
     config_error([] { engine_config::from_json(R"({"logprob_dtype": "int8"})"); }), "int8"));
   EXPECT_TRUE(mentions(config_error([] { engine_config::from_json(R"({"backend": "gguf"})"); }),
                        "gguf"));
+  const auto int4 = config_error([] { engine_config::from_json(R"({"kv_dtype": "int4"})"); });
+  EXPECT_TRUE(mentions(int4, "kv_dtype") && mentions(int4, "int4") && mentions(int4, "int8"));
   EXPECT_TRUE(mentions(
     config_error([] { engine_config::from_json(R"({"devices": ["tpu:0"]})"); }), "tpu:0"));
   EXPECT_TRUE(mentions(config_error([] { engine_config::from_json(R"({"vocab_size": 1})"); }),

@@ -100,14 +100,14 @@ bool same_rows(const std::vector<shared_logprobs>& a, const std::vector<shared_l
 }
 
 backends::model_info a_model() {
-  return {"llama x.bin", "llama", 512, 256, 16, "bfloat16", "0123456789abcdef0123456789abcdef",
-          1280, 4096};
+  return {"llama x.bin", "llama", 512, 256, 16, "bfloat16", "int8",
+          "0123456789abcdef0123456789abcdef", 1280, 4096};
 }
 
 bool same_model(const backends::model_info& a, const backends::model_info& b) {
   return a.name == b.name && a.architecture == b.architecture && a.vocab_size == b.vocab_size &&
          a.context_length == b.context_length && a.kv_window == b.kv_window &&
-         a.dtype == b.dtype &&
+         a.dtype == b.dtype && a.kv_dtype == b.kv_dtype &&
          a.fingerprint == b.fingerprint && a.kv_bytes_per_token == b.kv_bytes_per_token &&
          a.kv_keep_bytes == b.kv_keep_bytes;
 }
@@ -125,11 +125,18 @@ backends::backend_spec a_spec() {
   s.mock.cost_per_pass = std::chrono::microseconds(5);
   s.mock.cost_per_token = std::chrono::microseconds(7);
   s.torch.dtype = "float16";
+  s.torch.kv_dtype = "int8";
   s.torch.kv_budget_bytes = 4242;
   s.torch.threads = 3;
   s.torch.max_context_length = 4000;
   s.torch.direct_forward = false;
   return s;
+}
+
+bool same_torch(const backends::torch_options& a, const backends::torch_options& b) {
+  return a.dtype == b.dtype && a.kv_dtype == b.kv_dtype && a.kv_budget_bytes == b.kv_budget_bytes &&
+         a.threads == b.threads && a.max_context_length == b.max_context_length &&
+         a.direct_forward == b.direct_forward;
 }
 
 bool same_spec(const backends::backend_spec& a, const backends::backend_spec& b) {
@@ -138,10 +145,7 @@ bool same_spec(const backends::backend_spec& a, const backends::backend_spec& b)
          a.mock.kv_bytes_per_token == b.mock.kv_bytes_per_token &&
          a.mock.kv_window == b.mock.kv_window && a.mock.seed == b.mock.seed &&
          a.mock.cost_per_pass == b.mock.cost_per_pass && a.mock.cost_per_token == b.mock.cost_per_token &&
-         a.torch.dtype == b.torch.dtype && a.torch.kv_budget_bytes == b.torch.kv_budget_bytes &&
-         a.torch.threads == b.torch.threads &&
-         a.torch.max_context_length == b.torch.max_context_length &&
-         a.torch.direct_forward == b.torch.direct_forward;
+         same_torch(a.torch, b.torch);
 }
 
 backends::pass_item an_item() {
@@ -212,11 +216,7 @@ TEST_F(system_fixture, every_registered_type_survives_a_round_trip) {
     y.mock = b;
     return same_spec(x, y);
   });
-  check("canopy::torch_options", a_spec().torch, [](const auto& a, const auto& b) {
-    return a.dtype == b.dtype && a.kv_budget_bytes == b.kv_budget_bytes &&
-           a.threads == b.threads && a.max_context_length == b.max_context_length &&
-           a.direct_forward == b.direct_forward;
-  });
+  check("canopy::torch_options", a_spec().torch, same_torch);
   check("canopy::backend_spec", a_spec(), same_spec);
   check("canopy::row_dtype", cache::row_dtype::bfloat16, std::equal_to<>{});
   check("canopy::computed_item", computed_item{{5, 6}, {}, {row}},

@@ -8,6 +8,7 @@
 
 #include <canopy/actors/engine_actors.hpp>
 #include <canopy/backends/backend_factory.hpp>
+#include <canopy/backends/torch_backend.hpp>
 
 #include <canopy/engine.hpp>
 
@@ -89,6 +90,15 @@ check_rule check_rule_for(const engine_config& config, bench_variant variant) {
   // near -16 (a 100M-parameter synthetic Llama), a few float32 ulps per layer.
   rule.tolerance_abs = 1e-4;
   rule.tolerance_rel = 2e-5;
+  // KV stored with fewer bits (kv_dtype) turns that rounding noise into differences of
+  // the format's own size: a value that lands on the other side of a rounding step
+  // in one run moves the next layer's every input, so the two runs part by up to what
+  // storing costs (stories260K, float16: 2.6e-3 at -12.3, 0.4 u relative). The
+  // fidelity tests bound the format against the oracle; this checks the runs agree
+  // within 16 u of it.
+  const auto u = backends::kv_storage_roundoff(spec.torch);
+  rule.tolerance_abs += 16 * u;
+  rule.tolerance_rel += 16 * u;
   return rule;
 }
 

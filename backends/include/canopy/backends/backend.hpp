@@ -59,6 +59,8 @@ struct model_info {
   std::int64_t kv_window = 0;           // sliding window: positions a token attends
                                         // to, itself included; 0: every one before it
   std::string dtype;                    // compute dtype: float32 | float16 | bfloat16
+  std::string kv_dtype;                 // KV storage format (kv_dtype_names()); empty:
+                                        // none (the mock)
   std::string fingerprint;              // hash of what fixes the answers (the weights
                                         // and config, or the mock's options); empty:
                                         // not known (a front that loaded no weights)

@@ -11,12 +11,14 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace canopy::backends {
 
 /// How a worker runs its model (the device is named beside these).
 struct torch_options {
   std::string dtype = "float32";  // compute dtype: float32 | float16 | bfloat16
+  std::string kv_dtype;           // KV storage: kv_dtype_names(); empty: the compute dtype
   std::uint64_t kv_budget_bytes = std::uint64_t{1} << 30; // this worker's KV storage
   int threads = 0;                // intra-op threads of this worker's passes; 0: ATen's
   std::uint64_t max_context_length = 0; // 0: the model's; else see served_config
@@ -37,6 +39,19 @@ model_config served_config(model_config config, const torch_options& options);
 /// model_info's fingerprint is the checkpoint's (model_fingerprint.hpp).
 std::unique_ptr<backend_i> make_torch_backend(const checkpoint& ckpt, const std::string& device,
                                               const torch_options& options);
+
+/// The KV storage formats a torch worker knows (torch_options::kv_dtype).
+const std::vector<std::string>& kv_dtype_names();
+
+/// The KV format `options` store in: kv_dtype, or the compute dtype when it is empty.
+inline std::string served_kv_dtype(const torch_options& options) {
+  return options.kv_dtype.empty() ? options.dtype : options.kv_dtype;
+}
+
+/// What storing KV in `options`' format costs in precision beyond the compute dtype:
+/// the format's unit roundoff (kv_format.hpp) when it keeps fewer bits than the
+/// compute dtype, else 0. Throws std::invalid_argument for an unknown format.
+double kv_storage_roundoff(const torch_options& options);
 
 /// CUDA devices LibTorch can use in this process (0 in a CPU-only build).
 int cuda_device_count();
