@@ -10,6 +10,8 @@
 #include <cmath>
 #include <cstring>
 
+#include <immintrin.h>
+
 namespace canopy::backends {
 
 namespace {
@@ -21,14 +23,37 @@ void store(const float* x, std::int64_t n, Element* out) {
 }
 
 template <class Element>
+void widen(const Element* x, std::int64_t n, float* out) {
+  for (std::int64_t d = 0; d < n; ++d)
+    out[d] = static_cast<float>(x[d]);
+}
+
+/// float16 to float32 with the CPU's conversion instruction: c10::Half's portable
+/// bit arithmetic made SMC on a 110M Llama with float16 KV 15% slower than with
+/// float32 KV. Every float16 value is a float32 value, so both give the same floats.
+__attribute__((target("avx,f16c"))) void widen_f16c(const at::Half* x, std::int64_t n,
+                                                      float* out) {
+  std::int64_t d = 0;
+  for (; d + 8 <= n; d += 8)
+    _mm256_storeu_ps(out + d,
+                     _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x + d))));
+  widen(x + d, n - d, out + d);
+}
+
+void widen(const at::Half* x, std::int64_t n, float* out) {
+  static const bool f16c = __builtin_cpu_supports("f16c");
+  if (f16c)
+    widen_f16c(x, n, out);
+  else
+    widen<at::Half>(x, n, out);
+}
+
+template <class Element>
 void load_head(const Element* base, const kv_plane& plane, const std::int64_t* rows,
                std::int64_t n, std::int64_t head, float* out) {
   const auto KV = plane.elements.size(1), hd = plane.elements.size(2);
-  for (std::int64_t i = 0; i < n; ++i) {
-    const Element* x = base + (rows[i] * KV + head) * hd;
-    for (std::int64_t d = 0; d < hd; ++d)
-      out[i * hd + d] = static_cast<float>(x[d]);
-  }
+  for (std::int64_t i = 0; i < n; ++i)
+    widen(base + (rows[i] * KV + head) * hd, hd, out + i * hd);
 }
 
 class cast_kv_format final : public kv_format {
