@@ -92,13 +92,15 @@ check_rule check_rule_for(const engine_config& config, bench_variant variant) {
   rule.tolerance_rel = 2e-5;
   // KV stored with fewer bits (kv_dtype) turns that rounding noise into differences of
   // the format's own size: a value that lands on the other side of a rounding step
-  // in one run moves the next layer's every input, so the two runs part by up to what
-  // storing costs (stories260K, float16: 2.6e-3 at -12.3, 0.4 u relative). The
-  // fidelity tests bound the format against the oracle; this checks the runs agree
-  // within 16 u of it.
+  // in one run moves the next layer's every input, so two runs may part by as much as
+  // storing moves either from the exact answer (stories260K, float16: 2.6e-3 at -12.3;
+  // int8 under bfloat16 compute: 0.22 at -1.5). The fidelity tests bound each format
+  // against the oracle (largest error about 32 u on their models); here two runs must
+  // agree within 64 u, absolute and relative, which a wrong scale or a misread row
+  // exceeds many times over.
   const auto u = backends::kv_storage_roundoff(spec.torch);
-  rule.tolerance_abs += 16 * u;
-  rule.tolerance_rel += 16 * u;
+  rule.tolerance_abs += 64 * u;
+  rule.tolerance_rel += 64 * u;
   return rule;
 }
 
