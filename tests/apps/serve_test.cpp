@@ -216,6 +216,7 @@ TEST_F(served, model_health_vocab_and_metrics_describe_the_server) {
   EXPECT_EQ(model.at("vocab_size"), 64);
   EXPECT_EQ(model.at("context_length"), 32);
   EXPECT_EQ(model.at("tokenizer"), false);
+  EXPECT_EQ(model.at("kv_dtype"), nullptr) << "the mock stores no KV";
   EXPECT_EQ(model.at("bos_token_id"), nullptr) << "the mock has no special tokens";
   EXPECT_EQ(model.at("eos_token_ids"), json::array());
   EXPECT_EQ(model.at("devices"), json::array({"cpu"}));

@@ -68,6 +68,7 @@ std::string model_body(const canopy::engine& engine) {
                {"context_length", info.context_length},
                {"dtype", config.backend == "mock" ? "float32" : config.dtype},
                {"logprob_dtype", config.logprob_dtype},
+               {"kv_dtype", info.kv_dtype.empty() ? json(nullptr) : json(info.kv_dtype)},
                {"devices", std::move(devices)},
                {"tokenizer", engine.has_tokenizer()},
                {"bos_token_id", engine.bos_token_id() ? json(*engine.bos_token_id())
