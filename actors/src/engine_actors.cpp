@@ -40,6 +40,7 @@ backends::backend_spec backend_spec_for(const engine_config& config, const std::
   spec.mock.cost_per_token = micros(config.mock_cost_per_token_us);
   spec.torch.dtype = config.dtype;
   spec.torch.kv_dtype = config.kv_dtype;
+  spec.torch.kv_residual_tokens = config.kv_residual_tokens;
   spec.torch.kv_budget_bytes = config.kv_budget_bytes;
   spec.torch.max_context_length = config.max_context_length;
   spec.torch.direct_forward = config.direct_forward;

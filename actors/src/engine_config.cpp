@@ -81,6 +81,8 @@ const std::vector<setting>& settings() {
     make_setting("dtype", "torch: compute dtype float32 | float16 | bfloat16", &c::dtype),
     make_setting("kv_dtype", "torch: KV storage float32 | float16 | bfloat16 | int8 (lossy); empty: the compute dtype",
                  &c::kv_dtype),
+    make_setting("kv_residual_tokens", "torch: the newest N tokens a worker stored also keep their KV in the compute dtype, which passes read (out of kv_budget_bytes); 0: none",
+                 &c::kv_residual_tokens),
     make_setting("threads_per_worker", "torch: ATen intra-op threads per worker, 0: 1 (matmuls use OpenBLAS's pool)",
                  &c::threads_per_worker),
     make_setting("direct_forward", "torch: float32 Llama on the CPU without ATen's per-op dispatch; false: ATen's ops",

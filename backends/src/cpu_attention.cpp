@@ -141,8 +141,8 @@ void cpu_attention_group(const at::Tensor& q, const kv_rows& source, const atten
   const auto per_kv = H / KV;
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
   const float* qd = q.data_ptr<float>();
-  const float* kd = source.format->in_place(source.keys);
-  const float* vd = source.format->in_place(source.values);
+  const float* kd = source.in_place(true);
+  const float* vd = source.in_place(false);
   const bool in_place = kd && vd;
   float* od = out.data_ptr<float>();
   const auto n = g.queries, L = g.keys;
@@ -173,9 +173,8 @@ void cpu_attention_group(const at::Tensor& q, const kv_rows& source, const atten
           continue;
         }
         const auto seen = limit - start;
-        source.format->read_head(source.keys, key_rows + start, seen, kv_head, k_float.data());
-        source.format->read_head(source.values, key_rows + start, seen, kv_head,
-                                 v_float.data());
+        source.read_head(true, key_rows + start, seen, kv_head, k_float.data());
+        source.read_head(false, key_rows + start, seen, kv_head, v_float.data());
         attend(qd + first, k_float.data(), v_float.data(), in_order.data(), 0, seen, 1, 0,
                per_kv, hd, scale, scores.data(), acc.data(), od + first);
       }

@@ -2,11 +2,33 @@
 
 namespace canopy::backends {
 
+std::pair<at::Tensor, at::Tensor> kv_rows::gather(const at::Tensor& index) const {
+  auto k = format->gather(keys, index, compute);
+  auto v = format->gather(values, index, compute);
+  if (residual)
+    return {residual->overlay(layer, true, index, k), residual->overlay(layer, false, index, v)};
+  return {k, v};
+}
+
+const float* kv_rows::in_place(bool of_keys) const {
+  return residual ? nullptr : format->in_place(of_keys ? keys : values);
+}
+
+void kv_rows::read_head(bool of_keys, const std::int64_t* rows, std::int64_t n,
+                        std::int64_t head, float* out) const {
+  format->read_head(of_keys ? keys : values, rows, n, head, out);
+  if (residual)
+    residual->overlay_head(layer, of_keys, rows, n, head, out);
+}
+
 kv_storage::kv_storage(std::unique_ptr<kv_format> format, at::ScalarType compute,
                        std::int64_t layers, std::int64_t capacity, std::int64_t kv_heads,
-                       std::int64_t head_dim, at::Device device)
+                       std::int64_t head_dim, at::Device device, std::int64_t residual_tokens)
     : format_(std::move(format)), compute_format_(make_cast_kv_format(compute)),
       compute_(compute), zero_row_(capacity) {
+  if (residual_tokens > 0)
+    residual_ = std::make_unique<kv_residual>(residual_tokens, layers, capacity + 1, kv_heads,
+                                              head_dim, compute, device);
   // at::empty: host pages are only touched when rows are written, so an unused budget
   // costs address space, not memory. Only the padding row must hold zeros.
   for (std::int64_t l = 0; l < layers; ++l)
@@ -19,11 +41,20 @@ kv_storage::kv_storage(std::unique_ptr<kv_format> format, at::ScalarType compute
     }
 }
 
+void kv_storage::begin_pass(const std::vector<std::int64_t>& slots) {
+  if (residual_)
+    residual_->assign(slots);
+}
+
 void kv_storage::write(std::int64_t layer, const at::Tensor& slots, const at::Tensor& k,
                        const at::Tensor& v) {
   const auto l = static_cast<std::size_t>(layer);
   format_->write(keys_[l], slots, k);
   format_->write(values_[l], slots, v);
+  if (residual_) {
+    residual_->write(layer, true, k);
+    residual_->write(layer, false, v);
+  }
 }
 
 void kv_storage::write_row(std::int64_t layer, std::int64_t slot, const float* k,
@@ -31,11 +62,15 @@ void kv_storage::write_row(std::int64_t layer, std::int64_t slot, const float* k
   const auto l = static_cast<std::size_t>(layer);
   format_->write_row(keys_[l], slot, k);
   format_->write_row(values_[l], slot, v);
+  if (residual_) {
+    residual_->write_row(layer, true, slot, k);
+    residual_->write_row(layer, false, slot, v);
+  }
 }
 
 kv_rows kv_storage::layer(std::int64_t layer) const {
   const auto l = static_cast<std::size_t>(layer);
-  return {format_.get(), keys_[l], values_[l], compute_};
+  return {format_.get(), keys_[l], values_[l], compute_, residual_.get(), layer};
 }
 
 kv_rows kv_storage::packed(at::Tensor keys, at::Tensor values) const {
@@ -46,10 +81,16 @@ at::Tensor kv_storage::as_stored(const at::Tensor& x) const {
   const auto element = keys_[0].elements.scalar_type();
   if (format_->exact() && (element == compute_ || element == at::kFloat))
     return x; // stored without loss
-  auto plane = format_->allocate(x.size(0), x.size(1), x.size(2), x.device());
-  const auto rows = at::arange(x.size(0), at::TensorOptions(at::kLong).device(x.device()));
+  const auto S = x.size(0);
+  auto plane = format_->allocate(S, x.size(1), x.size(2), x.device());
+  const auto rows = at::arange(S, at::TensorOptions(at::kLong).device(x.device()));
   format_->write(plane, rows, x);
-  return format_->gather(plane, rows, compute_);
+  auto stored = format_->gather(plane, rows, compute_);
+  if (residual_) {
+    const auto exact = residual_->copies_of(S);
+    stored.narrow(0, S - exact, exact).copy_(x.narrow(0, S - exact, exact));
+  }
+  return stored;
 }
 
 } // namespace canopy::backends

@@ -105,15 +105,29 @@ public:
     auto format = make_kv_format(options.kv_dtype, dtype_);
     const auto per_token =
       2 * static_cast<std::uint64_t>(c.num_layers * c.num_kv_heads) * format->bytes_per_head(c.head_dim);
-    const auto capacity = static_cast<std::int64_t>(options.kv_budget_bytes / per_token);
+    // Residual copies come out of the same budget.
+    const auto residual = static_cast<std::int64_t>(options.kv_residual_tokens);
+    const auto residual_bytes =
+      options.kv_residual_tokens *
+      kv_residual::bytes_per_token(c.num_layers, c.num_kv_heads, c.head_dim, dtype_);
+    if (options.kv_residual_tokens > (std::uint64_t{1} << 24) ||
+        residual_bytes >= options.kv_budget_bytes)
+      throw std::invalid_argument("kv_residual_tokens " +
+                                  std::to_string(options.kv_residual_tokens) + " take " +
+                                  std::to_string(residual_bytes) +
+                                  " bytes, not less than kv_budget_bytes " +
+                                  std::to_string(options.kv_budget_bytes));
+    const auto capacity =
+      static_cast<std::int64_t>((options.kv_budget_bytes - residual_bytes) / per_token);
     if (capacity < 1)
       throw std::invalid_argument("kv_budget_bytes " + std::to_string(options.kv_budget_bytes) +
                                   " holds no token (one token needs " +
-                                  std::to_string(per_token) + " bytes)");
+                                  std::to_string(per_token) + " bytes" +
+                                  (residual > 0 ? " beside the residual copies)" : ")"));
     slots_ = std::make_unique<kv_slots>(capacity);
     info_.kv_dtype = format->name();
     kv_ = std::make_unique<kv_storage>(std::move(format), dtype_, c.num_layers, capacity,
-                                       c.num_kv_heads, c.head_dim, device_);
+                                       c.num_kv_heads, c.head_dim, device_, residual);
     if (options.direct_forward && device_.is_cpu() && dtype_ == at::kFloat)
       if (const auto* llama = dynamic_cast<const llama_model*>(model_.get()))
         direct_ = std::make_unique<direct_llama_forward>(*llama);
@@ -184,6 +198,7 @@ public:
       }
     }
     const auto on_device = to_device(layout, device_, dtype_);
+    kv_->begin_pass(store_slots);
     clock.lap("layout");
     at::Tensor aten_rows; // the ATen forward's answer, kept alive while it is copied
     const float* next_row = nullptr;

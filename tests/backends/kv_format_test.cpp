@@ -9,6 +9,7 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <stdexcept>
@@ -148,6 +149,93 @@ TEST(kv_format, storage_costs_precision_only_when_it_keeps_fewer_bits_than_the_c
   EXPECT_EQ(kv_storage_roundoff(options), 0.0) << "wider storage than the compute";
   options.kv_dtype = "float16";
   EXPECT_EQ(kv_storage_roundoff(options), 0.0) << "float16 keeps more bits than bfloat16";
+}
+
+/// An int8 storage of one layer with `residual` copies, whose slot s holds s + 1 in
+/// every element of K (and -(s + 1) in V) as written; int8 reads such a value back
+/// exactly only when it is a multiple of its own scale, so values are off by a little
+/// when read from the format and exact from a copy.
+class residual_storage {
+public:
+  explicit residual_storage(std::int64_t residual)
+      : storage(make_kv_format("int8", at::kFloat), at::kFloat, 1, rows, kv_heads, head_dim,
+                at::kCPU, residual) {}
+
+  /// Stores slots in one pass, through write() (ATen) or write_row() (the direct forward).
+  void store(const std::vector<std::int64_t>& slots, bool by_row) {
+    written.insert(written.end(), slots.begin(), slots.end());
+    storage.begin_pass(slots);
+    auto k = at::empty({static_cast<std::int64_t>(slots.size()), kv_heads, head_dim});
+    for (std::size_t i = 0; i < slots.size(); ++i)
+      k[static_cast<std::int64_t>(i)].fill_(value_of(slots[i]));
+    // Elements of one head differ so that int8 must round: x * (1 + d / 1000).
+    k = k * (1 + at::arange(head_dim, at::kFloat) / 1000);
+    const auto v = -k;
+    if (by_row) {
+      for (std::size_t i = 0; i < slots.size(); ++i)
+        storage.write_row(0, slots[i], k[static_cast<std::int64_t>(i)].contiguous().data_ptr<float>(),
+                          v[static_cast<std::int64_t>(i)].contiguous().data_ptr<float>());
+    } else {
+      storage.write(0, at::tensor(slots, at::kLong), k, v);
+    }
+  }
+  /// The slots stored so far that read back exactly (from copies), by gather and by
+  /// the loops' reader, which must agree.
+  std::vector<std::int64_t> exact_slots() const {
+    std::vector<std::int64_t> slots = written;
+    std::sort(slots.begin(), slots.end());
+    slots.erase(std::unique(slots.begin(), slots.end()), slots.end());
+    const auto index = at::tensor(slots, at::kLong);
+    const auto [k, v] = storage.layer(0).gather(index);
+    std::vector<std::int64_t> exact;
+    std::vector<float> head(slots.size() * head_dim);
+    storage.layer(0).read_head(true, slots.data(), static_cast<std::int64_t>(slots.size()), 1,
+                               head.data());
+    for (std::size_t i = 0; i < slots.size(); ++i) {
+      const auto row = k[static_cast<std::int64_t>(i)][1];
+      const auto want = value_of(slots[i]) * (1 + at::arange(head_dim, at::kFloat) / 1000);
+      const bool is_exact = at::equal(row, want);
+      EXPECT_TRUE(at::equal(v[static_cast<std::int64_t>(i)][1], -row)) << slots[i];
+      EXPECT_TRUE(std::equal(head.begin() + static_cast<std::ptrdiff_t>(i * head_dim),
+                             head.begin() + static_cast<std::ptrdiff_t>((i + 1) * head_dim),
+                             row.data_ptr<float>()))
+        << "slot " << slots[i] << ": the loops read what the gather reads";
+      EXPECT_LE((row - want).abs().max().item<float>(), want.abs().max().item<float>() / 254 * 1.0001)
+        << "slot " << slots[i] << " reads its own token, within int8's step";
+      if (is_exact)
+        exact.push_back(slots[i]);
+    }
+    return exact;
+  }
+  kv_storage storage;
+
+private:
+  std::vector<std::int64_t> written;
+  static float value_of(std::int64_t slot) { return static_cast<float>(slot + 1); }
+};
+
+TEST(kv_residual, the_newest_stored_tokens_read_exactly_and_the_oldest_copy_goes_first) {
+  for (const bool by_row : {false, true}) {
+    residual_storage s(3);
+    s.store({0, 1, 2, 3, 4}, by_row);
+    EXPECT_EQ(s.exact_slots(), (std::vector<std::int64_t>{2, 3, 4})) << by_row;
+    s.store({5}, by_row);
+    EXPECT_EQ(s.exact_slots(), (std::vector<std::int64_t>{3, 4, 5})) << by_row;
+    // Slot 4 released and reused for another token: its old copy must not be read.
+    s.store({4, 6}, by_row);
+    EXPECT_EQ(s.exact_slots(), (std::vector<std::int64_t>{4, 5, 6})) << by_row;
+    s.store({7, 8, 0, 1}, by_row);
+    EXPECT_EQ(s.exact_slots(), (std::vector<std::int64_t>{0, 1, 8})) << by_row;
+  }
+}
+
+TEST(kv_residual, a_packed_pass_reads_its_newest_new_kv_exactly) {
+  residual_storage s(2);
+  const auto x = some_kv(4);
+  const auto stored = s.storage.as_stored(x);
+  EXPECT_TRUE(at::equal(stored.narrow(0, rows - 2, 2), x.narrow(0, rows - 2, 2)));
+  EXPECT_FALSE(at::equal(stored.narrow(0, 0, rows - 2), x.narrow(0, 0, rows - 2)))
+    << "older new tokens read as int8 stores them";
 }
 
 } // namespace

@@ -24,6 +24,8 @@ struct engine_config {
   std::string dtype = "float32";       // torch: compute dtype float32 | float16 | bfloat16
   std::string kv_dtype;                // torch: KV storage float32 | float16 | bfloat16 |
                                        // int8 (lossy); empty: the compute dtype
+  std::uint64_t kv_residual_tokens = 0; // torch: the newest N stored tokens also keep
+                                       // compute-dtype KV, read instead of the format's
   std::uint64_t max_context_length = 0; // torch: 0: the model's context; N: sequences up
                                        // to N tokens (past the model's only with a
                                        // sliding window, whose reach stays W)

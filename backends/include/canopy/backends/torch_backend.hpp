@@ -19,6 +19,9 @@ namespace canopy::backends {
 struct torch_options {
   std::string dtype = "float32";  // compute dtype: float32 | float16 | bfloat16
   std::string kv_dtype;           // KV storage: kv_dtype_names(); empty: the compute dtype
+  std::uint64_t kv_residual_tokens = 0; // the newest N stored tokens also keep their KV in
+                                  // the compute dtype, read instead (kv_residual.hpp);
+                                  // their copies come out of kv_budget_bytes
   std::uint64_t kv_budget_bytes = std::uint64_t{1} << 30; // this worker's KV storage
   int threads = 0;                // intra-op threads of this worker's passes; 0: ATen's
   std::uint64_t max_context_length = 0; // 0: the model's; else see served_config
