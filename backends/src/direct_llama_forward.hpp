@@ -1,10 +1,10 @@
 #pragma once
 // The Llama family's forward for float32 on the CPU without LibTorch's per-op
 // dispatch: CBLAS products and plain loops on buffers kept from pass to pass, new KV
-// written straight into the worker's storage in its format. The same arithmetic as llama_model's
-// ATen forward (RMSNorm, RoPE from the same float64-made tables, SwiGLU, the same
-// attention kernels, log-softmax); sums of squares accumulate in double, sums of
-// exponentials in float lanes added in double (vector_math.hpp).
+// written straight into the worker's storage in its format (kv_storage). The same
+// arithmetic as llama_model's ATen forward (RMSNorm, RoPE from the same float64-made
+// tables, SwiGLU, the same attention kernels, log-softmax); sums of squares accumulate
+// in double, sums of exponentials in float lanes added in double (vector_math.hpp).
 //
 // Why: a one-token pass on stories260K ran about 150 small ATen ops in ~200 us, so the
 // dispatch, not the arithmetic, was the pass (Note [direct forward] in the .cpp).
