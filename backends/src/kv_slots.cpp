@@ -6,14 +6,27 @@
 
 namespace canopy::backends {
 
-kv_slots::kv_slots(std::int64_t capacity) {
-  if (capacity < 0 || capacity >= (std::int64_t{1} << 32) - 1)
+namespace {
+
+std::vector<std::int64_t> all_rows(std::int64_t n) {
+  std::vector<std::int64_t> rows;
+  rows.reserve(static_cast<std::size_t>(n));
+  for (auto r = n; r-- > 0;)
+    rows.push_back(r); // row 0 on top: the first taken
+  return rows;
+}
+
+} // namespace
+
+kv_slots::kv_slots(std::int64_t device_rows, std::int64_t host_rows) {
+  const auto capacity = device_rows + host_rows;
+  if (device_rows < 0 || host_rows < 0 || capacity >= (std::int64_t{1} << 32) - 1)
     throw std::invalid_argument("kv storage: capacity out of range: " +
-                                std::to_string(capacity));
+                                std::to_string(device_rows) + " + " + std::to_string(host_rows));
   entries_.resize(static_cast<std::size_t>(capacity));
-  free_.reserve(entries_.size());
-  for (auto s = capacity; s-- > 0;)
-    free_.push_back(s);
+  free_ = all_rows(capacity);
+  device_free_ = all_rows(device_rows);
+  host_free_ = all_rows(host_rows);
 }
 
 const kv_slots::entry* kv_slots::find(cache::kv_handle h) const {
@@ -57,14 +70,17 @@ std::vector<kv_slots::slot> kv_slots::chain(cache::kv_handle last, std::uint32_t
 std::vector<kv_slots::slot> kv_slots::take(cache::kv_handle parent, std::uint32_t position,
                                            std::size_t n) {
   std::vector<slot> out;
-  out.reserve(std::min(n, free_.size()));
-  for (std::size_t i = 0; i < n && !free_.empty(); ++i) {
+  out.reserve(std::min(n, device_free_.size()));
+  for (std::size_t i = 0; i < n && !free_.empty() && !device_free_.empty(); ++i) {
     const slot s = free_.back();
     free_.pop_back();
     auto& e = entries_[static_cast<std::size_t>(s)];
     e.in_use = true;
     e.position = position + static_cast<std::uint32_t>(i);
     e.parent = out.empty() ? parent : handle(out.back());
+    e.where = tier::device;
+    e.storage_row = device_free_.back();
+    device_free_.pop_back();
     out.push_back(s);
   }
   return out;
@@ -80,7 +96,31 @@ void kv_slots::free_slot(slot s) {
   auto& e = entries_[static_cast<std::size_t>(s)];
   e.in_use = false;
   ++e.generation;
+  free_rows(e.where).push_back(e.storage_row);
   free_.push_back(s);
+}
+
+std::optional<kv_slots::move> kv_slots::relocate(slot s, tier to) {
+  auto& e = entries_[static_cast<std::size_t>(s)];
+  auto& free = free_rows(to);
+  if (e.where == to || free.empty())
+    return std::nullopt;
+  const move m{s, e.storage_row, free.back()};
+  free.pop_back();
+  free_rows(e.where).push_back(e.storage_row);
+  e.where = to;
+  e.storage_row = m.to;
+  return m;
+}
+
+std::optional<kv_slots::move> kv_slots::demote(cache::kv_handle h) {
+  if (find(h) == nullptr)
+    return std::nullopt;
+  return relocate(static_cast<slot>(h & 0xffffffffu) - 1, tier::host);
+}
+
+std::optional<kv_slots::move> kv_slots::promote(slot s) {
+  return relocate(s, tier::device);
 }
 
 void kv_slots::release(cache::kv_handle h) {

@@ -1,5 +1,7 @@
 #include "kv_storage.hpp"
 
+#include "torch_weights.hpp"
+
 namespace canopy::backends {
 
 std::pair<at::Tensor, at::Tensor> kv_rows::gather(const at::Tensor& index) const {
@@ -75,6 +77,29 @@ kv_rows kv_storage::layer(std::int64_t layer) const {
 
 kv_rows kv_storage::packed(at::Tensor keys, at::Tensor values) const {
   return {compute_format_.get(), {std::move(keys), {}}, {std::move(values), {}}, compute_};
+}
+
+void kv_storage::copy_rows(const kv_storage& source, const std::vector<std::int64_t>& from,
+                           const std::vector<std::int64_t>& to) {
+  if (from.empty())
+    return;
+  const auto device = keys_[0].elements.device();
+  const auto from_index = index_tensor(from, source.keys_[0].elements.device());
+  const auto to_index = index_tensor(to, device);
+  const bool same_format = source.format_->name() == format_->name();
+  for (std::size_t l = 0; l < keys_.size(); ++l)
+    for (const bool of_keys : {true, false}) {
+      const auto& in = (of_keys ? source.keys_ : source.values_)[l];
+      auto& out = (of_keys ? keys_ : values_)[l];
+      if (same_format) {
+        out.elements.index_copy_(0, to_index, in.elements.index_select(0, from_index).to(device));
+        if (out.scales.defined())
+          out.scales.index_copy_(0, to_index, in.scales.index_select(0, from_index).to(device));
+      } else {
+        format_->write(out, to_index,
+                       source.format_->gather(in, from_index, compute_).to(device));
+      }
+    }
 }
 
 at::Tensor kv_storage::as_stored(const at::Tensor& x) const {

@@ -56,6 +56,11 @@ public:
   kv_rows layer(std::int64_t layer) const;
   /// Packed keys [N, KV, hd] in the compute dtype as attention reads them.
   kv_rows packed(at::Tensor keys, at::Tensor values) const;
+  /// Copies rows `from` [N] of `source` (another tier, maybe another format and
+  /// device) to rows `to` [N] of this storage, in every layer: byte for byte when both
+  /// store the same format, else through the compute dtype (lossy into int8).
+  void copy_rows(const kv_storage& source, const std::vector<std::int64_t>& from,
+                 const std::vector<std::int64_t>& to);
   /// x [S, KV, hd] as it reads back once stored, the newest residual_tokens exact (a
   /// packed pass's new KV reads what a pooled one would, so a full storage does not
   /// change an answer).

@@ -124,7 +124,16 @@ public:
                                   " holds no token (one token needs " +
                                   std::to_string(per_token) + " bytes" +
                                   (residual > 0 ? " beside the residual copies)" : ")"));
-    slots_ = std::make_unique<kv_slots>(capacity);
+    // The host tier: the same rows in its own format, in host memory.
+    auto host_format = make_kv_format(
+      options.kv_host_dtype.empty() ? format->name() : options.kv_host_dtype, dtype_);
+    const auto host_per_token = 2 * static_cast<std::uint64_t>(c.num_layers * c.num_kv_heads) *
+                                host_format->bytes_per_head(c.head_dim);
+    const auto host_rows = static_cast<std::int64_t>(options.kv_host_budget_bytes / host_per_token);
+    if (host_rows > 0)
+      host_kv_ = std::make_unique<kv_storage>(std::move(host_format), dtype_, c.num_layers,
+                                              host_rows, c.num_kv_heads, c.head_dim, at::kCPU);
+    slots_ = std::make_unique<kv_slots>(capacity, host_rows);
     info_.kv_dtype = format->name();
     kv_ = std::make_unique<kv_storage>(std::move(format), dtype_, c.num_layers, capacity,
                                        c.num_kv_heads, c.head_dim, device_, residual);
@@ -154,6 +163,7 @@ public:
     std::vector<item_shape> shapes(items.size());
     for (std::size_t i = 0; i < items.size(); ++i)
       shapes[i] = check(i, items[i]);
+    promote_prefixes(shapes);
 
     // Kept tokens get slots of their own (as many as there is room for); the others
     // borrow slots for this pass, so that every key is read from the storage itself.
@@ -177,6 +187,7 @@ public:
         shapes[i].new_slots = kept_slots[i];
         while (shapes[i].new_slots.size() < items[i].tokens.size())
           shapes[i].new_slots.push_back(*next_loan++);
+        to_rows(shapes[i].new_slots);
       }
     } else {
       slots_->give_back(loan);
@@ -191,11 +202,15 @@ public:
       tokens.insert(tokens.end(), items[i].tokens.begin(), items[i].tokens.end());
       for (const auto r : items[i].rows)
         rows.push_back(offset + r);
-      const auto& written = pooled ? shapes[i].new_slots : kept_slots[i];
-      for (std::size_t j = 0; j < written.size(); ++j) {
+      if (pooled)
+        store_slots.insert(store_slots.end(), shapes[i].new_slots.begin(),
+                           shapes[i].new_slots.end());
+      else
+        for (const auto s : kept_slots[i])
+          store_slots.push_back(slots_->row_of(s));
+      const auto written = pooled ? shapes[i].new_slots.size() : kept_slots[i].size();
+      for (std::size_t j = 0; j < written; ++j)
         store_rows.push_back(offset + static_cast<std::int64_t>(j));
-        store_slots.push_back(written[j]);
-      }
     }
     const auto on_device = to_device(layout, device_, dtype_);
     kv_->begin_pass(store_slots);
@@ -255,11 +270,55 @@ public:
       slots_->release(h);
   }
 
+  std::size_t demote_kv(const std::vector<kv_handle>& handles) override {
+    if (!host_kv_)
+      return 0;
+    c10::InferenceMode inference;
+    std::vector<std::int64_t> from, to;
+    for (const auto h : handles)
+      if (const auto moved = slots_->demote(h)) {
+        from.push_back(moved->from);
+        to.push_back(moved->to);
+      }
+    host_kv_->copy_rows(*kv_, from, to);
+    return from.size();
+  }
+
   std::size_t kv_entries() const override { return static_cast<std::size_t>(slots_->used()); }
 
   void attach_profile(pass_profile* profile) override { profile_ = profile; }
 
 private:
+  /// Storage rows of taken slots, in place.
+  void to_rows(std::vector<kv_slots::slot>& slots) const {
+    for (auto& s : slots)
+      s = slots_->row_of(s);
+  }
+
+  /// Moves the host-tier KV the items' prefixes read back to the device, then turns
+  /// their prefix slots into device rows. Throws when the device has no free row for
+  /// it (the cache keeps room for promotions in its device budget).
+  void promote_prefixes(std::vector<item_shape>& shapes) {
+    std::vector<std::int64_t> from, to;
+    std::string problem;
+    for (auto& shape : shapes) {
+      for (const auto s : shape.prefix_slots)
+        if (slots_->where(s) == kv_slots::tier::host && problem.empty()) {
+          if (const auto moved = slots_->promote(s)) {
+            from.push_back(moved->from);
+            to.push_back(moved->to);
+          } else {
+            problem = "no free device KV row to move host-tier KV back into";
+          }
+        }
+      to_rows(shape.prefix_slots);
+    }
+    if (!from.empty())
+      kv_->copy_rows(*host_kv_, from, to);
+    if (!problem.empty())
+      throw std::runtime_error(problem);
+  }
+
   /// Refuses an item the model cannot compute; returns its shape for the layout.
   item_shape check(std::size_t index, const pass_item& item) const {
     const auto& c = model_->config();
@@ -298,6 +357,7 @@ private:
   std::unique_ptr<direct_llama_forward> direct_; // float32 Llama on the CPU, else null
   std::unique_ptr<kv_slots> slots_;
   std::unique_ptr<kv_storage> kv_;
+  std::unique_ptr<kv_storage> host_kv_; // the host tier; null: none
   model_info info_;
   pass_profile* profile_ = nullptr;
 };

@@ -127,6 +127,8 @@ backends::backend_spec a_spec() {
   s.torch.dtype = "float16";
   s.torch.kv_dtype = "int8";
   s.torch.kv_residual_tokens = 48;
+  s.torch.kv_host_budget_bytes = 1u << 20;
+  s.torch.kv_host_dtype = "int8";
   s.torch.kv_budget_bytes = 4242;
   s.torch.threads = 3;
   s.torch.max_context_length = 4000;
@@ -136,7 +138,9 @@ backends::backend_spec a_spec() {
 
 bool same_torch(const backends::torch_options& a, const backends::torch_options& b) {
   return a.dtype == b.dtype && a.kv_dtype == b.kv_dtype &&
-         a.kv_residual_tokens == b.kv_residual_tokens && a.kv_budget_bytes == b.kv_budget_bytes &&
+         a.kv_residual_tokens == b.kv_residual_tokens &&
+         a.kv_host_budget_bytes == b.kv_host_budget_bytes && a.kv_host_dtype == b.kv_host_dtype &&
+         a.kv_budget_bytes == b.kv_budget_bytes &&
          a.threads == b.threads && a.max_context_length == b.max_context_length &&
          a.direct_forward == b.direct_forward;
 }

@@ -80,6 +80,14 @@ public:
   virtual pass_result run(const pass_request& request) = 0;
   /// Frees KV entries the cache no longer holds. Unknown handles are ignored.
   virtual void release_kv(const std::vector<kv_handle>& handles) = 0;
+  /// Moves KV entries from the device tier to the host tier, where they keep their
+  /// handles; a pass that reads one moves it back first. Returns how many moved: the
+  /// others (unknown, already on the host, or no host room) stay where they were. A
+  /// backend without a host tier moves none.
+  virtual std::size_t demote_kv(const std::vector<kv_handle>& handles) {
+    (void)handles;
+    return 0;
+  }
   /// KV entries currently held (for tests and stats).
   virtual std::size_t kv_entries() const = 0;
   /// Charges the parts of every pass from now on to `profile` (null: stops). A

@@ -22,6 +22,10 @@ struct torch_options {
   std::uint64_t kv_residual_tokens = 0; // the newest N stored tokens also keep their KV in
                                   // the compute dtype, read instead (kv_residual.hpp);
                                   // their copies come out of kv_budget_bytes
+  std::uint64_t kv_host_budget_bytes = 0; // the host tier: KV demoted from the device
+                                  // (backend_i::demote_kv) lives here; 0: none
+  std::string kv_host_dtype;      // the host tier's format; empty: the device's (moves
+                                  // are lossless); "int8" compresses (lossy)
   std::uint64_t kv_budget_bytes = std::uint64_t{1} << 30; // this worker's KV storage
   int threads = 0;                // intra-op threads of this worker's passes; 0: ATen's
   std::uint64_t max_context_length = 0; // 0: the model's; else see served_config

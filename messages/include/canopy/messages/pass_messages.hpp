@@ -40,7 +40,8 @@ typename Inspector::result_type inspect(Inspector& f, mock_options& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, torch_options& x) {
-  return f(caf::meta::type_name("torch_options"), x.dtype, x.kv_dtype, x.kv_residual_tokens, x.kv_budget_bytes, x.threads,
+  return f(caf::meta::type_name("torch_options"), x.dtype, x.kv_dtype, x.kv_residual_tokens, x.kv_host_budget_bytes, x.kv_host_dtype,
+           x.kv_budget_bytes, x.threads,
            x.max_context_length, x.direct_forward);
 }
 
