@@ -37,6 +37,25 @@ namespace canopy::cache {
 // Without a window none of this applies: KV is prefix-closed and locks keep whole
 // paths.
 
+// Note [host tier]
+// A worker with a host budget keeps KV in two tiers: its device (what passes read) and
+// its host memory. Both count as holding KV (KV is prefix-closed across them), and
+// each tier has its budget, accounting and candidate set:
+//  - device candidates: device KV, not kept, with no child holding device KV there
+//    (device_children); evicting one demotes it to the host tier when the host can make
+//    room, else drops it. So the device keeps the top of each path, the host the rest;
+//  - host candidates: host KV, not kept, with no child holding KV at all: dropping it
+//    must leave KV prefix-closed;
+//  - promote_kv moves a locked path's host KV back, from the root down, within the
+//    device budget (evicting device candidates, which the lock keeps off the path);
+//  - no KV is attached under host KV (a pass reads its prefix promoted). With
+//    demotion leaf-first and promotion root-first, every child of host KV is then on
+//    the host: host KV hangs in subtrees below device KV. So a device candidate that
+//    cannot be demoted (the host's room is locked) has only host descendants, all
+//    unlocked, which go first: their leaves are host candidates.
+// Demotions are queued for the owner to send (take_demoted); promotions are not: the
+// worker moves host KV back itself when a pass reads it. No host tier under a window.
+
 namespace {
 
 using candidate_set = std::set<std::pair<eviction_key, node_id>>;
@@ -51,8 +70,12 @@ struct kv_entry {
   // have children holding KV there; with one, its tombstone keeps the count. So the
   // count lives in the entry (the root keeps none).
   std::uint32_t kv_children = 0;
+  std::uint32_t device_children = 0; // of those, children holding device-tier KV
+  bool on_host = false;              // the host tier holds it (Note [host tier])
   bool candidate = false;
-  candidate_set::iterator slot; // its element of kv_candidates[worker] while a candidate
+  // Its element of its tier's candidate set (kv_candidates or host_candidates of its
+  // worker) while a candidate.
+  candidate_set::iterator slot;
 };
 
 // What match and insert read at every node of a path, in one cache line: what a node
@@ -134,7 +157,9 @@ struct token_trie::impl {
   // [workers]. A deque, so adding a worker never moves the sets that kv entries hold
   // iterators into.
   std::deque<candidate_set> kv_candidates;
+  std::deque<candidate_set> host_candidates; // [workers] (Note [host tier])
   std::vector<kv_release> released;
+  std::vector<kv_release> demoted;
   trie_stats stats;
   std::uint64_t clock = 0;
   std::uint64_t creations = 0;
@@ -143,13 +168,19 @@ struct token_trie::impl {
   std::size_t locked_rows = 0;
   std::vector<std::size_t> locked_kv_bytes; // [workers]
   std::vector<std::size_t> kv_budgets;      // [workers] each worker's own KV budget
+  std::vector<std::size_t> locked_host_bytes; // [workers]
+  std::vector<std::size_t> host_budgets;      // [workers] 0: no host tier
 
   explicit impl(trie_config c)
-      : config(c), kv_candidates(c.workers), locked_kv_bytes(c.workers),
-        kv_budgets(c.workers, c.kv_budget_bytes) {
+      : config(c), kv_candidates(c.workers), host_candidates(c.workers),
+        locked_kv_bytes(c.workers), kv_budgets(c.workers, c.kv_budget_bytes),
+        locked_host_bytes(c.workers), host_budgets(c.workers, c.kv_host_budget_bytes) {
+    check_host_tier(c.kv_host_budget_bytes);
     stats.kv_entries.assign(c.workers, 0);
     stats.kv_bytes.assign(c.workers, 0);
     stats.kv_peak_bytes.assign(c.workers, 0);
+    stats.kv_host_entries.assign(c.workers, 0);
+    stats.kv_host_bytes.assign(c.workers, 0);
     stats.nodes = 1;
     nodes.emplace_back();
     held.emplace_back();
@@ -159,6 +190,17 @@ struct token_trie::impl {
   bool exists(node_id id) const { return id < nodes.size() && nodes[id].live; }
 
   bool windowed() const { return config.kv_window != 0; }
+
+  void check_host_tier(std::size_t host_budget) const {
+    if (host_budget != 0 && windowed())
+      throw std::invalid_argument("token_trie: a KV host tier is not supported with a "
+                                  "sliding window");
+  }
+
+  // The candidate set of the entry's tier.
+  candidate_set& tier_set(const kv_entry& e) {
+    return e.on_host ? host_candidates[e.worker] : kv_candidates[e.worker];
+  }
 
   // KV no eviction may take: on a locked node, or under a window, within W-1 levels
   // above a lock (Note [windowed KV]).
@@ -212,10 +254,15 @@ struct token_trie::impl {
 
   // Without a window only KV leaves go (the rest is some leaf's prefix); with one,
   // any KV not kept, since a kept node's KV never reaches more than W-1 levels up.
+  // On the host tier, only entries without children holding KV (Note [host tier]).
+  bool kv_candidate_rule(node_id id, const kv_entry& e) const {
+    if (e.handle == no_kv || kv_kept(id))
+      return false;
+    return e.on_host ? e.kv_children == 0 : windowed() || e.device_children == 0;
+  }
+
   void refresh_kv(node_id id, kv_entry& e) {
-    const bool wanted =
-        e.handle != no_kv && !kv_kept(id) && (windowed() || e.kv_children == 0);
-    set_candidate(kv_candidates[e.worker], e.candidate, e.slot, id, wanted);
+    set_candidate(tier_set(e), e.candidate, e.slot, id, kv_candidate_rule(id, e));
     sync_kv_flags(id);
   }
 
@@ -270,7 +317,7 @@ struct token_trie::impl {
       move(row_candidates, h.row_slot);
     for (kv_entry& e : h.kv)
       if (e.candidate)
-        move(kv_candidates[e.worker], e.slot);
+        move(tier_set(e), e.slot);
   }
 
   // --- nodes ---
@@ -349,7 +396,7 @@ struct token_trie::impl {
     }
     if (!windowed()) // windows keep KV by window_locks (protect_window)
       for (const kv_entry& e : h.kv)
-        add(locked_kv_bytes[e.worker], e.bytes);
+        add(e.on_host ? locked_host_bytes[e.worker] : locked_kv_bytes[e.worker], e.bytes);
   }
 
   // A count going 0 -> 1 makes the node in use, which its parent counts as one more
@@ -445,7 +492,7 @@ struct token_trie::impl {
   void add_kv(node_id id, worker_id worker, kv_handle handle, std::size_t bytes) {
     const node& x = nodes[id];
     std::vector<kv_entry>& kv = held[id].kv;
-    kv.push_back(kv_entry{worker, handle, bytes, 0, false, {}});
+    kv.push_back(kv_entry{worker, handle, bytes, 0, 0, false, false, {}});
     stats.kv_bytes[worker] += bytes;
     stats.kv_peak_bytes[worker] =
         std::max(stats.kv_peak_bytes[worker], stats.kv_bytes[worker]);
@@ -454,6 +501,7 @@ struct token_trie::impl {
       locked_kv_bytes[worker] += bytes;
     if (kv_entry* above = find_kv(held[x.parent], worker)) {
       ++above->kv_children;
+      ++above->device_children;
       refresh_kv(x.parent, *above);
     }
     refresh_kv(id, kv.back());
@@ -472,11 +520,12 @@ struct token_trie::impl {
   void drop_kv(node_id id, worker_id worker, bool queue_release) {
     const node& x = nodes[id];
     kv_entry* e = held_kv(held[id], worker);
-    set_candidate(kv_candidates[worker], e->candidate, e->slot, id, false);
-    stats.kv_bytes[worker] -= e->bytes;
-    --stats.kv_entries[worker];
+    const bool on_host = e->on_host;
+    set_candidate(tier_set(*e), e->candidate, e->slot, id, false);
+    (on_host ? stats.kv_host_bytes : stats.kv_bytes)[worker] -= e->bytes;
+    --(on_host ? stats.kv_host_entries : stats.kv_entries)[worker];
     if (kv_kept(id))
-      locked_kv_bytes[worker] -= e->bytes;
+      (on_host ? locked_host_bytes : locked_kv_bytes)[worker] -= e->bytes;
     if (queue_release)
       released.push_back(kv_release{worker, e->handle});
     if (e->kv_children != 0) {
@@ -488,6 +537,8 @@ struct token_trie::impl {
     }
     if (kv_entry* above = find_kv(held[x.parent], worker)) {
       --above->kv_children;
+      if (!on_host)
+        --above->device_children;
       if (above->handle == no_kv && above->kv_children == 0)
         remove_entry(x.parent, above);
       else
@@ -504,13 +555,113 @@ struct token_trie::impl {
     prune(id);
   }
 
+  // Evicts the worker's first device candidate: to its host tier when that can make
+  // room, else for good.
   void evict_kv(worker_id worker) {
     if (kv_candidates[worker].empty())
       violation("no KV candidate left to evict on worker " + std::to_string(worker));
     const node_id id = kv_candidates[worker].begin()->second;
+    if (make_host_room(worker, held_kv(held[id], worker)->bytes)) {
+      demote(id, worker);
+      return;
+    }
+    // Under a window a candidate with children leaves a tombstone (Note [windowed KV]).
+    while (!windowed() && held_kv(held[id], worker)->kv_children != 0)
+      drop(host_descendant_candidate(id, worker), worker);
+    drop(id, worker);
+  }
+
+  // A host candidate below `id` (which has host descendants only: Note [host tier]).
+  node_id host_descendant_candidate(node_id id, worker_id worker) const {
+    for (const auto& [key, candidate] : host_candidates[worker])
+      for (node_id cur = nodes[candidate].parent; cur != root_node; cur = nodes[cur].parent)
+        if (cur == id)
+          return candidate;
+    violation(node_name(id) + ": KV children but no host candidate below it");
+  }
+
+  void drop(node_id id, worker_id worker) {
     drop_kv(id, worker, true);
     ++stats.kv_evictions;
     prune(id);
+  }
+
+  // Drops host candidates until `bytes` more fit the worker's host budget; false (and
+  // nothing dropped) when even dropping all that is not kept would not be enough.
+  bool make_host_room(worker_id worker, std::size_t bytes) {
+    const auto budget = host_budgets[worker];
+    if (budget == 0 || !fits_in(locked_host_bytes[worker], bytes, budget))
+      return false;
+    while (!fits_in(stats.kv_host_bytes[worker], bytes, budget)) {
+      if (host_candidates[worker].empty())
+        return false; // the rest builds on KV on the device that is kept
+      drop(host_candidates[worker].begin()->second, worker);
+    }
+    return true;
+  }
+
+  // Moves an unkept device entry to the host tier, whose room is made.
+  void demote(node_id id, worker_id worker) {
+    kv_entry* e = held_kv(held[id], worker);
+    set_candidate(kv_candidates[worker], e->candidate, e->slot, id, false);
+    e->on_host = true;
+    stats.kv_bytes[worker] -= e->bytes;
+    --stats.kv_entries[worker];
+    stats.kv_host_bytes[worker] += e->bytes;
+    ++stats.kv_host_entries[worker];
+    ++stats.kv_demotions;
+    stats.kv_demoted_bytes += e->bytes;
+    demoted.push_back(kv_release{worker, e->handle});
+    refresh_kv(id, *e);
+    if (kv_entry* above = find_kv(held[nodes[id].parent], worker)) {
+      --above->device_children;
+      refresh_kv(nodes[id].parent, *above);
+    }
+  }
+
+  // Moves a kept host entry (a locked path's) back to the device when its budget can
+  // make room; false (nothing moved) otherwise.
+  bool promote(node_id id, worker_id worker) {
+    kv_entry* e = held_kv(held[id], worker);
+    const auto bytes = e->bytes;
+    const auto budget = kv_budgets[worker];
+    if (!fits_in(locked_kv_bytes[worker], bytes, budget))
+      return false;
+    // It leaves the host first, so the device's demotions may use its room.
+    e->on_host = false;
+    stats.kv_host_bytes[worker] -= bytes;
+    --stats.kv_host_entries[worker];
+    locked_host_bytes[worker] -= bytes;
+    locked_kv_bytes[worker] += bytes;
+    while (!fits_in(stats.kv_bytes[worker], bytes, budget))
+      evict_kv(worker);
+    stats.kv_bytes[worker] += bytes;
+    ++stats.kv_entries[worker];
+    stats.kv_peak_bytes[worker] = std::max(stats.kv_peak_bytes[worker], stats.kv_bytes[worker]);
+    ++stats.kv_promotions;
+    stats.kv_promoted_bytes += bytes;
+    refresh_kv(id, *e);
+    if (kv_entry* above = find_kv(held[nodes[id].parent], worker)) {
+      ++above->device_children;
+      refresh_kv(nodes[id].parent, *above);
+    }
+    return true;
+  }
+
+  std::uint32_t promote_kv(node_id node, worker_id worker) {
+    if (!kv_kept(node))
+      throw std::logic_error("token_trie::promote_kv: " + node_name(node) + " is not locked");
+    std::vector<node_id> path;
+    for (node_id cur = node; cur != root_node; cur = nodes[cur].parent)
+      path.push_back(cur);
+    for (auto it = path.rbegin(); it != path.rend(); ++it) {
+      const kv_entry* e = held_kv(held[*it], worker);
+      if (!e)
+        break; // the path's KV ends here
+      if (e->on_host && !promote(*it, worker))
+        return nodes[*it].depth - 1;
+    }
+    return nodes[node].depth;
   }
 
   // Attaches at once when `fits()`. Otherwise locks the node's path (so no eviction
@@ -671,11 +822,11 @@ struct token_trie::impl {
         prune(id);
       }
     }
-    // Nobody is left to free what was queued for the worker either.
-    released.erase(
-        std::remove_if(released.begin(), released.end(),
-                       [&](const kv_release& r) { return r.worker == worker; }),
-        released.end());
+    // Nobody is left to free or move what was queued for the worker either.
+    for (auto* queue : {&released, &demoted})
+      queue->erase(std::remove_if(queue->begin(), queue->end(),
+                                  [&](const kv_release& r) { return r.worker == worker; }),
+                   queue->end());
   }
 
   void check_invariants() const;
@@ -693,6 +844,9 @@ void token_trie::impl::check_invariants() const {
   std::vector<std::uint32_t> child_count(nodes.size()), row_child_count(nodes.size());
   std::vector<std::uint32_t> in_use_children(nodes.size());
   std::vector<std::uint32_t> kv_child_count(nodes.size() * workers);
+  std::vector<std::uint32_t> device_child_count(nodes.size() * workers);
+  std::vector<std::uint64_t> host_entries(workers), host_bytes(workers), locked_host(workers);
+  std::vector<std::size_t> host_members(workers);
   std::uint64_t live = 0, locked_nodes = 0, rows = 0, row_bytes = 0, locked_bytes = 0,
                 locked_row_count = 0;
   std::vector<std::uint64_t> kv_entries(workers), kv_bytes(workers), locked_kv(workers);
@@ -766,20 +920,26 @@ void token_trie::impl::check_invariants() const {
       if (!tombstone && x.parent != root_node &&
           !(above && (windowed() || above->handle != no_kv)))
         violation(node_name(id) + ": KV without its prefix's KV (not prefix-closed)");
+      if (!tombstone && !e.on_host && above && above->on_host)
+        violation(node_name(id) + ": device KV below host KV");
+      if (e.on_host && (tombstone || windowed() || host_budgets[e.worker] == 0))
+        violation(node_name(id) + ": host-tier KV that is a tombstone, windowed or "
+                  "of a worker without a host tier");
       if (!tombstone) {
         ++kv_child_count[x.parent * workers + e.worker];
-        ++kv_entries[e.worker];
-        kv_bytes[e.worker] += e.bytes;
+        device_child_count[x.parent * workers + e.worker] += e.on_host ? 0 : 1;
+        ++(e.on_host ? host_entries : kv_entries)[e.worker];
+        (e.on_host ? host_bytes : kv_bytes)[e.worker] += e.bytes;
         if (kv_kept(id))
-          locked_kv[e.worker] += e.bytes;
+          (e.on_host ? locked_host : locked_kv)[e.worker] += e.bytes;
       }
-      const bool kv_rule =
-          !tombstone && !kv_kept(id) && (windowed() || e.kv_children == 0);
-      if (e.candidate != kv_rule)
+      if (e.candidate != kv_candidate_rule(id, e))
         violation(node_name(id) + ": KV candidate flag disagrees with the rule");
-      if (e.candidate && !in_set(kv_candidates[e.worker], e.slot))
+      const auto& tier =
+        e.on_host ? host_candidates[e.worker] : kv_candidates[e.worker];
+      if (e.candidate && !in_set(tier, e.slot))
         violation(node_name(id) + ": flagged KV candidate missing from its set");
-      kv_members[e.worker] += e.candidate ? 1 : 0;
+      (e.on_host ? host_members : kv_members)[e.worker] += e.candidate ? 1 : 0;
       any_kv_candidate = any_kv_candidate || e.candidate;
     }
     if (x.kv_candidate != any_kv_candidate)
@@ -811,6 +971,8 @@ void token_trie::impl::check_invariants() const {
       const kv_entry* e = find_kv(held[id], w);
       if ((e ? e->kv_children : 0) != kv_child_count[id * workers + w])
         violation(node_name(id) + ": count of children holding KV is wrong");
+      if ((e ? e->device_children : 0) != device_child_count[id * workers + w])
+        violation(node_name(id) + ": count of children holding device KV is wrong");
     }
   }
 
@@ -830,17 +992,20 @@ void token_trie::impl::check_invariants() const {
   if (row_candidates.size() != row_members)
     violation("log-prob candidate set holds non-candidates");
   for (worker_id w = 0; w < workers; ++w)
-    if (kv_candidates[w].size() != kv_members[w])
-      violation("KV candidate set of worker " + std::to_string(w) +
+    if (kv_candidates[w].size() != kv_members[w] ||
+        host_candidates[w].size() != host_members[w])
+      violation("a KV candidate set of worker " + std::to_string(w) +
                 " holds non-candidates");
 
   if (stats.nodes != live || stats.locked_nodes != locked_nodes ||
       stats.logprob_entries != rows ||
       stats.logprob_bytes != row_bytes || stats.kv_entries != kv_entries ||
-      stats.kv_bytes != kv_bytes)
+      stats.kv_bytes != kv_bytes || stats.kv_host_entries != host_entries ||
+      stats.kv_host_bytes != host_bytes)
     violation("statistics disagree with the nodes");
   if (locked_row_bytes != locked_bytes || locked_rows != locked_row_count ||
-      !std::equal(locked_kv.begin(), locked_kv.end(), locked_kv_bytes.begin()))
+      !std::equal(locked_kv.begin(), locked_kv.end(), locked_kv_bytes.begin()) ||
+      !std::equal(locked_host.begin(), locked_host.end(), locked_host_bytes.begin()))
     violation("locked byte totals disagree with the nodes");
 
   if (row_bytes > config.logprob_budget_bytes)
@@ -848,11 +1013,13 @@ void token_trie::impl::check_invariants() const {
   if (config.logprob_max_entries != 0 && rows > config.logprob_max_entries)
     violation("log-prob entries over the entry limit");
   if (kv_budgets.size() != workers || kv_candidates.size() != workers ||
+      host_budgets.size() != workers || host_candidates.size() != workers ||
+      locked_host_bytes.size() != workers || stats.kv_host_bytes.size() != workers ||
       stats.kv_bytes.size() != workers || stats.kv_peak_bytes.size() != workers)
     violation("per-worker tables disagree with the number of workers");
   for (worker_id w = 0; w < workers; ++w)
-    if (kv_bytes[w] > kv_budgets[w])
-      violation("KV bytes of worker " + std::to_string(w) + " over budget");
+    if (kv_bytes[w] > kv_budgets[w] || host_bytes[w] > host_budgets[w])
+      violation("KV bytes of worker " + std::to_string(w) + " over a budget");
   for (worker_id w = 0; w < workers; ++w)
     if (stats.kv_peak_bytes[w] < kv_bytes[w])
       violation("KV peak of worker " + std::to_string(w) + " below its KV bytes");
@@ -924,10 +1091,16 @@ bool token_trie::attach_kv(node_id node, worker_id worker, kv_handle handle,
   impl_->check_worker(worker);
   if (node == root_node || handle == no_kv)
     throw std::invalid_argument("token_trie::attach_kv: root or no_kv handle");
-  if (find_kv(impl_->held[node], worker) ||
-      (x.parent != root_node && !held_kv(impl_->held[x.parent], worker)))
+  const kv_entry* above = x.parent == root_node ? nullptr : held_kv(impl_->held[x.parent], worker);
+  if (find_kv(impl_->held[node], worker) || (x.parent != root_node && (!above || above->on_host)))
     return false;
   return impl_->attach_kv(node, worker, handle, bytes);
+}
+
+std::uint32_t token_trie::promote_kv(node_id node, worker_id worker) {
+  impl_->checked(node);
+  impl_->check_worker(worker);
+  return impl_->promote_kv(node, worker);
 }
 
 row_ptr token_trie::logprobs(node_id node) const {
@@ -942,6 +1115,13 @@ kv_handle token_trie::kv(node_id node, worker_id worker) const {
   return e ? e->handle : no_kv;
 }
 
+bool token_trie::kv_on_host(node_id node, worker_id worker) const {
+  impl_->checked(node);
+  impl_->check_worker(worker);
+  const kv_entry* e = held_kv(impl_->held[node], worker);
+  return e && e->on_host;
+}
+
 void token_trie::clear() {
   impl_->clear(true);
 }
@@ -950,25 +1130,39 @@ void token_trie::clear_kv() {
   impl_->clear(false);
 }
 
-worker_id token_trie::add_worker(std::size_t kv_budget_bytes) {
+worker_id token_trie::add_worker(std::size_t kv_budget_bytes, std::size_t kv_host_budget_bytes) {
   auto& i = *impl_;
+  i.check_host_tier(kv_host_budget_bytes);
   const auto id = static_cast<worker_id>(i.config.workers);
   ++i.config.workers;
   i.kv_candidates.emplace_back();
+  i.host_candidates.emplace_back();
   i.locked_kv_bytes.push_back(0);
+  i.locked_host_bytes.push_back(0);
   i.kv_budgets.push_back(kv_budget_bytes);
+  i.host_budgets.push_back(kv_host_budget_bytes);
   i.stats.kv_entries.push_back(0);
   i.stats.kv_bytes.push_back(0);
   i.stats.kv_peak_bytes.push_back(0);
+  i.stats.kv_host_entries.push_back(0);
+  i.stats.kv_host_bytes.push_back(0);
   return id;
 }
 
-void token_trie::set_kv_budget(worker_id worker, std::size_t kv_budget_bytes) {
+void token_trie::set_kv_budget(worker_id worker, std::size_t kv_budget_bytes,
+                               std::size_t kv_host_budget_bytes) {
   impl_->check_worker(worker);
-  if (impl_->stats.kv_entries[worker] != 0)
+  impl_->check_host_tier(kv_host_budget_bytes);
+  if (impl_->stats.kv_entries[worker] != 0 || impl_->stats.kv_host_entries[worker] != 0)
     throw std::logic_error("token_trie::set_kv_budget: worker " + std::to_string(worker) +
                            " holds KV (forget it first)");
   impl_->kv_budgets[worker] = kv_budget_bytes;
+  impl_->host_budgets[worker] = kv_host_budget_bytes;
+}
+
+std::size_t token_trie::kv_host_budget(worker_id worker) const {
+  impl_->check_worker(worker);
+  return impl_->host_budgets[worker];
 }
 
 std::size_t token_trie::kv_budget(worker_id worker) const {
@@ -988,6 +1182,12 @@ void token_trie::forget_worker(worker_id worker) {
 std::vector<kv_release> token_trie::take_released() {
   std::vector<kv_release> taken;
   taken.swap(impl_->released);
+  return taken;
+}
+
+std::vector<kv_release> token_trie::take_demoted() {
+  std::vector<kv_release> taken;
+  taken.swap(impl_->demoted);
   return taken;
 }
 

@@ -6,7 +6,9 @@
 // either still held or released exactly once. Workers are added mid-run, each with its
 // own KV budget, and a forgotten worker may come back with another budget. Some runs
 // have a sliding window, where KV is kept only within W-1 levels above a lock and a
-// usable KV prefix needs its W-1 last tokens' KV.
+// usable KV prefix needs its W-1 last tokens' KV. Some runs give each worker a host
+// tier: device KV is demoted there instead of dropped, and locked paths are promoted
+// back (promote_kv), within both budgets.
 
 #include <canopy/cache/token_trie.hpp>
 
@@ -181,6 +183,8 @@ private:
       attach_logprobs();
     else if (op < 92)
       attach_kv();
+    else if (op < 94 && config_.kv_host_budget_bytes != 0)
+      promote();
     else if (op < 98)
       take_released();
     else if (op < 99)
@@ -204,7 +208,7 @@ private:
     if (workers() >= max_workers)
       return;
     const std::size_t budget = random_budget();
-    ASSERT_EQ(trie_.add_worker(budget), workers());
+    ASSERT_EQ(trie_.add_worker(budget, config_.kv_host_budget_bytes), workers());
     budgets_.push_back(budget);
     for (lock_record& r : locks_)
       r.kv.push_back(no_kv);
@@ -320,13 +324,14 @@ private:
     const std::size_t bytes = pick(20) == 0 ? budget + 1 : 1 + pick(budget / share);
     const kv_handle handle = next_handle_++;
     const node_id up = trie_.parent(n);
-    const bool prefix_ok = up == root_node || trie_.kv(up, w) != no_kv;
+    const bool prefix_ok =
+      up == root_node || (trie_.kv(up, w) != no_kv && !trie_.kv_on_host(up, w));
     const bool vacant =
         trie_.kv(n, w) == no_kv && (config_.kv_window == 0 || !child_holds_kv(s, w));
     std::size_t protected_bytes = 0;
     for (node_id p : protected_nodes(n, config_.kv_window))
-      if (const kv_handle h = trie_.kv(p, w))
-        protected_bytes += handles_.at(h).bytes;
+      if (const kv_handle h = trie_.kv(p, w); h != no_kv && !trie_.kv_on_host(p, w))
+        protected_bytes += handles_.at(h).bytes; // host KV takes no device room
     const bool room = fits_in(protected_bytes, bytes, budget);
 
     const bool ok = trie_.attach_kv(n, w, handle, bytes);
@@ -340,6 +345,26 @@ private:
         r.kv[w] = handle;
   }
 
+  // A locked path's host KV goes back to the device as far as the device has room:
+  // down to the depth returned every node's KV is on the device, and the next one's,
+  // if any, is still on the host.
+  void promote() {
+    if (locks_.empty())
+      return;
+    const lock_record& r = locks_[pick(locks_.size())];
+    const auto w = static_cast<worker_id>(pick(workers()));
+    const std::uint32_t depth = trie_.promote_kv(r.node, w);
+    const std::vector<node_id> path = trie_.path(r.node);
+    ASSERT_LE(depth, path.size());
+    for (std::uint32_t d = 0; d < depth; ++d)
+      if (trie_.kv(path[d], w) != no_kv) {
+        EXPECT_FALSE(trie_.kv_on_host(path[d], w)) << "depth " << d + 1;
+      }
+    if (depth < path.size()) {
+      EXPECT_TRUE(trie_.kv_on_host(path[depth], w)) << "promotion stopped before host KV";
+    }
+  }
+
   void release(const kv_release& r) {
     const auto it = handles_.find(r.handle);
     ASSERT_NE(it, handles_.end()) << "released a handle the trie never accepted";
@@ -351,13 +376,20 @@ private:
   // With nothing left in the queue, the handles not yet released are exactly what the
   // trie accounts per worker.
   void take_released() {
+    for (const kv_release& r : trie_.take_demoted()) {
+      const auto it = handles_.find(r.handle);
+      ASSERT_NE(it, handles_.end()) << "demoted a handle the trie never accepted";
+      EXPECT_EQ(it->second.worker, r.worker);
+    }
     for (const kv_release& r : trie_.take_released())
       release(r);
-    std::vector<std::uint64_t> held(workers());
+    std::vector<std::uint64_t> held(workers()), in_tiers(workers());
     for (const auto& [handle, h] : handles_)
       if (!h.gone)
         held[h.worker] += h.bytes;
-    EXPECT_EQ(held, trie_.stats().kv_bytes);
+    for (worker_id w = 0; w < workers(); ++w)
+      in_tiers[w] = trie_.stats().kv_bytes[w] + trie_.stats().kv_host_bytes[w];
+    EXPECT_EQ(held, in_tiers);
   }
 
   // A worker is lost; sometimes it comes back with another budget, holding nothing.
@@ -371,7 +403,7 @@ private:
       r.kv[w] = no_kv;
     if (pick(2) == 0) {
       budgets_[w] = random_budget();
-      trie_.set_kv_budget(w, budgets_[w]);
+      trie_.set_kv_budget(w, budgets_[w], config_.kv_host_budget_bytes);
     }
   }
 
@@ -386,6 +418,7 @@ private:
     for (worker_id w = 0; w < workers(); ++w) {
       ASSERT_EQ(trie_.kv_budget(w), budgets_[w]);
       ASSERT_LE(st.kv_bytes[w], budgets_[w]);
+      ASSERT_LE(st.kv_host_bytes[w], config_.kv_host_budget_bytes);
     }
     for (const lock_record& r : locks_) {
       ASSERT_TRUE(trie_.exists(r.node));
@@ -423,6 +456,7 @@ struct scenario {
   std::uint32_t workers;
   std::uint32_t seed;
   std::uint32_t kv_window = 0;
+  std::size_t kv_host_budget = 0; // each worker's host tier (no window)
 };
 
 class TokenTrieRandomized : public ::testing::TestWithParam<scenario> {};
@@ -436,6 +470,7 @@ TEST_P(TokenTrieRandomized, InterleavedOperationsKeepEveryInvariant) {
   c.workers = sc.workers;
   c.policy = sc.policy;
   c.kv_window = sc.kv_window;
+  c.kv_host_budget_bytes = sc.kv_host_budget;
   // Under a window, paths long enough to hold runs of KV that do not start at the
   // first token, as windows leave them.
   fuzzer f(c, sc.seed, sc.kv_window == 0 ? 5 : 2 * sc.kv_window + 1);
@@ -444,13 +479,20 @@ TEST_P(TokenTrieRandomized, InterleavedOperationsKeepEveryInvariant) {
   std::cout << "[randomized " << to_string(sc.policy) << ", window " << sc.kv_window
             << "] row evictions "
             << st.logprob_evictions << ", KV evictions " << st.kv_evictions
+            << ", demotions " << st.kv_demotions << ", promotions " << st.kv_promotions
             << ", refused " << st.refused_attaches << ", nodes removed "
             << st.nodes_removed << "\n";
   // The budgets were tight enough to exercise every path.
   EXPECT_GT(f.stats().logprob_evictions, 100u);
-  EXPECT_GT(f.stats().kv_evictions, 100u);
   EXPECT_GT(f.stats().refused_attaches, 10u);
   EXPECT_GT(f.stats().nodes_removed, 100u);
+  if (sc.kv_host_budget == 0) {
+    EXPECT_GT(f.stats().kv_evictions, 100u);
+  } else { // the device demotes; the host tier evicts
+    EXPECT_GT(f.stats().kv_demotions, 100u);
+    EXPECT_GT(f.stats().kv_evictions, 10u);
+    EXPECT_GT(f.stats().kv_promotions, 3u);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Seeds, TokenTrieRandomized,
@@ -460,7 +502,9 @@ INSTANTIATE_TEST_SUITE_P(Seeds, TokenTrieRandomized,
                                            scenario{eviction_policy::priority, 5, 3, 4},
                                            scenario{eviction_policy::lru, 0, 2, 5, 2},
                                            scenario{eviction_policy::lfu, 4, 3, 6, 3},
-                                           scenario{eviction_policy::fifo, 0, 1, 7, 4}));
+                                           scenario{eviction_policy::fifo, 0, 1, 7, 4},
+                                           scenario{eviction_policy::lru, 0, 2, 8, 0, 20},
+                                           scenario{eviction_policy::priority, 5, 3, 9, 0, 40}));
 
 } // namespace
 } // namespace canopy::cache

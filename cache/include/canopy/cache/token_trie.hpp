@@ -25,6 +25,12 @@
 // locked paths, and a path's usable KV prefix ends at the deepest node whose W-1
 // nearest tokens (or all of them, from the first) hold KV.
 //
+// Host tier (Note [host tier] in the .cpp): a worker may also have a host KV budget.
+// KV its device budget evicts then moves to the host tier (a demotion the worker is
+// told of) instead of being dropped, while the host budget has room; what the host
+// tier evicts is dropped. promote_kv moves a locked path's host KV back within the
+// device budget before a pass reads it. Not with a sliding window.
+//
 // Node ids are recycled after removal: hold a node id only while it is locked.
 //
 // Thread contract: not thread-safe; one owner (the cache actor) uses it.
@@ -45,6 +51,7 @@ struct trie_config {
   std::size_t logprob_budget_bytes = std::size_t{1} << 30; // hard limit on stored row bytes
   std::size_t logprob_max_entries = 0;                     // 0: no entry-count limit
   std::size_t kv_budget_bytes = std::size_t{1} << 30;      // hard limit of each initial worker
+  std::size_t kv_host_budget_bytes = 0; // each initial worker's host tier; 0: none
   std::uint32_t workers = 1;                               // initial workers
   eviction_policy policy = eviction_policy::lru;
   std::uint32_t kv_window = 0; // the model's sliding window W (tokens a token attends
@@ -64,10 +71,14 @@ struct match_result {
   std::vector<kv_prefix> kv; // [workers]
 };
 
-/// A KV entry the trie dropped; its worker must be told to free it.
+/// A KV entry the trie dropped (its worker must be told to free it), or moved to the
+/// host tier (its worker must be told to move it).
 struct kv_release {
   worker_id worker = 0;
   kv_handle handle = no_kv;
+  bool operator==(const kv_release& other) const {
+    return worker == other.worker && handle == other.handle;
+  }
 };
 
 struct trie_stats {
@@ -78,8 +89,14 @@ struct trie_stats {
   std::vector<std::uint64_t> kv_entries;     // [workers]
   std::vector<std::uint64_t> kv_bytes;       // [workers]
   std::vector<std::uint64_t> kv_peak_bytes;  // [workers] the most kv_bytes has been
+  std::vector<std::uint64_t> kv_host_entries; // [workers] KV entries on the host tier
+  std::vector<std::uint64_t> kv_host_bytes;   // [workers] their bytes (not in kv_bytes)
   std::uint64_t logprob_evictions = 0;       // rows dropped to make room
   std::uint64_t kv_evictions = 0;            // KV entries dropped to make room
+  std::uint64_t kv_demotions = 0;            // KV entries moved to a host tier
+  std::uint64_t kv_demoted_bytes = 0;
+  std::uint64_t kv_promotions = 0;           // KV entries moved back to a device
+  std::uint64_t kv_promoted_bytes = 0;
   std::uint64_t nodes_removed = 0;           // nodes removed once empty
   std::uint64_t refused_attaches = 0;        // attaches that could not fit
 };
@@ -136,13 +153,23 @@ public:
   /// Stores the KV handle of the node's token on `worker`, which costs `bytes` of that
   /// worker's budget, evicting KV candidates of that worker (never `node` or the
   /// prefix it continues) until it fits. False (and the caller still owns the handle)
-  /// when the parent lacks KV on that worker, the node already holds KV there or
+  /// when the parent lacks KV on that worker (or holds it on the host tier: promote
+  /// it first), the node already holds KV there or
   /// (under a window) once held it and a child's KV still builds on that, or it
   /// cannot fit.
   bool attach_kv(node_id node, worker_id worker, kv_handle handle, std::size_t bytes);
 
+  /// Moves the host-tier KV on `node`'s path on `worker` back to the device tier, from
+  /// the root down, demoting (or dropping) other device KV to make room. Returns the
+  /// depth down to which the path's KV is on the device: `node`'s depth when every
+  /// move fitted, less where one did not (what the rest of the device holds is
+  /// locked). `node` must be locked (its path is then kept). A worker's pass reads
+  /// its prefix only down to that depth.
+  std::uint32_t promote_kv(node_id node, worker_id worker);
+
   row_ptr logprobs(node_id node) const;
   kv_handle kv(node_id node, worker_id worker) const; // no_kv when absent
+  bool kv_on_host(node_id node, worker_id worker) const; // false when absent
 
   /// Drops log-probs and KV of every unlocked node (released KV is queued).
   void clear();
@@ -151,17 +178,23 @@ public:
   /// The worker is gone: drop all of its KV, locked or not, without queueing releases.
   void forget_worker(worker_id worker);
 
-  /// Adds a worker whose KV may take `kv_budget_bytes`; returns its id (the number of
-  /// workers before the call).
-  worker_id add_worker(std::size_t kv_budget_bytes);
-  /// Sets a worker's KV budget. The worker must hold no KV (it is new, or back after
-  /// forget_worker), so the budget holds at once; std::logic_error otherwise.
-  void set_kv_budget(worker_id worker, std::size_t kv_budget_bytes);
+  /// Adds a worker whose KV may take `kv_budget_bytes` on its device and
+  /// `kv_host_budget_bytes` on its host tier; returns its id (the number of workers
+  /// before the call). std::invalid_argument for a host tier under a window.
+  worker_id add_worker(std::size_t kv_budget_bytes, std::size_t kv_host_budget_bytes = 0);
+  /// Sets a worker's KV budgets. The worker must hold no KV (it is new, or back after
+  /// forget_worker), so the budgets hold at once; std::logic_error otherwise.
+  void set_kv_budget(worker_id worker, std::size_t kv_budget_bytes,
+                     std::size_t kv_host_budget_bytes = 0);
   std::size_t kv_budget(worker_id worker) const;
+  std::size_t kv_host_budget(worker_id worker) const;
   std::uint32_t workers() const;
 
   /// KV entries dropped since the last call, for the owner to free at the workers.
   std::vector<kv_release> take_released();
+  /// KV entries moved to host tiers since the last call, for the owner to tell their
+  /// workers (before any pass that may read them).
+  std::vector<kv_release> take_demoted();
 
   const trie_stats& stats() const;
   /// Own locks plus children in use (see lock()).
