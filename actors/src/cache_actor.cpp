@@ -47,8 +47,10 @@ prepared_entry cache_state::prepare(cache::node_id leaf, bool require_kv) {
   // ends at the parent at the latest.
   const auto parent = trie->parent(leaf);
   entry.kv = trie->kv_prefixes(parent);
-  if (trie->config().kv_window == 0)
+  if (trie->config().kv_window == 0) {
+    promote(parent, entry.kv);
     return entry; // the leaf's lock keeps its whole path's KV
+  }
   // The leaf's lock keeps the window above it, which is what a pass continuing from
   // the parent reads; a prefix ending higher up gets a lock of its own.
   const auto parent_depth = trie->depth(parent);
@@ -64,6 +66,25 @@ prepared_entry cache_state::prepare(cache::node_id leaf, bool require_kv) {
     }
   }
   return entry;
+}
+
+void cache_state::promote(cache::node_id parent, std::vector<cache::kv_prefix>& kv) {
+  // A host tier's KV goes back to the device in the cache's accounts now, before the
+  // pass, and the worker moves it when the pass reads it. Where the device has no
+  // room, the prefix ends above the KV left on the host (the pass computes the rest).
+  for (cache::worker_id w = 0; w < kv.size(); ++w) {
+    if (kv[w].length == 0 || trie->kv_host_budget(w) == 0)
+      continue;
+    auto end = parent;
+    while (trie->depth(end) > kv[w].length)
+      end = trie->parent(end);
+    const auto depth = trie->promote_kv(end, w);
+    if (depth == kv[w].length)
+      continue;
+    while (trie->depth(end) > depth)
+      end = trie->parent(end);
+    kv[w] = depth == 0 ? cache::kv_prefix{} : cache::kv_prefix{depth, trie->kv(end, w)};
+  }
 }
 
 std::vector<shared_logprobs> cache_state::store(store_request& request) {
@@ -118,10 +139,12 @@ std::vector<shared_logprobs> cache_state::store(store_request& request) {
 void cache_state::join(cache::worker_id w, worker_actor handle,
                        const worker_description& description) {
   const auto& model = description.model;
+  // A host tier only without a window (Note [host tier] in token_trie.cpp).
+  const auto host = trie->config().kv_window == 0 ? model.kv_host_keep_bytes : 0;
   if (w == trie->workers())
-    trie->add_worker(description.kv_budget_bytes);
+    trie->add_worker(description.kv_budget_bytes, host);
   else
-    trie->set_kv_budget(w, description.kv_budget_bytes); // forgotten at its loss
+    trie->set_kv_budget(w, description.kv_budget_bytes, host); // forgotten at its loss
   if (workers.size() <= w)
     workers.resize(w + 1);
   workers[w] = cache_worker{std::move(handle), model.kv_bytes_per_token};
@@ -133,10 +156,16 @@ void cache_state::join(cache::worker_id w, worker_actor handle,
 void cache_state::after_change() {
   if (!options.enabled)
     return;
-  std::map<cache::worker_id, std::vector<cache::kv_handle>> by_worker;
+  // Demotions before releases: a handle demoted and then dropped must end up freed
+  // (a worker ignores a move of KV it no longer holds).
+  std::map<cache::worker_id, std::vector<cache::kv_handle>> demoted, released;
+  for (const auto& r : trie->take_demoted())
+    demoted[r.worker].push_back(r.handle);
   for (const auto& r : trie->take_released())
-    by_worker[r.worker].push_back(r.handle);
-  for (auto& [w, handles] : by_worker)
+    released[r.worker].push_back(r.handle);
+  for (auto& [w, handles] : demoted)
+    caf::anon_send(workers[w].handle, demote_kv_atom::value, std::move(handles));
+  for (auto& [w, handles] : released)
     caf::anon_send(workers[w].handle, free_kv_atom::value, std::move(handles));
   const auto& s = trie->stats();
   auto set = [](std::atomic<std::uint64_t>& gauge, std::uint64_t v) {
@@ -192,6 +221,9 @@ cache_actor::behavior_type cache(cache_actor::stateful_pointer<cache_state> self
       out.entries.reserve(request.leaves.size());
       for (std::size_t i = 0; i < request.leaves.size(); ++i)
         out.entries.push_back(st.prepare(request.leaves[i], request.require_kv[i]));
+      // Promotions may have demoted other KV: the workers hear of it before the
+      // batcher, answered after this, sends the pass that needs the room.
+      st.after_change();
       return out;
     },
     [=](store_atom, store_request& request) -> caf::result<std::vector<shared_logprobs>> {

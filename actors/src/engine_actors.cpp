@@ -41,6 +41,8 @@ backends::backend_spec backend_spec_for(const engine_config& config, const std::
   spec.torch.dtype = config.dtype;
   spec.torch.kv_dtype = config.kv_dtype;
   spec.torch.kv_residual_tokens = config.kv_residual_tokens;
+  spec.torch.kv_host_budget_bytes = config.kv_host_budget_bytes;
+  spec.torch.kv_host_dtype = config.kv_host_dtype;
   spec.torch.kv_budget_bytes = config.kv_budget_bytes;
   spec.torch.max_context_length = config.max_context_length;
   spec.torch.direct_forward = config.direct_forward;

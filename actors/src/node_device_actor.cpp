@@ -59,6 +59,17 @@ node_device(device_pointer self, std::shared_ptr<std::unique_ptr<backends::backe
           mine.push_back(kv);
       release_kv(*st.backend, mine);
     },
+    [=](demote_kv_atom, std::uint64_t session, const std::vector<cache::kv_handle>& handles) {
+      auto& st = self->state;
+      auto it = st.sessions.find(session);
+      if (it == st.sessions.end())
+        return; // ended: its KV is freed already
+      std::vector<cache::kv_handle> mine;
+      for (auto kv : handles)
+        if (it->second.count(kv) != 0)
+          mine.push_back(kv); // a session moves only KV it made
+      demote_kv(*st.backend, mine);
+    },
     [=](session_atom, std::uint64_t key, std::uint64_t session,
         bool open) -> caf::result<std::uint64_t> {
       auto& st = self->state;

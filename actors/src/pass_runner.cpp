@@ -48,4 +48,12 @@ void release_kv(backends::backend_i& backend, const std::vector<cache::kv_handle
   }
 }
 
+void demote_kv(backends::backend_i& backend, const std::vector<cache::kv_handle>& handles) {
+  try {
+    backend.demote_kv(handles);
+  } catch (...) {
+    // Best effort: KV left on the device is still read correctly.
+  }
+}
+
 } // namespace canopy::actors

@@ -14,6 +14,9 @@ worker_actor::behavior_type remote_worker_proxy(worker_actor::pointer self,
     [=](free_kv_atom, std::vector<cache::kv_handle>& handles) {
       self->send(device, free_kv_atom::value, session, std::move(handles));
     },
+    [=](demote_kv_atom, std::vector<cache::kv_handle>& handles) {
+      self->send(device, demote_kv_atom::value, session, std::move(handles));
+    },
     [=](info_atom) { return model; },
   };
 }

@@ -22,6 +22,9 @@ worker(worker_actor::stateful_pointer<worker_state> self,
     [=](free_kv_atom, const std::vector<cache::kv_handle>& handles) {
       release_kv(*self->state.backend, handles);
     },
+    [=](demote_kv_atom, const std::vector<cache::kv_handle>& handles) {
+      demote_kv(*self->state.backend, handles);
+    },
     [=](info_atom) { return self->state.backend->info(); },
   };
 }

@@ -149,6 +149,9 @@ public:
     info_.fingerprint = checkpoint_fingerprint(ckpt);
     info_.kv_bytes_per_token = per_token;
     info_.kv_keep_bytes = static_cast<std::uint64_t>(capacity * keep_eighths / 8) * per_token;
+    // The cache counts a token's bytes as on the device (kv_bytes_per_token) in either
+    // tier, so the host tier it may fill is its rows at that cost.
+    info_.kv_host_keep_bytes = static_cast<std::uint64_t>(host_rows) * per_token;
   }
 
   const model_info& info() const override { return info_; }

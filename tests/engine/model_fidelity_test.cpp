@@ -170,6 +170,38 @@ TEST_P(model_fidelity, after_the_prefix_kv_was_evicted_rows_are_recomputed_the_s
   }
 }
 
+// The same eviction with a host tier large enough for everything: the prefix's KV is
+// demoted instead of dropped and comes back, so only the rest is computed, and the
+// rows are the oracle's (the host tier stores the device's format, byte for byte).
+// Under a sliding window there is no host tier, and the prefix is recomputed.
+TEST_P(model_fidelity, with_a_host_tier_an_evicted_prefix_comes_back_instead_of_recomputed) {
+  CANOPY_LOAD_ORACLE_MODEL();
+  engine probe{config()};
+  const auto per_token = probe.model().kv_bytes_per_token;
+  const auto context = static_cast<std::size_t>(probe.model().context_length);
+  const bool tiered = probe.model().kv_window == 0;
+  for (const auto& c : cases) {
+    const auto k = c.tokens.size() / 2;
+    const std::size_t capacity = std::max<std::size_t>(48, k * 8 / 7 + 8);
+    auto settings = config(per_token * capacity);
+    settings.kv_host_budget_bytes = per_token * capacity * 8;
+    engine lm{settings};
+    lm.cache_kv(prefix(c.tokens, k));
+    const auto filler_length = std::min(context, capacity / 4);
+    for (std::size_t filler = 0; filler * filler_length < 4 * capacity; ++filler)
+      lm.next_token_logprobs_sync(
+        token_seq(filler_length, static_cast<std::int32_t>(3 + filler)));
+    const auto before = lm.stats().tokens_computed;
+    EXPECT_LE(error(lm.next_token_logprobs_sync(c.tokens), c, c.tokens.size() - 1), c.tolerance)
+      << c.name;
+    EXPECT_EQ(lm.stats().tokens_computed - before, tiered ? c.tokens.size() - k : c.tokens.size())
+      << c.name;
+    for (std::size_t i = 0; i < c.tokens.size(); ++i)
+      EXPECT_LE(error(lm.next_token_logprobs_sync(prefix(c.tokens, i + 1)), c, i), c.tolerance)
+        << c.name << " row " << i;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(shared_models, model_fidelity, canopy::testing::oracle_models(),
                          canopy::testing::oracle_model_name);
 

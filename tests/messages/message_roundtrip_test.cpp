@@ -64,6 +64,7 @@ struct system_fixture : ::testing::Test {
     return sys.spawn([](worker_actor::pointer) -> worker_actor::behavior_type {
       return {[](run_atom, const backends::pass_request&, cache::row_dtype) { return computed_pass{}; },
               [](free_kv_atom, const std::vector<cache::kv_handle>&) {},
+              [](demote_kv_atom, const std::vector<cache::kv_handle>&) {},
               [](info_atom) { return backends::model_info{}; }};
     });
   }
@@ -71,6 +72,7 @@ struct system_fixture : ::testing::Test {
     return sys.spawn([](node_device_actor::pointer) -> node_device_actor::behavior_type {
       return {[](run_atom, std::uint64_t, const backends::pass_request&, cache::row_dtype) { return computed_pass{}; },
               [](free_kv_atom, std::uint64_t, const std::vector<cache::kv_handle>&) {},
+              [](demote_kv_atom, std::uint64_t, const std::vector<cache::kv_handle>&) {},
               [](session_atom, std::uint64_t, std::uint64_t, bool) { return std::uint64_t{0}; },
               [](drain_atom, std::uint64_t) {}};
     });
@@ -101,7 +103,7 @@ bool same_rows(const std::vector<shared_logprobs>& a, const std::vector<shared_l
 
 backends::model_info a_model() {
   return {"llama x.bin", "llama", 512, 256, 16, "bfloat16", "int8",
-          "0123456789abcdef0123456789abcdef", 1280, 4096};
+          "0123456789abcdef0123456789abcdef", 1280, 4096, 8192};
 }
 
 bool same_model(const backends::model_info& a, const backends::model_info& b) {
@@ -109,7 +111,7 @@ bool same_model(const backends::model_info& a, const backends::model_info& b) {
          a.context_length == b.context_length && a.kv_window == b.kv_window &&
          a.dtype == b.dtype && a.kv_dtype == b.kv_dtype &&
          a.fingerprint == b.fingerprint && a.kv_bytes_per_token == b.kv_bytes_per_token &&
-         a.kv_keep_bytes == b.kv_keep_bytes;
+         a.kv_keep_bytes == b.kv_keep_bytes && a.kv_host_keep_bytes == b.kv_host_keep_bytes;
 }
 
 backends::backend_spec a_spec() {

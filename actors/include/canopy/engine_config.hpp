@@ -26,6 +26,10 @@ struct engine_config {
                                        // int8 (lossy); empty: the compute dtype
   std::uint64_t kv_residual_tokens = 0; // torch: the newest N stored tokens also keep
                                        // compute-dtype KV, read instead of the format's
+  std::uint64_t kv_host_budget_bytes = 0; // torch: per worker, a host tier KV evicted
+                                       // from the device moves to (0: none)
+  std::string kv_host_dtype;           // torch: the host tier's format; empty: the
+                                       // device's (lossless); "int8" (lossy)
   std::uint64_t max_context_length = 0; // torch: 0: the model's context; N: sequences up
                                        // to N tokens (past the model's only with a
                                        // sliding window, whose reach stays W)

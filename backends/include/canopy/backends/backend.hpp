@@ -68,6 +68,8 @@ struct model_info {
   std::uint64_t kv_keep_bytes = 0;      // KV the cache may keep on this worker (less than
                                         // its storage, so a pass has room for its new
                                         // tokens); 0: no limit of the backend's own
+  std::uint64_t kv_host_keep_bytes = 0; // the host tier the cache may keep KV in on this
+                                        // worker (backend_i::demote_kv); 0: none
 };
 
 class backend_i {

@@ -55,6 +55,8 @@ using worker_actor = caf::typed_actor<
   caf::replies_to<run_atom, backends::pass_request, cache::row_dtype>::with<computed_pass>,
   // Frees KV entries the cache dropped.
   caf::reacts_to<free_kv_atom, std::vector<cache::kv_handle>>,
+  // Moves KV entries the cache demoted to the worker's host tier.
+  caf::reacts_to<demote_kv_atom, std::vector<cache::kv_handle>>,
   // Describes the model this worker runs.
   caf::replies_to<info_atom>::with<backends::model_info>>;
 
@@ -85,6 +87,8 @@ using node_device_actor = caf::typed_actor<
     computed_pass>,
   // Frees KV entries the session's cache dropped.
   caf::reacts_to<free_kv_atom, std::uint64_t, std::vector<cache::kv_handle>>,
+  // Moves KV entries the session's cache demoted to the host tier.
+  caf::reacts_to<demote_kv_atom, std::uint64_t, std::vector<cache::kv_handle>>,
   // With the owner key (from the gate): opens (true) or closes (false) a session;
   // closing frees the session's KV and answers how many entries that was.
   caf::replies_to<session_atom, std::uint64_t, std::uint64_t, bool>::with<std::uint64_t>,

@@ -16,6 +16,7 @@ using release_atom = caf::atom_constant<caf::atom("release")>;    // batcher -> 
 using forget_atom = caf::atom_constant<caf::atom("forget")>;      // batcher -> cache
 using run_atom = caf::atom_constant<caf::atom("run")>;            // -> worker
 using free_kv_atom = caf::atom_constant<caf::atom("free_kv")>;    // cache -> worker
+using demote_kv_atom = caf::atom_constant<caf::atom("demote_kv")>; // cache -> worker
 using info_atom = caf::atom_constant<caf::atom("info")>;          // -> worker, front
 using clear_atom = caf::atom_constant<caf::atom("clear")>;        // -> cache
 using clear_kv_atom = caf::atom_constant<caf::atom("clear_kv")>;  // -> cache
