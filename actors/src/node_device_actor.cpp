@@ -13,6 +13,21 @@ namespace {
 
 using device_pointer = node_device_actor::stateful_pointer<node_device_state>;
 
+/// Of `handles`, those the open session made (none once it ended, its KV freed
+/// already); `forget` takes them out of the session's own.
+std::vector<cache::kv_handle> session_kv(node_device_state& st, std::uint64_t session,
+                                         const std::vector<cache::kv_handle>& handles,
+                                         bool forget) {
+  std::vector<cache::kv_handle> mine;
+  auto it = st.sessions.find(session);
+  if (it == st.sessions.end())
+    return mine;
+  for (auto kv : handles)
+    if (forget ? it->second.erase(kv) != 0 : it->second.count(kv) != 0)
+      mine.push_back(kv);
+  return mine;
+}
+
 caf::error no_session() {
   // worker_lost: the front's link treats it as the node gone, and connects again.
   return make_error(errc::worker_lost, "the node has no such session (it ended)");
@@ -49,26 +64,11 @@ node_device(device_pointer self, std::shared_ptr<std::unique_ptr<backends::backe
       return std::move(*result);
     },
     [=](free_kv_atom, std::uint64_t session, const std::vector<cache::kv_handle>& handles) {
-      auto& st = self->state;
-      auto it = st.sessions.find(session);
-      if (it == st.sessions.end())
-        return; // ended: its KV is freed already
-      std::vector<cache::kv_handle> mine;
-      for (auto kv : handles)
-        if (it->second.erase(kv) != 0)
-          mine.push_back(kv);
-      release_kv(*st.backend, mine);
+      release_kv(*self->state.backend, session_kv(self->state, session, handles, true));
     },
     [=](demote_kv_atom, std::uint64_t session, const std::vector<cache::kv_handle>& handles) {
-      auto& st = self->state;
-      auto it = st.sessions.find(session);
-      if (it == st.sessions.end())
-        return; // ended: its KV is freed already
-      std::vector<cache::kv_handle> mine;
-      for (auto kv : handles)
-        if (it->second.count(kv) != 0)
-          mine.push_back(kv); // a session moves only KV it made
-      demote_kv(*st.backend, mine);
+      // A session moves only KV it made.
+      demote_kv(*self->state.backend, session_kv(self->state, session, handles, false));
     },
     [=](session_atom, std::uint64_t key, std::uint64_t session,
         bool open) -> caf::result<std::uint64_t> {

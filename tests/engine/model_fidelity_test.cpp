@@ -51,6 +51,15 @@ protected:
     c.scheduler_threads = 2;
     return c;
   }
+  /// Asks other sequences of four times a KV storage of `capacity` tokens in all, which
+  /// push out what it held (each pass keeps only the new KV the storage has room for,
+  /// so it takes several).
+  static void push_out_kv(engine& lm, std::size_t capacity, std::size_t context) {
+    const auto filler_length = std::min(context, capacity / 4);
+    for (std::size_t filler = 0; filler * filler_length < 4 * capacity; ++filler)
+      lm.next_token_logprobs_sync(
+        token_seq(filler_length, static_cast<std::int32_t>(3 + filler)));
+  }
   std::filesystem::path model_path;
   std::vector<oracle_case> cases;
 };
@@ -153,10 +162,7 @@ TEST_P(model_fidelity, after_the_prefix_kv_was_evicted_rows_are_recomputed_the_s
     const std::size_t capacity = std::max<std::size_t>(48, k * 8 / 7 + 8);
     engine lm{config(per_token * capacity)};
     lm.cache_kv(prefix(c.tokens, k));
-    const auto filler_length = std::min(context, capacity / 4);
-    for (std::size_t filler = 0; filler * filler_length < 4 * capacity; ++filler)
-      lm.next_token_logprobs_sync(
-        token_seq(filler_length, static_cast<std::int32_t>(3 + filler)));
+    push_out_kv(lm, capacity, context);
     const auto evictions = lm.stats().kv_evictions;
     EXPECT_GE(evictions, k) << "the prefix's KV should have been evicted";
     const auto before = lm.stats().tokens_computed;
@@ -187,10 +193,7 @@ TEST_P(model_fidelity, with_a_host_tier_an_evicted_prefix_comes_back_instead_of_
     settings.kv_host_budget_bytes = per_token * capacity * 8;
     engine lm{settings};
     lm.cache_kv(prefix(c.tokens, k));
-    const auto filler_length = std::min(context, capacity / 4);
-    for (std::size_t filler = 0; filler * filler_length < 4 * capacity; ++filler)
-      lm.next_token_logprobs_sync(
-        token_seq(filler_length, static_cast<std::int32_t>(3 + filler)));
+    push_out_kv(lm, capacity, context);
     const auto before = lm.stats().tokens_computed;
     EXPECT_LE(error(lm.next_token_logprobs_sync(c.tokens), c, c.tokens.size() - 1), c.tolerance)
       << c.name;
