@@ -150,6 +150,7 @@ void cache_state::join(cache::worker_id w, worker_actor handle,
   workers[w] = cache_worker{std::move(handle), model.kv_bytes_per_token};
   metrics->worker(w).kv_budget_bytes.store(description.kv_budget_bytes,
                                            std::memory_order_relaxed);
+  metrics->worker(w).kv_host_budget_bytes.store(host, std::memory_order_relaxed);
   after_change();
 }
 
@@ -173,6 +174,10 @@ void cache_state::after_change() {
   };
   set(metrics->logprob_evictions, s.logprob_evictions);
   set(metrics->kv_evictions, s.kv_evictions);
+  set(metrics->kv_demotions, s.kv_demotions);
+  set(metrics->kv_demoted_bytes, s.kv_demoted_bytes);
+  set(metrics->kv_promotions, s.kv_promotions);
+  set(metrics->kv_promoted_bytes, s.kv_promoted_bytes);
   set(metrics->nodes_removed, s.nodes_removed);
   set(metrics->locked_nodes, s.locked_nodes);
   set(metrics->refused_attaches, s.refused_attaches);
@@ -181,6 +186,7 @@ void cache_state::after_change() {
   for (cache::worker_id w = 0; w < s.kv_bytes.size(); ++w) {
     set(metrics->worker(w).kv_bytes, s.kv_bytes[w]);
     set(metrics->worker(w).kv_peak_bytes, s.kv_peak_bytes[w]);
+    set(metrics->worker(w).kv_host_bytes, s.kv_host_bytes[w]);
   }
 }
 

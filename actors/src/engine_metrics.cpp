@@ -139,6 +139,10 @@ engine_stats engine_metrics::snapshot() const {
   s.compute_seconds = double(get(compute_ns)) * 1e-9;
   s.logprob_evictions = get(logprob_evictions);
   s.kv_evictions = get(kv_evictions);
+  s.kv_demotions = get(kv_demotions);
+  s.kv_demoted_bytes = get(kv_demoted_bytes);
+  s.kv_promotions = get(kv_promotions);
+  s.kv_promoted_bytes = get(kv_promoted_bytes);
   s.nodes_removed = get(nodes_removed);
   s.locked_nodes = get(locked_nodes);
   s.refused_attaches = get(refused_attaches);
@@ -164,6 +168,8 @@ engine_stats engine_metrics::snapshot() const {
       ws.kv_bytes = get(m.kv_bytes);
       ws.kv_peak_bytes = get(m.kv_peak_bytes);
       ws.kv_budget_bytes = get(m.kv_budget_bytes);
+      ws.kv_host_bytes = get(m.kv_host_bytes);
+      ws.kv_host_budget_bytes = get(m.kv_host_budget_bytes);
       s.kv_bytes.push_back(ws.kv_bytes);
       s.workers.push_back(std::move(ws));
     }
@@ -207,6 +213,8 @@ std::string engine_stats::to_json() const {
     {"matmul_flops", matmul_flops}, {"compute_seconds", compute_seconds},
     {"evictions", {{"logprobs", logprob_evictions}, {"kv", kv_evictions},
                    {"nodes_removed", nodes_removed}}},
+    {"kv_tiers", {{"demotions", kv_demotions}, {"demoted_bytes", kv_demoted_bytes},
+                  {"promotions", kv_promotions}, {"promoted_bytes", kv_promoted_bytes}}},
     {"refused_attaches", refused_attaches},
     {"logprob_entries", logprob_entries}, {"locked_nodes", locked_nodes},
     {"bytes", {{"logprobs", logprob_bytes}, {"logprob_budget", logprob_budget_bytes},
@@ -227,7 +235,9 @@ std::string engine_stats::to_json() const {
                             {"heartbeat_age_ms", w.heartbeat_age_ms}, {"losses", w.losses},
                             {"redispatched_queries", w.redispatched_queries},
                             {"kv_bytes", w.kv_bytes}, {"kv_peak_bytes", w.kv_peak_bytes},
-                            {"kv_budget_bytes", w.kv_budget_bytes}});
+                            {"kv_budget_bytes", w.kv_budget_bytes},
+                            {"kv_host_bytes", w.kv_host_bytes},
+                            {"kv_host_budget_bytes", w.kv_host_budget_bytes}});
   auto& nodes_json = j["nodes"] = nlohmann::json::array();
   for (const auto& n : nodes)
     nodes_json.push_back({{"address", n.address}, {"state", n.state},

@@ -3,6 +3,7 @@
 
 #include "bench/bench_report.hpp"
 #include "bench/pass_breakdown.hpp"
+#include "bench/tier_probe.hpp"
 #include "bench/bench_runner.hpp"
 #include "cli_args.hpp"
 #include "commands.hpp"
@@ -95,6 +96,10 @@ std::vector<flag_spec> bench_flags() {
        "instead of the table, where a lone query's time goes: the decode workload through "
        "the engine, through the actors on the zero-cost mock, and on the bare backend part "
        "by part (actor hops, trie, each layer, LM head, row copy)"},
+      {"tier-probe", "",
+       "instead of the table, when the KV host tier pays: a prompt's KV (--prompt-length "
+       "tokens) demoted and promoted on the bare backend, against recomputing it; the host "
+       "tier defaults to the device's budget"},
   };
 }
 
@@ -298,6 +303,10 @@ int bench_command(const std::vector<std::string>& argv) {
       profiled.steps = std::min<std::size_t>(256, static_cast<std::size_t>(model.context_length) -
                                                     profiled.prompt_length);
     run_pass_breakdown(args.config, profiled, std::cout);
+    return 0;
+  }
+  if (args.has("tier-probe")) {
+    run_tier_probe(args.config, options, std::cout);
     return 0;
   }
   const bool json = args.has("json");

@@ -43,9 +43,10 @@ public:
   /// the last place) or to its head's largest element (int8: half a step).
   virtual double unit_roundoff() const = 0;
 
-  /// An uninitialized plane of `rows` x `kv_heads` x `head_dim` on `device`.
+  /// An uninitialized plane of `rows` x `kv_heads` x `head_dim` where `placement` says
+  /// (its device, and whether host memory is pinned); the format picks the dtypes.
   virtual kv_plane allocate(std::int64_t rows, std::int64_t kv_heads, std::int64_t head_dim,
-                            at::Device device) const = 0;
+                            at::TensorOptions placement) const = 0;
   /// Stores x [S, KV, hd] (any floating dtype, the plane's device) at rows `slots` [S].
   virtual void write(kv_plane& plane, const at::Tensor& slots, const at::Tensor& x) const = 0;
   /// Stores one token's x [KV * hd] float32 at row `slot` (CPU planes; the direct

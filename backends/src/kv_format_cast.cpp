@@ -80,8 +80,8 @@ public:
   }
 
   kv_plane allocate(std::int64_t rows, std::int64_t kv_heads, std::int64_t head_dim,
-                    at::Device device) const override {
-    return {at::empty({rows, kv_heads, head_dim}, at::TensorOptions(element_).device(device)), {}};
+                    at::TensorOptions placement) const override {
+    return {at::empty({rows, kv_heads, head_dim}, placement.dtype(element_)), {}};
   }
   void write(kv_plane& plane, const at::Tensor& slots, const at::Tensor& x) const override {
     plane.elements.index_copy_(0, slots, x.to(element_));

@@ -29,9 +29,9 @@ public:
   double unit_roundoff() const override { return 1.0 / 254; }
 
   kv_plane allocate(std::int64_t rows, std::int64_t kv_heads, std::int64_t head_dim,
-                    at::Device device) const override {
-    return {at::empty({rows, kv_heads, head_dim}, at::TensorOptions(at::kChar).device(device)),
-            at::empty({rows, kv_heads}, at::TensorOptions(at::kFloat).device(device))};
+                    at::TensorOptions placement) const override {
+    return {at::empty({rows, kv_heads, head_dim}, placement.dtype(at::kChar)),
+            at::empty({rows, kv_heads}, placement.dtype(at::kFloat))};
   }
 
   void write(kv_plane& plane, const at::Tensor& slots, const at::Tensor& x) const override {

@@ -25,17 +25,19 @@ void kv_rows::read_head(bool of_keys, const std::int64_t* rows, std::int64_t n,
 
 kv_storage::kv_storage(std::unique_ptr<kv_format> format, at::ScalarType compute,
                        std::int64_t layers, std::int64_t capacity, std::int64_t kv_heads,
-                       std::int64_t head_dim, at::Device device, std::int64_t residual_tokens)
+                       std::int64_t head_dim, at::TensorOptions placement,
+                       std::int64_t residual_tokens)
     : format_(std::move(format)), compute_format_(make_cast_kv_format(compute)),
       compute_(compute), zero_row_(capacity) {
   if (residual_tokens > 0)
     residual_ = std::make_unique<kv_residual>(residual_tokens, layers, capacity + 1, kv_heads,
-                                              head_dim, compute, device);
+                                              head_dim, compute, placement.device());
   // at::empty: host pages are only touched when rows are written, so an unused budget
-  // costs address space, not memory. Only the padding row must hold zeros.
+  // costs address space, not memory (pinned memory is locked at once). Only the padding
+  // row must hold zeros.
   for (std::int64_t l = 0; l < layers; ++l)
     for (auto* planes : {&keys_, &values_}) {
-      auto plane = format_->allocate(capacity + 1, kv_heads, head_dim, device);
+      auto plane = format_->allocate(capacity + 1, kv_heads, head_dim, placement);
       plane.elements[zero_row_].zero_();
       if (plane.scales.defined())
         plane.scales[zero_row_].zero_();
@@ -107,7 +109,7 @@ at::Tensor kv_storage::as_stored(const at::Tensor& x) const {
   if (format_->exact() && (element == compute_ || element == at::kFloat))
     return x; // stored without loss
   const auto S = x.size(0);
-  auto plane = format_->allocate(S, x.size(1), x.size(2), x.device());
+  auto plane = format_->allocate(S, x.size(1), x.size(2), at::TensorOptions(x.device()));
   const auto rows = at::arange(S, at::TensorOptions(at::kLong).device(x.device()));
   format_->write(plane, rows, x);
   auto stored = format_->gather(plane, rows, compute_);

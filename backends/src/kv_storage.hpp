@@ -37,10 +37,11 @@ struct kv_rows {
 
 class kv_storage {
 public:
+  /// `placement`: the device, and pinned memory for a host tier below a CUDA device.
   /// `residual_tokens` > 0: that many newest tokens keep compute-dtype copies.
   kv_storage(std::unique_ptr<kv_format> format, at::ScalarType compute, std::int64_t layers,
              std::int64_t capacity, std::int64_t kv_heads, std::int64_t head_dim,
-             at::Device device, std::int64_t residual_tokens = 0);
+             at::TensorOptions placement, std::int64_t residual_tokens = 0);
 
   const kv_format& format() const { return *format_; }
   std::int64_t zero_row() const { return zero_row_; }

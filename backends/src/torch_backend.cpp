@@ -132,7 +132,9 @@ public:
     const auto host_rows = static_cast<std::int64_t>(options.kv_host_budget_bytes / host_per_token);
     if (host_rows > 0)
       host_kv_ = std::make_unique<kv_storage>(std::move(host_format), dtype_, c.num_layers,
-                                              host_rows, c.num_kv_heads, c.head_dim, at::kCPU);
+                                              host_rows, c.num_kv_heads, c.head_dim,
+                                              at::TensorOptions(at::kCPU).pinned_memory(
+                                                device_.is_cuda()));
     slots_ = std::make_unique<kv_slots>(capacity, host_rows);
     info_.kv_dtype = format->name();
     kv_ = std::make_unique<kv_storage>(std::move(format), dtype_, c.num_layers, capacity,

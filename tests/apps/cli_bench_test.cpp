@@ -79,4 +79,25 @@ TEST(CliBench, ProfileOnTheMockSaysItsPassesHaveNoParts) {
   EXPECT_NE(r.out.find("names no parts"), std::string::npos) << r.out;
 }
 
+TEST(CliBench, TierProbeSetsMovingAPromptsKvAgainstRecomputingIt) {
+  CANOPY_SHARED_PATH_OR_SKIP(model, "models/stories260K/stories260K.bin");
+  const auto r = run_canopy(
+    {"bench", "--tier-probe", "--model", model.string(), "--prompt-length", "32"});
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  // stories260K: 5 layers x 4 KV heads x 64 x 2 (K and V) x 4 bytes.
+  for (const char* part : {"KV float32 (host tier float32), 32-token prompts",
+                           "KV bytes (device format)          1280", "recompute", "demote",
+                           "promote (in the next pass)", "faster than recomputing",
+                           "it pays while the tier moves more than"})
+    EXPECT_NE(r.out.find(part), std::string::npos) << part << "\n" << r.out;
+}
+
+TEST(CliBench, TierProbeRefusesABackendWithoutAHostTier) {
+  // The mock keeps no KV rows to move.
+  const auto r = run_canopy({"bench", "--tier-probe", "--backend", "mock"});
+  EXPECT_NE(r.exit_code, 0) << describe(r);
+  EXPECT_NE(r.err.find("the host tier does not hold a 16-token prompt"), std::string::npos)
+    << describe(r);
+}
+
 } // namespace

@@ -194,11 +194,23 @@ TEST_P(model_fidelity, with_a_host_tier_an_evicted_prefix_comes_back_instead_of_
     engine lm{settings};
     lm.cache_kv(prefix(c.tokens, k));
     push_out_kv(lm, capacity, context);
-    const auto before = lm.stats().tokens_computed;
+    const auto pushed = lm.stats();
+    const auto& worker = pushed.workers.at(0);
+    EXPECT_EQ(worker.kv_host_budget_bytes > 0, tiered) << c.name;
+    EXPECT_LE(worker.kv_host_bytes, worker.kv_host_budget_bytes) << c.name;
+    EXPECT_EQ(pushed.kv_demoted_bytes, pushed.kv_demotions * per_token) << c.name;
+    if (tiered)
+      EXPECT_GE(pushed.kv_demotions, k) << c.name << ": the prefix's KV should have been demoted";
+    else
+      EXPECT_EQ(pushed.kv_demotions, 0u) << c.name;
     EXPECT_LE(error(lm.next_token_logprobs_sync(c.tokens), c, c.tokens.size() - 1), c.tolerance)
       << c.name;
-    EXPECT_EQ(lm.stats().tokens_computed - before, tiered ? c.tokens.size() - k : c.tokens.size())
+    const auto after = lm.stats();
+    EXPECT_EQ(after.tokens_computed - pushed.tokens_computed,
+              tiered ? c.tokens.size() - k : c.tokens.size())
       << c.name;
+    EXPECT_GE(after.kv_promotions - pushed.kv_promotions, tiered ? k : 0) << c.name;
+    EXPECT_EQ(after.kv_promoted_bytes, after.kv_promotions * per_token) << c.name;
     for (std::size_t i = 0; i < c.tokens.size(); ++i)
       EXPECT_LE(error(lm.next_token_logprobs_sync(prefix(c.tokens, i + 1)), c, i), c.tolerance)
         << c.name << " row " << i;

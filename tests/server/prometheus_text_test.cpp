@@ -231,6 +231,10 @@ engine_stats busy_engine() {
   e.compute_seconds = 0.25;
   e.logprob_evictions = 3;
   e.kv_evictions = 4;
+  e.kv_demotions = 21;
+  e.kv_demoted_bytes = 2100;
+  e.kv_promotions = 13;
+  e.kv_promoted_bytes = 1300;
   e.refused_attaches = 5;
   e.logprob_entries = 6;
   e.locked_nodes = 65;
@@ -247,6 +251,8 @@ engine_stats busy_engine() {
   local.kv_bytes = 1000;
   local.kv_peak_bytes = 3000;
   local.kv_budget_bytes = 4096;
+  local.kv_host_bytes = 500;
+  local.kv_host_budget_bytes = 16384;
   worker_stats remote = local;
   remote.id = 1;
   remote.node = "10.0.0.2:7101";
@@ -257,6 +263,8 @@ engine_stats busy_engine() {
   remote.redispatched_queries = 17;
   remote.kv_bytes = 2000;
   remote.kv_budget_bytes = 8192;
+  remote.kv_host_bytes = 0;
+  remote.kv_host_budget_bytes = 0;
   e.workers = {local, remote};
   node_stats node;
   node.address = "10.0.0.2:7101";
@@ -339,6 +347,10 @@ TEST(PrometheusText, EveryMetricIsThereWithItsValue) {
   EXPECT_EQ(value_of(p, "canopy_compute_seconds_total"), 0.25);
   EXPECT_EQ(value_of(p, "canopy_evictions_total", {{"kind", "logprobs"}}), 3);
   EXPECT_EQ(value_of(p, "canopy_evictions_total", {{"kind", "kv"}}), 4);
+  EXPECT_EQ(value_of(p, "canopy_kv_tier_moves_total", {{"direction", "demote"}}), 21);
+  EXPECT_EQ(value_of(p, "canopy_kv_tier_moves_total", {{"direction", "promote"}}), 13);
+  EXPECT_EQ(value_of(p, "canopy_kv_tier_moved_bytes_total", {{"direction", "demote"}}), 2100);
+  EXPECT_EQ(value_of(p, "canopy_kv_tier_moved_bytes_total", {{"direction", "promote"}}), 1300);
   EXPECT_EQ(value_of(p, "canopy_refused_attaches_total"), 5);
   EXPECT_EQ(value_of(p, "canopy_logprob_cache_entries"), 6);
   EXPECT_EQ(value_of(p, "canopy_cache_locked_nodes"), 65);
@@ -353,6 +365,9 @@ TEST(PrometheusText, EveryMetricIsThereWithItsValue) {
   EXPECT_EQ(value_of(p, "canopy_kv_cache_peak_bytes", local), 3000);
   EXPECT_EQ(value_of(p, "canopy_kv_cache_budget_bytes", local), 4096);
   EXPECT_EQ(value_of(p, "canopy_kv_cache_budget_bytes", remote), 8192);
+  EXPECT_EQ(value_of(p, "canopy_kv_host_cache_bytes", local), 500);
+  EXPECT_EQ(value_of(p, "canopy_kv_host_cache_budget_bytes", local), 16384);
+  EXPECT_EQ(value_of(p, "canopy_kv_host_cache_budget_bytes", remote), 0);
   EXPECT_EQ(value_of(p, "canopy_worker_up", local), 1);
   EXPECT_EQ(value_of(p, "canopy_worker_up", remote), 0);
   EXPECT_EQ(value_of(p, "canopy_worker_passes_total", local), 7);

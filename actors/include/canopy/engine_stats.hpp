@@ -32,6 +32,8 @@ struct worker_stats {
   std::uint64_t kv_bytes = 0;
   std::uint64_t kv_peak_bytes = 0;       // the most KV it has held at once
   std::uint64_t kv_budget_bytes = 0;     // the budget the cache enforces on it
+  std::uint64_t kv_host_bytes = 0;       // KV moved to its host tier (not in kv_bytes)
+  std::uint64_t kv_host_budget_bytes = 0; // 0: no host tier
 };
 
 /// One remote worker node (remote_workers).
@@ -60,7 +62,11 @@ struct engine_stats {
   std::uint64_t matmul_flops = 0;       // FLOPs of the passes' matrix products
   double compute_seconds = 0;           // time the backends spent on passes
   std::uint64_t logprob_evictions = 0;
-  std::uint64_t kv_evictions = 0;
+  std::uint64_t kv_evictions = 0;       // KV dropped for good (from a device or a host tier)
+  std::uint64_t kv_demotions = 0;       // KV entries moved from a device to its host tier
+  std::uint64_t kv_demoted_bytes = 0;
+  std::uint64_t kv_promotions = 0;      // KV entries moved back to the device for a pass
+  std::uint64_t kv_promoted_bytes = 0;
   std::uint64_t nodes_removed = 0;
   std::uint64_t refused_attaches = 0;   // rows or KV not stored for lack of room
   std::uint64_t logprob_entries = 0;

@@ -135,6 +135,12 @@ void append_workers(exposition& x, const std::vector<worker_stats>& workers) {
   per_worker(x, workers, "canopy_kv_cache_budget_bytes", gauge,
              "KV budget the cache enforces, per worker.",
              [](const worker_stats& w) { return w.kv_budget_bytes; });
+  per_worker(x, workers, "canopy_kv_host_cache_bytes", gauge,
+             "KV bytes moved to the worker's host tier (not in canopy_kv_cache_bytes).",
+             [](const worker_stats& w) { return w.kv_host_bytes; });
+  per_worker(x, workers, "canopy_kv_host_cache_budget_bytes", gauge,
+             "Host tier budget the cache enforces, per worker (0: no host tier).",
+             [](const worker_stats& w) { return w.kv_host_budget_bytes; });
   per_worker(x, workers, "canopy_worker_passes_total", counter, "Passes the worker returned.",
              [](const worker_stats& w) { return w.passes; });
   per_worker(x, workers, "canopy_worker_tokens_computed_total", counter,
@@ -200,6 +206,15 @@ void append_engine(exposition& x, const engine_stats& e) {
   x.family("canopy_evictions_total", counter, "Cache evictions by kind.");
   x.sample("canopy_evictions_total", "", {{"kind", "logprobs"}}, e.logprob_evictions);
   x.sample("canopy_evictions_total", "", {{"kind", "kv"}}, e.kv_evictions);
+  x.family("canopy_kv_tier_moves_total", counter,
+           "KV entries moved between a device and its host tier, by direction.");
+  x.sample("canopy_kv_tier_moves_total", "", {{"direction", "demote"}}, e.kv_demotions);
+  x.sample("canopy_kv_tier_moves_total", "", {{"direction", "promote"}}, e.kv_promotions);
+  x.family("canopy_kv_tier_moved_bytes_total", counter,
+           "KV bytes moved between a device and its host tier, by direction.");
+  x.sample("canopy_kv_tier_moved_bytes_total", "", {{"direction", "demote"}}, e.kv_demoted_bytes);
+  x.sample("canopy_kv_tier_moved_bytes_total", "", {{"direction", "promote"}},
+           e.kv_promoted_bytes);
   x.single("canopy_refused_attaches_total", counter,
            "Rows or KV not stored for lack of room.", e.refused_attaches);
   x.single("canopy_logprob_cache_entries", gauge, "Stored log-prob rows.",
