@@ -35,3 +35,15 @@ if ((${#missing[@]})); then
   $sudo apt-get update -q
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q "${missing[@]}"
 fi
+
+# Node.js and npm for the OpenAI SDK test (tests/node): Debian's, unless node is there
+# already (a NodeSource node bundles npm and conflicts with Debian's npm package).
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  $sudo apt-get update -q
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q nodejs npm
+fi
+# The SDK itself, pinned by tests/node/package-lock.json (test-time only; the product
+# never runs node).
+npm ci --prefix "$(dirname "$0")/../tests/node" --no-audit --no-fund --loglevel=error

@@ -4,10 +4,29 @@
 
 namespace canopy::server {
 
+namespace {
+
+/// OpenAI's error types by status, so its clients raise the matching exception.
+const char* openai_type(int status) {
+  if (status == 401)
+    return "authentication_error";
+  if (status == 404)
+    return "not_found_error";
+  if (status >= 500)
+    return "server_error";
+  return "invalid_request_error";
+}
+
+} // namespace
+
 http_response to_response(const api_error& error) {
   http_response response;
   response.status = error.status;
-  nlohmann::json body = {{"error", {{"code", error.code}, {"message", error.message}}}};
+  nlohmann::json body = {{"error",
+                          {{"code", error.code},
+                           {"message", error.message},
+                           {"type", openai_type(error.status)},
+                           {"param", nullptr}}}};
   // Messages may quote client bytes that are not UTF-8: replace, never throw.
   response.body = body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   return response;

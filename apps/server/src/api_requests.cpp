@@ -14,16 +14,6 @@ using nlohmann::json;
 
 constexpr std::string_view invalid_request = "invalid_request";
 
-/// Runs a parser; a refusal becomes the error it carries. The only place a refusal is
-/// caught, so no parse_* function throws.
-template <class T, class Parse> parsed<T> catching(const Parse& parse) {
-  try {
-    return parse();
-  } catch (refusal& r) {
-    return std::move(r.error);
-  }
-}
-
 /// The one of `names` that `body` has; refuses none and more than one.
 const char* exactly_one(const json& body, std::initializer_list<const char*> names) {
   const auto listed = [&] {

@@ -1,13 +1,16 @@
 #include <canopy/server/api_router.hpp>
 
+#include "route_helpers.hpp"
+
 #include <canopy/backends/hex_bytes.hpp>
 #include <canopy/server/prometheus_text.hpp>
 
 #include <caf/send.hpp>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <array>
-#include <cstdio>
+#include <chrono>
 #include <filesystem>
 
 namespace canopy::server {
@@ -15,24 +18,7 @@ namespace canopy::server {
 namespace {
 
 using json = nlohmann::json;
-
-std::string dump(const json& j) {
-  // Text from the model (detokenized bytes) may not be UTF-8: replace, never throw.
-  return j.dump(-1, ' ', false, json::error_handler_t::replace);
-}
-
-http_response json_response(const json& body) {
-  http_response r;
-  r.body = dump(body);
-  return r;
-}
-
-/// Server-Timing lets a client tell the server's overhead from the engine's time.
-void add_server_timing(http_response& r, double engine_ms) {
-  char text[48];
-  std::snprintf(text, sizeof text, "engine;dur=%.3f", engine_ms);
-  r.headers.emplace_back("Server-Timing", text);
-}
+using namespace detail;
 
 std::string_view path_of(std::string_view target) {
   return target.substr(0, target.find('?'));
@@ -42,19 +28,22 @@ bool wants_binary(const http_request& request) {
   return request.accept.find("application/octet-stream") != std::string::npos;
 }
 
-api_error engine_error(const canopy::error& e) {
-  return from_engine_error(e.code(), e.message());
+/// The model's architecture, and the name of the file or folder it was read from ("" for
+/// none): model_info::name is "<architecture> <source>", and where it lives is not for
+/// clients to know.
+std::pair<std::string, std::string> model_names(const canopy::engine& engine) {
+  const auto& name = engine.model().name;
+  const auto space = name.find(' ');
+  std::string source =
+      space == std::string::npos
+          ? std::string()
+          : std::filesystem::path(name.substr(space + 1)).filename().string();
+  return {name.substr(0, space), std::move(source)};
 }
 
 std::string model_body(const canopy::engine& engine) {
   const auto& info = engine.model();
-  // name is "<architecture> <source>": report the file name, not where it lives.
-  auto space = info.name.find(' ');
-  std::string architecture = info.name.substr(0, space);
-  std::string source =
-      space == std::string::npos
-          ? std::string()
-          : std::filesystem::path(info.name.substr(space + 1)).filename().string();
+  const auto [architecture, source] = model_names(engine);
   const auto& config = engine.config();
   // The workers serving now: in-process ones by device, remote ones as node/device.
   json devices = json::array();
@@ -91,35 +80,7 @@ std::string vocab_body(const canopy::engine& engine) {
   return dump({{"vocab", std::move(vocab)}, {"special_tokens", std::move(special)}});
 }
 
-/// A job's `done`: answers the job's error, or what `encode` makes of its reply (with
-/// Server-Timing). `done` runs on a gateway actor, which must not die of an exception
-/// while encoding (out of memory): that becomes a 500.
-template <class Encode>
-gateway_done answer_with(respond_fn respond, Encode encode) {
-  return [respond = std::move(respond), encode = std::move(encode)](gateway_reply reply) {
-    if (reply.error)
-      return respond(to_response(*reply.error));
-    http_response response;
-    try {
-      response = encode(reply);
-    } catch (const std::exception& e) {
-      return respond(to_response({500, "internal_error", e.what()}));
-    }
-    add_server_timing(response, reply.engine_ms);
-    respond(std::move(response));
-  };
-}
-
 http_response ok(const gateway_reply&) { return json_response({{"ok", true}}); }
-
-/// Unpacks a parse: the request, or nullptr after answering its error.
-template <class T> T* parsed_or_respond(parsed<T>& result, const respond_fn& respond) {
-  if (auto* error = std::get_if<api_error>(&result)) {
-    respond(to_response(*error));
-    return nullptr;
-  }
-  return &std::get<T>(result);
-}
 
 } // namespace
 
@@ -130,7 +91,21 @@ api_router::api_router(canopy::engine& engine, std::vector<gateway_actor> gatewa
       metrics_(std::move(metrics)), limits_{options.max_batch, options.max_sample_tokens},
       max_rows_(options.max_rows), max_answer_bytes_(options.max_answer_bytes),
       answers_(std::make_shared<byte_budget>(options.answer_budget_bytes)),
-      vocab_body_(vocab_body(engine)) {}
+      vocab_body_(vocab_body(engine)), model_id_(options.served_model_name),
+      started_(std::chrono::duration_cast<std::chrono::seconds>(
+                 std::chrono::system_clock::now().time_since_epoch())
+                 .count()) {
+  if (model_id_.empty()) {
+    auto [architecture, source] = model_names(engine);
+    model_id_ = source.empty() ? architecture : source;
+  }
+  if (!engine.has_tokenizer())
+    return;
+  for (const auto& bytes : engine.byte_vocab())
+    longest_token_bytes_ = std::max(longest_token_bytes_, bytes ? bytes->size() : 0);
+  for (const auto& text : engine.special_token_texts())
+    longest_token_bytes_ = std::max(longest_token_bytes_, text ? text->size() : 0);
+}
 
 const gateway_actor& api_router::gateway_of(request_id id) const {
   return gateways_[id % gateways_.size()];
@@ -153,7 +128,7 @@ void api_router::dispatch(request_id id, http_request& request, respond_fn& resp
     std::string_view method;
     void (*run)(api_router&, request_id, http_request&, respond_fn&);
   };
-  static const std::array<route_entry, 10> routes{{
+  static const std::array<route_entry, 12> routes{{
       {"/v1/logprobs", "POST",
        [](api_router& r, request_id id, http_request& q, respond_fn& a) {
          r.logprobs(id, q, std::move(a));
@@ -162,6 +137,12 @@ void api_router::dispatch(request_id id, http_request& request, respond_fn& resp
        [](api_router& r, request_id id, http_request& q, respond_fn& a) {
          r.sample(id, q, std::move(a));
        }},
+      {"/v1/completions", "POST",
+       [](api_router& r, request_id id, http_request& q, respond_fn& a) {
+         r.completions(id, q, std::move(a));
+       }},
+      {"/v1/models", "GET",
+       [](api_router& r, request_id, http_request&, respond_fn& a) { a(r.models()); }},
       {"/v1/cache/kv", "POST",
        [](api_router& r, request_id id, http_request& q, respond_fn& a) {
          r.cache_kv(id, q, std::move(a));
@@ -287,7 +268,11 @@ void api_router::logprobs(request_id id, const http_request& request,
 std::variant<byte_reservation, http_response>
 api_router::reserve_answer(const answer_shape& shape, const row_format& format,
                            bool binary) const {
-  const auto encoded = encoded_size_bound(shape, format, binary);
+  return reserve_bytes(encoded_size_bound(shape, format, binary), shape.rows);
+}
+
+std::variant<byte_reservation, http_response> api_router::reserve_bytes(std::size_t encoded,
+                                                                        std::size_t rows) const {
   if (encoded > max_answer_bytes_)
     return to_response(
         {413, "answer_too_large",
@@ -295,7 +280,7 @@ api_router::reserve_answer(const answer_shape& shape, const row_format& format,
              std::to_string(max_answer_bytes_) +
              " (--max-answer-bytes); ask for top_k, the binary format (float16) or fewer rows"});
   // While it is encoded, the rows it is made of are held as well.
-  const auto held = encoded + 4 * shape.rows * shape.vocab;
+  const auto held = encoded + 4 * rows * static_cast<std::size_t>(engine_.vocab_size());
   auto reservation = answers_->reservation();
   if (!reservation.resize(held))
     return budget_full(*answers_, held, "answers being computed or written",

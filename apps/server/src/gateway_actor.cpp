@@ -29,6 +29,9 @@ struct open_job {
   std::uint32_t remaining = 0;
   std::vector<scored_sequence> answers;    // logprobs
   std::optional<actors::sampling_run> run; // sample
+  std::optional<std::size_t> top_logprobs; // sample: score tokens with this many
+  std::function<bool(const cache::token_seq&)> stop_after; // sample
+  std::vector<std::vector<token_score>> scores;             // sample, with top_logprobs
 };
 
 /// Where a query's answer goes: its job, and the sequence (or prompt) and row in it.
@@ -151,6 +154,9 @@ void step_sampling(gateway_pointer self, request_id request, open_job& job) {
   if (next.empty()) {
     gateway_reply reply;
     reply.generated = job.run->generated();
+    for (std::size_t i = 0; i < reply.generated.size(); ++i)
+      reply.stopped.push_back(job.run->stopped(i));
+    reply.scores = std::move(job.scores);
     return finish(self, request, std::move(reply));
   }
   begin_step(self, job, static_cast<std::uint32_t>(next.size()));
@@ -161,8 +167,12 @@ void step_sampling(gateway_pointer self, request_id request, open_job& job) {
 
 void start_sample(gateway_pointer self, request_id request, sample_job& in) {
   auto& job = open(self, request, job_kind::sample, std::move(in.done));
+  job.top_logprobs = in.top_logprobs;
+  job.stop_after = std::move(in.stop_after);
+  if (job.top_logprobs)
+    job.scores.resize(in.prompts.size());
   job.run.emplace(std::move(in.prompts), in.max_tokens, std::move(in.eos_token_ids),
-                  in.temperature, in.seed);
+                  in.temperature, in.seed, in.top_p);
   step_sampling(self, request, job);
 }
 
@@ -189,13 +199,21 @@ void on_row(gateway_pointer self, std::uint64_t query_id, const shared_logprobs&
     break;
   case job_kind::sample: {
     const auto& row = *answer.row;
-    if (const float* values = row.float32_data()) {
-      job.run->advance(slot.sequence, values, row.vocab());
-    } else {
-      std::vector<float> decoded(row.vocab());
+    std::vector<float> decoded;
+    const float* values = row.float32_data();
+    if (!values) {
+      decoded.resize(row.vocab());
       row.decode(decoded.data());
-      job.run->advance(slot.sequence, decoded.data(), decoded.size());
+      values = decoded.data();
     }
+    const auto i = slot.sequence;
+    job.run->advance(i, values, row.vocab());
+    const auto& generated = job.run->generated()[i];
+    if (job.top_logprobs)
+      job.scores[i].push_back(
+        score_token(values, row.vocab(), generated.back(), *job.top_logprobs));
+    if (job.stop_after && !job.run->stopped(i) && job.stop_after(generated))
+      job.run->stop(i);
     if (job.remaining == 0)
       step_sampling(self, slot.request, job);
     break;

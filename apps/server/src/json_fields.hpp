@@ -1,5 +1,5 @@
 #pragma once
-// Reading request bodies (private to api_requests.cpp): the body as a JSON object of
+// Reading request bodies (private to the request parsers): the body as a JSON object of
 // bounded depth, and typed field readers whose errors name the field. The readers
 // throw `refusal`; the parse_* functions catch it at their boundary, so each request
 // parser reads as a plain list of its fields and nothing escapes to the caller.
@@ -15,6 +15,7 @@
 #include <initializer_list>
 #include <string>
 #include <string_view>
+#include <variant>
 
 namespace canopy::server::detail {
 
@@ -24,6 +25,16 @@ struct refusal {
 };
 
 [[noreturn]] void refuse(std::string_view code, std::string message);
+
+/// Runs a parser; a refusal becomes the error it carries. The only place a refusal is
+/// caught, so no parse_* function throws.
+template <class T, class Parse> std::variant<T, api_error> catching(const Parse& parse) {
+  try {
+    return parse();
+  } catch (refusal& r) {
+    return std::move(r.error);
+  }
+}
 
 /// Deepest nesting a body may have. The deepest request is {"batch": [[ids]]} (3).
 /// nlohmann 3.11 parses and destroys iteratively, but copying, comparing and dumping a

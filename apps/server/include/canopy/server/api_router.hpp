@@ -1,6 +1,6 @@
 #pragma once
 // The API: routes each HTTP request to its handler. Requests that need the engine's
-// queries (logprobs, sample, cache) become gateway jobs, answered when the gateway's
+// queries (logprobs, sample, completions, cache) become gateway jobs, answered when the gateway's
 // `done` runs (JSON or the binary row format, with Server-Timing); the rest (health,
 // model, vocabulary, metrics, tokenize, detokenize) are answered at once from the
 // engine's own thread-safe methods and answers prepared at start. Unknown paths get
@@ -11,6 +11,7 @@
 #include <canopy/engine.hpp>
 #include <canopy/server/api_requests.hpp>
 #include <canopy/server/byte_budget.hpp>
+#include <canopy/server/completion_response.hpp>
 #include <canopy/server/gateway_actor.hpp>
 #include <canopy/server/http_message.hpp>
 #include <canopy/server/row_encoding.hpp>
@@ -39,6 +40,23 @@ private:
   void logprobs(request_id id, const http_request& request, respond_fn respond);
   void sample(request_id id, const http_request& request, respond_fn respond);
   void cache_kv(request_id id, const http_request& request, respond_fn respond);
+  /// POST /v1/completions (api_router_completions.cpp): with echo and logprobs, first
+  /// a job for the prompts' rows, then a sample job for the completions.
+  void completions(request_id id, const http_request& request, respond_fn respond);
+  http_response models() const;
+  /// A completion's answer as one JSON object, or as server-sent events (stream): a
+  /// chunk per token and choice, the usage chunk when `usage` is not null, [DONE].
+  /// `head`: the id, object, created and model every chunk carries.
+  http_response completion_body(const std::vector<completion_result>& results,
+                                const completion_format& format, nlohmann::json head,
+                                nlohmann::json usage) const;
+  http_response event_stream(const std::vector<completion_result>& results,
+                             const completion_format& format, const nlohmann::json& head,
+                             nlohmann::json usage) const;
+  /// How the model's tokens read (needs a tokenizer).
+  token_texts texts() const {
+    return {engine_.byte_vocab(), engine_.special_token_texts()};
+  }
   void cache_clear(const http_request& request, respond_fn respond);
   http_response tokenize(const http_request& request) const;
   http_response detokenize(const http_request& request) const;
@@ -47,6 +65,9 @@ private:
   /// refusal: 413 past max_answer_bytes, 503 when the budget has no room.
   std::variant<byte_reservation, http_response>
   reserve_answer(const answer_shape& shape, const row_format& format, bool binary) const;
+  /// The same for an answer of `encoded` bytes at most, made of `rows` full rows.
+  std::variant<byte_reservation, http_response> reserve_bytes(std::size_t encoded,
+                                                              std::size_t rows) const;
   /// Token ids of a sequence given as ids or text; an error names sequence `index`.
   parsed<cache::token_seq> resolve(const sequence_input& input) const;
 
@@ -58,6 +79,9 @@ private:
   std::size_t max_answer_bytes_;
   std::shared_ptr<byte_budget> answers_; // answers being computed or written
   std::string vocab_body_;  // GET /v1/vocab, fixed at start ("" without a tokenizer)
+  std::string model_id_;    // the OpenAI routes' model id
+  std::int64_t started_;    // Unix seconds at start (/v1/models' "created")
+  std::size_t longest_token_bytes_ = 0; // of the byte vocabulary (answer size bounds)
 };
 
 } // namespace canopy::server

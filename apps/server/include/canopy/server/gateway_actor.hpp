@@ -15,6 +15,7 @@
 #include <canopy/server/api_error.hpp>
 #include <canopy/server/http_message.hpp>
 #include <canopy/server/row_encoding.hpp>
+#include <canopy/server/token_score.hpp>
 
 #include <caf/allowed_unsafe_message_type.hpp>
 #include <caf/atom.hpp>
@@ -35,6 +36,10 @@ struct gateway_reply {
   std::optional<api_error> error;
   std::vector<scored_sequence> answers;         // logprobs jobs: one per sequence
   std::vector<cache::token_seq> generated;      // sample jobs: one per prompt
+  std::vector<std::vector<token_score>> scores; // sample jobs with top_logprobs: per
+                                                // prompt, one per generated token
+  std::vector<bool> stopped;                    // sample jobs: per prompt, ended by an
+                                                // EOS id or stop_after (not max_tokens)
   double engine_ms = 0;
 };
 
@@ -56,6 +61,12 @@ struct sample_job {
   std::vector<std::int32_t> eos_token_ids;
   double temperature = 1.0;
   std::uint64_t seed = 0;
+  double top_p = 1.0;
+  /// Scores each generated token with this many alternatives (gateway_reply::scores).
+  std::optional<std::size_t> top_logprobs;
+  /// Asked after each token with what prompt i generated so far: true ends it (a stop
+  /// string appeared). Runs on the gateway's thread; must not block.
+  std::function<bool(const cache::token_seq& generated)> stop_after;
   gateway_done done;
 };
 

@@ -43,7 +43,10 @@ struct server_options {
                                               // connections: past it, 503
   std::size_t body_budget_bytes = 256u << 20; // request bodies being read, all
                                               // connections: past it, 503
-  std::size_t max_sample_tokens = 4096;     // max_tokens of one sample request
+  std::size_t max_sample_tokens = 4096;     // max_tokens of one sample request (and
+                                            // of a completion)
+  std::string served_model_name;            // the OpenAI routes' model id; empty: the
+                                            // model's file or folder name
 };
 
 /// Bytes a connection asks of one socket read (big bodies come this many at a time).

@@ -1,0 +1,220 @@
+// The official OpenAI Node SDK against a real `canopy serve` with stories260K:
+// /v1/models, scoring with echo (equal to /v1/logprobs' rows), greedy generation
+// (equal to `canopy sample`), streaming (the same tokens), OpenAI-shaped errors, and
+// bearer auth. Run by ctest (tests/node/CMakeLists.txt) with CANOPY_CLI and
+// CANOPY_SHARED_DIR; skips (exit 77) without ../shared unless CANOPY_REQUIRE_FIXTURES=1.
+
+import assert from "node:assert/strict";
+import { spawn, execFileSync } from "node:child_process";
+import { existsSync, mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+const cli = process.env.CANOPY_CLI;
+const shared = process.env.CANOPY_SHARED_DIR ?? "";
+const model = join(shared, "models/stories260K/stories260K.bin");
+/** Skips (77), or fails where CI requires every fixture. */
+function skip(why) {
+  if (process.env.CANOPY_REQUIRE_FIXTURES === "1") {
+    console.error(`FAILED: ${why} (CANOPY_REQUIRE_FIXTURES=1)`);
+    process.exit(1);
+  }
+  console.log(`SKIPPED: ${why}`);
+  process.exit(77);
+}
+if (!cli || !existsSync(model)) skip(`needs CANOPY_CLI and ${model}`);
+// The SDK is installed by scripts/install-deps.sh (npm ci in tests/node).
+let OpenAI;
+try {
+  OpenAI = (await import("openai")).default;
+} catch (e) {
+  skip(`the OpenAI SDK is not installed (npm ci --prefix tests/node): ${e.message}`);
+}
+const id = "stories260K.bin";
+const text = "Once upon a time, there was a little girl named Lily. She loved to play outside.";
+
+/** Starts `canopy serve` on a free port; resolves to {url, stop}. */
+function serve(...extra) {
+  return new Promise((resolve, reject) => {
+    const child = spawn(cli, ["serve", "--port", "0", "--model", model, ...extra], {
+      stdio: ["ignore", "pipe", "inherit"],
+    });
+    let out = "";
+    child.stdout.on("data", (chunk) => {
+      out += chunk;
+      const m = out.match(/listening on (http:\/\/\S+)/);
+      if (m)
+        resolve({
+          url: m[1],
+          stop: () =>
+            new Promise((done) => {
+              child.on("exit", (code) => done(code));
+              child.kill("SIGTERM");
+            }),
+        });
+    });
+    child.on("exit", (code) => reject(new Error(`canopy serve exited ${code}: ${out}`)));
+  });
+}
+
+async function post(url, path, body) {
+  const r = await fetch(url + path, { method: "POST", body: JSON.stringify(body) });
+  assert.equal(r.status, 200, `${path}: ${await r.clone().text()}`);
+  return r.json();
+}
+
+async function tokensComputed(url) {
+  const metrics = await (await fetch(url + "/metrics")).text();
+  return Number(metrics.match(/^canopy_tokens_computed_total (\S+)$/m)[1]);
+}
+
+const codePoints = (s) => [...s].length;
+
+const tests = {
+  async lists_the_served_model({ client }) {
+    const models = await client.models.list();
+    assert.deepEqual(models.data.map((m) => [m.id, m.object]), [[id, "model"]]);
+  },
+
+  async echo_scores_every_prompt_token_as_v1_logprobs_rows({ client, url }) {
+    const ids = (await post(url, "/v1/tokenize", { text })).tokens;
+    const rows = (await post(url, "/v1/logprobs", { tokens: ids, all_positions: true })).logprobs;
+    const c = await client.completions.create({
+      model: id, prompt: text, max_tokens: 0, echo: true, logprobs: 5,
+    });
+    assert.equal(c.object, "text_completion");
+    assert.deepEqual(c.usage, { prompt_tokens: ids.length, completion_tokens: 0, total_tokens: ids.length });
+    const choice = c.choices[0];
+    assert.equal(choice.finish_reason, "length");
+    const lp = choice.logprobs;
+    assert.equal(lp.tokens.length, ids.length);
+    assert.equal(lp.token_logprobs[0], null);
+    assert.equal(lp.top_logprobs[0], null);
+    for (let i = 1; i < ids.length; ++i) {
+      // The same float32 values (JSON writes them with different digits: compare them
+      // as float32).
+      assert.equal(Math.fround(lp.token_logprobs[i]), Math.fround(rows[i - 1][ids[i]]), `token ${i}`);
+      const top = Object.values(lp.top_logprobs[i]);
+      assert.ok(top.length >= 1 && top.length <= 5);
+      assert.equal(Math.fround(Math.max(...top)), Math.fround(Math.max(...rows[i - 1])),
+        `top of token ${i}`);
+    }
+    // Offsets add up over the tokens' text, and the text is the tokens' bytes.
+    let joined = "";
+    for (let i = 0; i < ids.length; ++i) {
+      assert.equal(lp.text_offset[i], codePoints(joined), `offset ${i}`);
+      if (i > 0 || lp.tokens[0] !== "<s>") joined += lp.tokens[i];
+    }
+    assert.equal(choice.text, joined);
+    assert.equal(choice.text.trim(), text);
+    // A repeated prompt is answered from the cache: no token computed.
+    const before = await tokensComputed(url);
+    const again = await client.completions.create({
+      model: id, prompt: text, max_tokens: 0, echo: true, logprobs: 5,
+    });
+    assert.deepEqual(again.choices, c.choices);
+    assert.equal(await tokensComputed(url), before);
+  },
+
+  async greedy_generation_equals_canopy_sample({ client }) {
+    const sampled = JSON.parse(
+      execFileSync(cli, ["sample", "--model", model, "--text", "Once upon a time", "--max-tokens",
+        "24", "--temperature", "0", "--format", "json"]).toString());
+    const c = await client.completions.create({
+      model: id, prompt: "Once upon a time", max_tokens: 24, temperature: 0, logprobs: 0,
+    });
+    const choice = c.choices[0];
+    assert.equal(c.usage.completion_tokens, sampled.ids.length);
+    assert.equal(choice.logprobs.tokens.length, sampled.ids.length);
+    assert.equal(choice.text, sampled.text);
+    assert.equal(choice.finish_reason, sampled.ids.length < 24 ? "stop" : "length");
+  },
+
+  async streaming_delivers_the_same_tokens({ client }) {
+    const request = { model: id, prompt: ["Once upon a time", "The cat"], max_tokens: 16,
+      temperature: 0.8, top_p: 0.9, seed: 7, n: 2, logprobs: 2 };
+    const whole = await client.completions.create(request);
+    const stream = await client.completions.create({ ...request, stream: true,
+      stream_options: { include_usage: true } });
+    const texts = ["", "", "", ""], tokens = [[], [], [], []], finish = [];
+    let usage;
+    for await (const chunk of stream) {
+      if (chunk.usage) usage = chunk.usage;
+      for (const choice of chunk.choices) {
+        texts[choice.index] += choice.text;
+        if (choice.logprobs) tokens[choice.index].push(...choice.logprobs.tokens);
+        if (choice.finish_reason) finish[choice.index] = choice.finish_reason;
+      }
+    }
+    assert.equal(whole.choices.length, 4);
+    for (const choice of whole.choices) {
+      assert.equal(texts[choice.index], choice.text, `choice ${choice.index}`);
+      assert.deepEqual(tokens[choice.index], choice.logprobs.tokens);
+      assert.equal(finish[choice.index], choice.finish_reason);
+    }
+    assert.deepEqual(usage, whole.usage);
+  },
+
+  async stop_strings_end_the_text_before_them({ client }) {
+    const free = await client.completions.create({
+      model: id, prompt: "Once upon a time", max_tokens: 32, temperature: 0,
+    });
+    const word = free.choices[0].text.split(" ").slice(2, 3)[0];
+    const c = await client.completions.create({
+      model: id, prompt: "Once upon a time", max_tokens: 32, temperature: 0, stop: [" " + word],
+    });
+    assert.equal(c.choices[0].finish_reason, "stop");
+    assert.equal(c.choices[0].text, free.choices[0].text.slice(0, free.choices[0].text.indexOf(" " + word)));
+  },
+
+  async bad_requests_get_openai_errors({ client }) {
+    const refused = async (request, status, code) => {
+      await assert.rejects(client.completions.create({ model: id, prompt: "Hi", ...request }),
+        (e) => {
+          assert.ok(e instanceof OpenAI.APIError, String(e));
+          assert.equal(e.status, status, e.message);
+          assert.equal(e.code, code, e.message);
+          assert.equal(e.type, status === 404 ? "not_found_error" : "invalid_request_error");
+          return true;
+        });
+    };
+    await refused({ model: "gpt-4" }, 404, "model_not_found");
+    await refused({ logprobs: 21 }, 400, "invalid_request");
+    await refused({ prompt: [] }, 400, "empty_sequence");
+    await refused({ prompt: [1, 999999] }, 400, "token_out_of_range");
+    await refused({ max_tokens: 5000 }, 400, "invalid_request");
+    await refused({ frequency_penalty: 0.5 }, 400, "invalid_request");
+    await refused({ prompt: "x".repeat(3000) }, 400, "sequence_too_long");
+  },
+};
+
+const server = await serve();
+const client = new OpenAI({ baseURL: server.url + "/v1", apiKey: "unused", maxRetries: 0 });
+let failed = 0;
+for (const [name, test] of Object.entries(tests)) {
+  try {
+    await test({ client, url: server.url });
+    console.log(`ok ${name}`);
+  } catch (e) {
+    ++failed;
+    console.log(`FAILED ${name}\n${e.stack}`);
+  }
+}
+assert.equal(await server.stop(), 0, "canopy serve exits 0 on SIGTERM");
+
+// Bearer auth: the SDK's apiKey is the token.
+const dir = mkdtempSync(join(tmpdir(), "canopy-openai-"));
+writeFileSync(join(dir, "token"), "s3cret\n");
+const guarded = await serve("--auth-token-file", join(dir, "token"));
+try {
+  const good = new OpenAI({ baseURL: guarded.url + "/v1", apiKey: "s3cret", maxRetries: 0 });
+  assert.equal((await good.models.list()).data[0].id, id);
+  const bad = new OpenAI({ baseURL: guarded.url + "/v1", apiKey: "wrong", maxRetries: 0 });
+  await assert.rejects(bad.completions.create({ model: id, prompt: "Hi", max_tokens: 1 }),
+    (e) => e instanceof OpenAI.AuthenticationError && e.status === 401);
+  console.log("ok bearer_auth_takes_the_sdks_api_key");
+} catch (e) {
+  ++failed;
+  console.log(`FAILED bearer_auth_takes_the_sdks_api_key\n${e.stack}`);
+}
+await guarded.stop();
+process.exit(failed ? 1 : 0);
