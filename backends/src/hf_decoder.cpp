@@ -5,6 +5,7 @@
 #include "utf8.hpp"
 
 #include <canopy/backends/byte_level_alphabet.hpp>
+#include <canopy/backends/valid_utf8.hpp>
 
 
 namespace canopy::backends::hf {
@@ -12,13 +13,6 @@ namespace canopy::backends::hf {
 namespace {
 
 const std::string replacement_character = "\xEF\xBF\xBD"; // U+FFFD
-
-bool valid_utf8(std::string_view bytes) {
-  for (std::size_t at = 0; at < bytes.size();)
-    if (!utf8::next(bytes, at))
-      return false;
-  return true;
-}
 
 class byte_level final : public decoder {
 public:

@@ -36,6 +36,11 @@ public:
   virtual std::string name() const = 0;
   /// Bytes one token's K (or V) of one head takes, scales included.
   virtual std::uint64_t bytes_per_head(std::int64_t head_dim) const = 0;
+  /// Bytes one token's K and V take in every layer and KV head.
+  std::uint64_t bytes_per_token(std::int64_t layers, std::int64_t kv_heads,
+                                std::int64_t head_dim) const {
+    return 2 * static_cast<std::uint64_t>(layers * kv_heads) * bytes_per_head(head_dim);
+  }
   /// False when storing and reading back may change a value beyond a cast to the
   /// compute dtype (quantization).
   virtual bool exact() const = 0;

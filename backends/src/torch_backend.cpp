@@ -103,8 +103,7 @@ public:
     model_ = make_transformer(served, dtype_, device_);
     const auto& c = model_->config();
     auto format = make_kv_format(options.kv_dtype, dtype_);
-    const auto per_token =
-      2 * static_cast<std::uint64_t>(c.num_layers * c.num_kv_heads) * format->bytes_per_head(c.head_dim);
+    const auto per_token = format->bytes_per_token(c.num_layers, c.num_kv_heads, c.head_dim);
     // Residual copies come out of the same budget.
     const auto residual = static_cast<std::int64_t>(options.kv_residual_tokens);
     const auto residual_bytes =
@@ -127,8 +126,8 @@ public:
     // The host tier: the same rows in its own format, in host memory.
     auto host_format = make_kv_format(
       options.kv_host_dtype.empty() ? format->name() : options.kv_host_dtype, dtype_);
-    const auto host_per_token = 2 * static_cast<std::uint64_t>(c.num_layers * c.num_kv_heads) *
-                                host_format->bytes_per_head(c.head_dim);
+    const auto host_per_token =
+      host_format->bytes_per_token(c.num_layers, c.num_kv_heads, c.head_dim);
     const auto host_rows = static_cast<std::int64_t>(options.kv_host_budget_bytes / host_per_token);
     if (host_rows > 0)
       host_kv_ = std::make_unique<kv_storage>(std::move(host_format), dtype_, c.num_layers,

@@ -54,16 +54,8 @@ std::vector<sequence_input> read_batch(const json& list, const request_limits& l
                                   std::to_string(limits.max_batch));
   std::vector<sequence_input> sequences;
   sequences.reserve(list.size());
-  for (std::size_t i = 0; i < list.size(); ++i) {
-    const json& entry = list[i];
-    const std::string field = "batch[" + std::to_string(i) + "]";
-    if (entry.is_array())
-      sequences.push_back({read_tokens(entry, field, false), std::nullopt});
-    else if (entry.is_string())
-      sequences.push_back({std::nullopt, entry.get<std::string>()});
-    else
-      refuse(invalid_request, field + " is neither a list of token ids nor a text");
-  }
+  for (std::size_t i = 0; i < list.size(); ++i)
+    sequences.push_back(read_sequence(list[i], "batch[" + std::to_string(i) + "]"));
   return sequences;
 }
 

@@ -32,27 +32,19 @@ std::size_t json_bytes_per_token(std::size_t longest_token_bytes, std::size_t al
 struct completion_state {
   completion_request request;
   std::vector<cache::token_seq> prompts;
+  std::size_t prompt_tokens = 0;                       // of every prompt, once each
   std::vector<std::vector<token_score>> prompt_scores; // [prompts]
-  double prompt_engine_ms = 0;
+  double prompt_engine_ms = 0;                         // the first stage's (Server-Timing)
 };
 
 /// Scores each prompt token after the first by the row before it.
 std::vector<std::vector<token_score>> score_prompts(const std::vector<scored_sequence>& answers,
                                                     std::size_t alternatives) {
   std::vector<std::vector<token_score>> scores(answers.size());
-  std::vector<float> decoded;
   for (std::size_t s = 0; s < answers.size(); ++s) {
     const auto& tokens = answers[s].tokens;
-    for (std::size_t i = 1; i < tokens.size(); ++i) {
-      const auto& row = *answers[s].rows[i - 1];
-      const float* values = row.float32_data();
-      if (!values) {
-        decoded.resize(row.vocab());
-        row.decode(decoded.data());
-        values = decoded.data();
-      }
-      scores[s].push_back(score_token(values, row.vocab(), tokens[i], alternatives));
-    }
+    for (std::size_t i = 1; i < tokens.size(); ++i)
+      scores[s].push_back(score_token(*answers[s].rows[i - 1], tokens[i], alternatives));
   }
   return scores;
 }
@@ -130,7 +122,7 @@ void api_router::completions(request_id id, const http_request& request, respond
       messages::errc::no_tokenizer, "completions need the model's tokenizer, and it has none")));
   auto state = std::make_shared<completion_state>();
   const auto context = static_cast<std::size_t>(engine_.model().context_length);
-  std::size_t prompt_tokens = 0;
+  auto& prompt_tokens = state->prompt_tokens;
   for (std::size_t p = 0; p < req->prompts.size(); ++p) {
     auto tokens = resolve(req->prompts[p]);
     auto* ids = parsed_or_respond(tokens, respond);
@@ -187,13 +179,12 @@ void api_router::completions(request_id id, const http_request& request, respond
       job.stop_after = [this, stop = r.stop](const cache::token_seq& generated) {
         return ends_in_stop(texts(), generated, stop);
       };
-    job.done = answer_with(std::move(respond), [this, id, state,
-                                                held](const gateway_reply& reply) {
+    auto answer = answer_with(std::move(respond), [this, id, state,
+                                                   held](const gateway_reply& reply) {
       const auto& r = state->request;
       std::vector<completion_result> results;
-      std::size_t prompt_tokens = 0, completion_tokens = 0;
-      for (const auto& prompt : state->prompts)
-        prompt_tokens += prompt.size();
+      const auto prompt_tokens = state->prompt_tokens;
+      std::size_t completion_tokens = 0;
       for (std::size_t c = 0; c < reply.generated.size(); ++c) {
         const auto p = c / r.n;
         results.push_back({state->prompts[p],
@@ -214,11 +205,17 @@ void api_router::completions(request_id id, const http_request& request, respond
                                        std::chrono::system_clock::now().time_since_epoch())
                                        .count()},
                          {"model", model_id_}};
-      auto response = r.stream ? event_stream(results, format, head, r.stream_usage ? usage : json())
-                               : completion_body(results, format, head, usage);
+      auto response = r.stream
+                        ? event_stream(results, format, head, r.stream_usage ? usage : json())
+                        : completion_body(results, format, head, usage);
       response.reserved = held;
       return response;
     });
+    // Server-Timing counts both stages' engine time.
+    job.done = [state, answer = std::move(answer)](gateway_reply reply) {
+      reply.engine_ms += state->prompt_engine_ms;
+      answer(std::move(reply));
+    };
     caf::anon_send(gateway_of(id), sample_atom::value, id, std::move(job));
   };
   if (!prompt_rows)
@@ -230,6 +227,7 @@ void api_router::completions(request_id id, const http_request& request, respond
   rows.sequences = state->prompts;
   rows.all_positions = true;
   rows.done = [state, complete = std::move(complete)](gateway_reply reply) mutable {
+    state->prompt_engine_ms = reply.engine_ms;
     if (!reply.error)
       state->prompt_scores = score_prompts(reply.answers, *state->request.logprobs);
     complete(std::move(reply.error));

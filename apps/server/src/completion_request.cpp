@@ -29,15 +29,8 @@ std::vector<sequence_input> read_prompts(const json& prompt) {
   if (prompt.front().is_number())
     return {{read_tokens(prompt, "prompt", false), std::nullopt}};
   std::vector<sequence_input> prompts;
-  for (std::size_t i = 0; i < prompt.size(); ++i) {
-    const std::string field = "prompt[" + std::to_string(i) + "]";
-    if (prompt[i].is_string())
-      prompts.push_back({std::nullopt, prompt[i].get<std::string>()});
-    else if (prompt[i].is_array())
-      prompts.push_back({read_tokens(prompt[i], field, false), std::nullopt});
-    else
-      refuse(invalid_request, field + " is neither a text nor a list of token ids");
-  }
+  for (std::size_t i = 0; i < prompt.size(); ++i)
+    prompts.push_back(read_sequence(prompt[i], "prompt[" + std::to_string(i) + "]"));
   return prompts;
 }
 

@@ -1,5 +1,7 @@
 #include <canopy/server/completion_response.hpp>
 
+#include <canopy/backends/valid_utf8.hpp>
+
 #include <algorithm>
 #include <cstdio>
 
@@ -15,21 +17,6 @@ const std::string& bytes_of(const token_texts& texts, std::int32_t id) {
   static const std::string none;
   const auto i = static_cast<std::size_t>(id);
   return i < texts.bytes.size() && texts.bytes[i] ? *texts.bytes[i] : none;
-}
-
-bool is_utf8(const std::string& s) {
-  std::size_t i = 0;
-  while (i < s.size()) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    const std::size_t n = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
-    if (n == 0 || i + n > s.size())
-      return false;
-    for (std::size_t k = 1; k < n; ++k)
-      if ((static_cast<unsigned char>(s[i + k]) & 0xC0) != 0x80)
-        return false;
-    i += n;
-  }
-  return true;
 }
 
 /// Code points in s: bytes that do not continue a character.
@@ -52,7 +39,7 @@ std::string token_spelling(const token_texts& texts, std::int32_t id) {
   const auto i = static_cast<std::size_t>(id);
   if (i < texts.bytes.size() && texts.bytes[i]) {
     const auto& bytes = *texts.bytes[i];
-    if (is_utf8(bytes))
+    if (backends::valid_utf8(bytes))
       return bytes;
     std::string spelled = "bytes:";
     for (const char c : bytes) {

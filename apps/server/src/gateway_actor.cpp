@@ -1,5 +1,7 @@
 #include <canopy/server/gateway_actor.hpp>
 
+#include "row_reader.hpp"
+
 #include <canopy/actors/sampling.hpp>
 #include <canopy/messages/errors.hpp>
 
@@ -199,19 +201,12 @@ void on_row(gateway_pointer self, std::uint64_t query_id, const shared_logprobs&
     break;
   case job_kind::sample: {
     const auto& row = *answer.row;
-    std::vector<float> decoded;
-    const float* values = row.float32_data();
-    if (!values) {
-      decoded.resize(row.vocab());
-      row.decode(decoded.data());
-      values = decoded.data();
-    }
     const auto i = slot.sequence;
-    job.run->advance(i, values, row.vocab());
+    row_reader dense(std::nullopt);
+    job.run->advance(i, dense.read(row).values, row.vocab());
     const auto& generated = job.run->generated()[i];
     if (job.top_logprobs)
-      job.scores[i].push_back(
-        score_token(values, row.vocab(), generated.back(), *job.top_logprobs));
+      job.scores[i].push_back(score_token(row, generated.back(), *job.top_logprobs));
     if (job.stop_after && !job.run->stopped(i) && job.stop_after(generated))
       job.run->stop(i);
     if (job.remaining == 0)

@@ -212,4 +212,12 @@ cache::token_seq read_tokens(const json& value, const std::string& field,
   return tokens;
 }
 
+sequence_input read_sequence(const json& value, const std::string& field) {
+  if (value.is_array())
+    return {read_tokens(value, field, false), std::nullopt};
+  if (value.is_string())
+    return {std::nullopt, value.get<std::string>()};
+  refuse(invalid_request, field + " is neither a list of token ids nor a text");
+}
+
 } // namespace canopy::server::detail

@@ -7,6 +7,7 @@
 
 #include <canopy/cache/types.hpp>
 #include <canopy/server/api_error.hpp>
+#include <canopy/server/api_requests.hpp>
 
 #include <nlohmann/json.hpp>
 
@@ -74,5 +75,8 @@ std::uint64_t read_count(const nlohmann::json& value, const std::string& field,
 /// "<field>[i]"); an empty list is empty_sequence unless `allow_empty`.
 cache::token_seq read_tokens(const nlohmann::json& value, const std::string& field,
                              bool allow_empty);
+/// One sequence of a list: a non-empty list of token ids, or a text; refuses anything
+/// else as "<field> is neither a list of token ids nor a text".
+sequence_input read_sequence(const nlohmann::json& value, const std::string& field);
 
 } // namespace canopy::server::detail

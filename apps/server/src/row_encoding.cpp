@@ -1,66 +1,18 @@
 #include <canopy/server/row_encoding.hpp>
 
+#include "row_reader.hpp"
+
 #include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <limits>
-#include <numeric>
 #include <stdexcept>
 
 namespace canopy::server {
 
 namespace {
-
-/// One row as the wire carries it: every value (dense), or the k largest with their
-/// ids. Reuses its buffers from row to row, so a response allocates them once.
-class row_reader {
-public:
-  struct view {
-    const float* values;
-    const std::int32_t* ids; // [cols]; nullptr when dense
-    std::size_t cols;
-  };
-
-  explicit row_reader(std::optional<std::size_t> top_k) : top_k_(top_k) {}
-
-  /// Valid until the next read.
-  view read(const cache::logprob_row& row) {
-    const std::size_t vocab = row.vocab();
-    const float* values = row.float32_data(); // stored float32: no copy
-    if (values == nullptr) {
-      decoded_.resize(vocab);
-      row.decode(decoded_.data());
-      values = decoded_.data();
-    }
-    if (!top_k_)
-      return {values, nullptr, vocab};
-    const std::size_t k = std::min(*top_k_, vocab);
-    order_.resize(vocab);
-    std::iota(order_.begin(), order_.end(), 0);
-    // NaN ranks with -inf so the order stays strict-weak; ties go to the lower id.
-    const auto rank = [values](std::int32_t id) {
-      const float v = values[id];
-      return std::isnan(v) ? -std::numeric_limits<float>::infinity() : v;
-    };
-    std::partial_sort(order_.begin(), order_.begin() + static_cast<std::ptrdiff_t>(k),
-                      order_.end(), [&](std::int32_t a, std::int32_t b) {
-                        const float ra = rank(a), rb = rank(b);
-                        return ra > rb || (ra == rb && a < b);
-                      });
-    picked_.resize(k);
-    for (std::size_t i = 0; i < k; ++i)
-      picked_[i] = values[order_[i]];
-    return {picked_.data(), order_.data(), k};
-  }
-
-private:
-  std::optional<std::size_t> top_k_;
-  std::vector<float> decoded_; // a row stored as float16/bfloat16, as float32
-  std::vector<std::int32_t> order_;
-  std::vector<float> picked_;
-};
 
 void check(bool condition, const char* what) {
   if (!condition)

@@ -1,10 +1,11 @@
 #pragma once
 // The API: routes each HTTP request to its handler. Requests that need the engine's
-// queries (logprobs, sample, completions, cache) become gateway jobs, answered when the gateway's
-// `done` runs (JSON or the binary row format, with Server-Timing); the rest (health,
-// model, vocabulary, metrics, tokenize, detokenize) are answered at once from the
-// engine's own thread-safe methods and answers prepared at start. Unknown paths get
-// 404, known paths with the wrong method 405.
+// queries (logprobs, sample, completions, cache) become gateway jobs, answered when the
+// gateway's `done` runs (JSON, the binary row format or server-sent events, with
+// Server-Timing); the rest (health, model, models, vocabulary, metrics, tokenize,
+// detokenize) are answered at once from the engine's own thread-safe methods and
+// answers prepared at start. Unknown paths get 404, known paths with the wrong method
+// 405.
 // Thread contract: handle() and cancel() from any number of I/O threads at once; the
 // router holds no mutable state of its own beyond what it was given.
 

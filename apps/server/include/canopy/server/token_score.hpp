@@ -3,6 +3,8 @@
 // it stands, and the most likely tokens there.
 // Thread contract: plain value and a pure function.
 
+#include <canopy/cache/logprob_row.hpp>
+
 #include <cstddef>
 #include <cstdint>
 #include <utility>
@@ -13,11 +15,12 @@ namespace canopy::server {
 struct token_score {
   std::int32_t id = 0;
   float logprob = 0;
-  std::vector<std::pair<std::int32_t, float>> top; // most likely first; ties: lower id
+  std::vector<std::pair<std::int32_t, float>> top; // most likely first, as /v1/logprobs'
+                                                   // top_k orders them
 };
 
-/// Token `id` scored by `row` (the log-probs of its position, [vocab]), with the `top`
-/// most likely ids.
-token_score score_token(const float* row, std::size_t vocab, std::int32_t id, std::size_t top);
+/// Token `id` scored by `row` (the log-probs of its position), with the `top` most
+/// likely ids.
+token_score score_token(const cache::logprob_row& row, std::int32_t id, std::size_t top);
 
 } // namespace canopy::server
