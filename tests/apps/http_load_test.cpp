@@ -5,6 +5,7 @@
 
 #include "cli_runner.hpp"
 #include "canopy_process.hpp"
+#include "shared_fixtures.hpp"
 
 #include <gtest/gtest.h>
 
@@ -225,6 +226,35 @@ TEST_F(HttpLoadOnMock, TableNamesTheRowSizesAndTargets) {
   EXPECT_NE(r.out.find("cache-hit requests/s (hits, binary)"), std::string::npos)
       << r.out;
   EXPECT_NE(r.out.find("server overhead p50"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("failed requests: 0"), std::string::npos) << r.out;
+}
+
+TEST(HttpLoad, ScoresPromptsThroughOpenAICompletionsAndMeasuresOtherServersPrefill) {
+  CANOPY_SHARED_PATH_OR_SKIP(model, "models/stories260K/stories260K.bin");
+  running_server server({"--model", model.string()});
+  auto r = run_canopy({"bench", "--target", server.url, "--duration_s", "0.2", "--connections",
+                       "2", "--payload", "completions,prefill", "--sequence-length", "12",
+                       "--sequences", "8", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  auto doc = parse_json(r);
+  ASSERT_EQ(doc.at("results").size(), 4u) << doc.dump();
+  for (const auto& row : doc.at("results")) {
+    EXPECT_EQ(row.at("errors"), 0) << row.dump();
+    EXPECT_GT(row.at("requests"), 0) << row.dump();
+    EXPECT_DOUBLE_EQ(row.at("prompt_tokens_per_second").get<double>(),
+                     12 * row.at("requests_per_second").get<double>());
+  }
+  EXPECT_TRUE(doc.at("row_bytes").at("json").is_null()) << "no rows were asked for";
+
+  // As for a server without GET /v1/model: no Server-Timing needed, the vocabulary given.
+  r = run_canopy({"bench", "--target", server.url, "--vocab-size", "512", "--duration_s",
+                  "0.2", "--connections", "1", "--workload", "misses", "--payload", "prefill",
+                  "--sequence-length", "12"});
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  EXPECT_NE(r.out.find("prompt tokens read (not scored) per second, misses/prefill on 1 "
+                       "connection: "),
+            std::string::npos)
+      << r.out;
   EXPECT_NE(r.out.find("failed requests: 0"), std::string::npos) << r.out;
 }
 

@@ -1,16 +1,18 @@
-// Fuzz target for the API's request-body parsers (apps/server/src/api_requests.cpp),
-// the code that reads every byte a client sends. Built two ways:
+// Fuzz target for the API's request-body parsers (apps/server/src/api_requests.cpp and
+// completion_request.cpp), the code that reads every byte a client sends. Built two ways:
 //  * with libFuzzer + ASan/UBSan when CANOPY_BUILD_FUZZERS=ON
 //  (tests/fuzz/CMakeLists.txt):
 //      build-fuzz/tests/fuzz/api_request_fuzz -max_total_time=60 corpus/
 //  * into server_api_tests, whose api_request_fuzz_corpus_test feeds this same entry a
 //    deterministic set of mutated valid bodies.
 // Contract checked here: every parse_* function returns (never throws, never crashes)
-// either a request that keeps the promises of api_requests.hpp, or a 400 with one of
+// either a request that keeps the promises of api_requests.hpp and
+// completion_request.hpp, or a 400 with one of
 // the documented codes and a short, non-empty message. Anything else is a finding.
 // Thread contract: pure function of its input.
 
 #include <canopy/server/api_requests.hpp>
+#include <canopy/server/completion_request.hpp>
 
 #include <cmath>
 #include <cstddef>
@@ -62,6 +64,20 @@ void check(const sample_request& r) {
   expect(std::isfinite(r.temperature) && r.temperature >= 0);
 }
 
+void check(const completion_request& r) {
+  expect(!r.prompts.empty() && r.n >= 1 && r.prompts.size() * r.n <= limits.max_batch);
+  for (const sequence_input& s : r.prompts)
+    check_sequence(s);
+  expect(r.max_tokens <= limits.max_sample_tokens);
+  expect(!r.logprobs || *r.logprobs <= max_completion_logprobs);
+  expect(r.temperature >= 0 && r.temperature <= 2);
+  expect(r.top_p > 0 && r.top_p <= 1);
+  expect(r.stop.size() <= max_stop_strings);
+  for (const auto& stop : r.stop)
+    expect(!stop.empty());
+  expect(r.stream || !r.stream_usage);
+}
+
 void check(const cache_kv_request& r) {
   check_sequence(r.prompt);
 }
@@ -82,6 +98,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const std::string_view body(reinterpret_cast<const char*>(data), size);
   check_result(parse_logprobs_request(body, limits));
   check_result(parse_sample_request(body, limits));
+  check_result(parse_completion_request(body, limits));
   check_result(parse_tokenize_request(body));
   check_result(parse_detokenize_request(body));
   check_result(parse_cache_kv_request(body));

@@ -154,6 +154,69 @@ const tests = {
     assert.deepEqual(usage, whole.usage);
   },
 
+  async streamed_tokens_arrive_as_they_are_generated({ client }) {
+    // Each chunk leaves when its token is drawn: the chunks spread over the generation
+    // instead of arriving together at its end.
+    const started = performance.now();
+    const stream = await client.completions.create({ model: id, prompt: "Once upon a time",
+      max_tokens: 200, temperature: 1, seed: 11, stream: true });
+    const arrivals = [];
+    for await (const chunk of stream)
+      if (chunk.choices[0]?.text) arrivals.push(performance.now());
+    const total = performance.now() - started;
+    const spread = arrivals.at(-1) - arrivals[0];
+    console.log(`  ${arrivals.length} chunks; first after ${(arrivals[0] - started).toFixed(1)} ms, ` +
+      `last ${spread.toFixed(1)} ms later, of ${total.toFixed(1)} ms`);
+    assert.ok(arrivals.length >= 50, `${arrivals.length} chunks`);
+    assert.ok(spread > total / 3, "the chunks came together, not as generated");
+  },
+
+  async a_client_leaving_mid_stream_cancels_the_generation({ client, url }) {
+    const metric = async (name) => {
+      const text = await (await fetch(url + "/metrics")).text();
+      return Number(text.match(new RegExp(`^${name} (\\S+)$`, "m"))[1]);
+    };
+    const cancelledBefore = await metric("canopy_http_cancelled_requests_total");
+    const computedBefore = await tokensComputed(url);
+    const stream = await client.completions.create({ model: id, prompt: "Once upon a",
+      max_tokens: 500, temperature: 1, seed: 5, stream: true });
+    for await (const chunk of stream) if (chunk.choices[0]?.text) break; // leaves
+    let cancelled;
+    for (let i = 0; i < 200; ++i) {
+      cancelled = await metric("canopy_http_cancelled_requests_total");
+      if (cancelled > cancelledBefore) break;
+      await new Promise((r) => setTimeout(r, 10));
+    }
+    assert.equal(cancelled, cancelledBefore + 1);
+    // Long enough for all 500 tokens, had the generation gone on.
+    await new Promise((r) => setTimeout(r, 500));
+    const computed = (await tokensComputed(url)) - computedBefore;
+    assert.ok(computed < 250, `${computed} tokens computed after the client left`);
+  },
+
+  async a_streamed_echo_with_stop_strings_reads_as_the_whole_answer({ client }) {
+    const free = await client.completions.create({
+      model: id, prompt: "Once upon a time", max_tokens: 32, temperature: 0,
+    });
+    const word = free.choices[0].text.split(" ").slice(3, 4)[0];
+    const request = { model: id, prompt: "Once upon a time", max_tokens: 32, temperature: 0,
+      echo: true, logprobs: 1, stop: [" " + word.slice(0, 3)] };
+    const whole = await client.completions.create(request);
+    let streamed = "", offsets = [], finish;
+    for await (const chunk of await client.completions.create({ ...request, stream: true })) {
+      for (const choice of chunk.choices) {
+        streamed += choice.text;
+        if (choice.logprobs) offsets.push(...choice.logprobs.text_offset);
+        if (choice.finish_reason) finish = choice.finish_reason;
+      }
+    }
+    assert.equal(whole.choices[0].finish_reason, "stop");
+    assert.match(whole.choices[0].text, /^ ?Once upon a time/); // the prompt echoed
+    assert.equal(streamed, whole.choices[0].text);
+    assert.deepEqual(offsets, whole.choices[0].logprobs.text_offset);
+    assert.equal(finish, "stop");
+  },
+
   async stop_strings_end_the_text_before_them({ client }) {
     const free = await client.completions.create({
       model: id, prompt: "Once upon a time", max_tokens: 32, temperature: 0,
@@ -200,6 +263,28 @@ for (const [name, test] of Object.entries(tests)) {
   }
 }
 assert.equal(await server.stop(), 0, "canopy serve exits 0 on SIGTERM");
+
+// An error after a stream has begun is its last event, which the SDK raises: every
+// query's deadline passes at once, after the echoed prompt has been streamed.
+const hurried = await serve("--query_timeout_ms", "0.001");
+try {
+  const client = new OpenAI({ baseURL: hurried.url + "/v1", apiKey: "unused", maxRetries: 0 });
+  const stream = await client.completions.create({ model: id, prompt: "Once upon a time",
+    max_tokens: 4, echo: true, stream: true });
+  let echoed = "";
+  await assert.rejects(async () => {
+    for await (const chunk of stream) echoed += chunk.choices[0]?.text ?? "";
+  }, (e) => e instanceof OpenAI.APIError && e.code === "deadline_exceeded");
+  assert.match(echoed, /^ ?Once upon a time$/);
+  // Before any event, the same error is an ordinary answer with its status.
+  await assert.rejects(client.completions.create({ model: id, prompt: "Once upon a time",
+    max_tokens: 4, stream: true }), (e) => e.status === 504 && e.code === "deadline_exceeded");
+  console.log("ok an_error_mid_stream_is_its_last_event");
+} catch (e) {
+  ++failed;
+  console.log(`FAILED an_error_mid_stream_is_its_last_event\n${e.stack}`);
+}
+await hurried.stop();
 
 // Bearer auth: the SDK's apiKey is the token.
 const dir = mkdtempSync(join(tmpdir(), "canopy-openai-"));

@@ -8,6 +8,7 @@
 #include "mutation_corpus.hpp"
 
 #include <canopy/server/api_requests.hpp>
+#include <canopy/server/completion_request.hpp>
 
 #include <gtest/gtest.h>
 
@@ -32,6 +33,13 @@ const std::vector<std::string> seeds{
     R"({"batch": [[1], [2], "three", [4], [5]], "top_k": 1})", // over max_batch 4
     R"({"kv_only": true})",
     R"({"tokens": []})",
+    R"({"model": "m", "prompt": ["Once upon", [1, 2, 3]], "max_tokens": 5, "echo": true,)"
+    R"( "logprobs": 3, "temperature": 0.5, "top_p": 0.9, "seed": 7, "n": 2, "stop": ["
+",)"
+    R"( "The"], "stream": true, "stream_options": {"include_usage": true}, "user": "u",)"
+    R"( "best_of": 2, "frequency_penalty": 0, "logit_bias": {}})",
+    R"({"model": "m", "prompt": [[4, 5], [6]], "n": 3, "stop": "x", "suffix": null})",
+    R"({"model": "a model", "prompt": "some text to score", "max_tokens": 0})",
 };
 
 std::vector<std::string> mutations() {
@@ -129,13 +137,14 @@ TEST(ApiRequestFuzzCorpus, EntryOnlyReturnsAndEveryOutcomeOccurs) {
   const std::vector<std::string> inputs = mutations();
   ASSERT_GT(inputs.size(), 8000u);
   const request_limits limits{4, 64};
-  std::size_t accepted = 0;
-  std::set<std::string> codes;
+  std::size_t accepted = 0, completions_accepted = 0;
+  std::set<std::string> codes, completion_codes;
   for (std::size_t i = 0; i < inputs.size(); ++i) {
     const std::string& input = inputs[i];
     run_fuzz_entry(input, i);
     const auto logprobs = parse_logprobs_request(input, limits);
     const auto sample = parse_sample_request(input, limits);
+    const auto completion = parse_completion_request(input, limits);
     for (const api_error* error :
          {std::get_if<api_error>(&logprobs), std::get_if<api_error>(&sample)}) {
       if (error == nullptr)
@@ -143,8 +152,15 @@ TEST(ApiRequestFuzzCorpus, EntryOnlyReturnsAndEveryOutcomeOccurs) {
       else
         codes.insert(error->code);
     }
+    if (const auto* error = std::get_if<api_error>(&completion))
+      completion_codes.insert(error->code);
+    else
+      ++completions_accepted;
   }
   EXPECT_GT(accepted, 300u); // harmless edits (bits of text, numbers in range)
+  EXPECT_GT(completions_accepted, 100u);
+  // The second completion seed is over max_batch 4 (2 prompts x n 3).
+  EXPECT_EQ(completion_codes, codes);
   EXPECT_EQ(codes,
             (std::set<std::string>{"malformed_json", "invalid_request", "empty_sequence",
                                    "token_out_of_range", "batch_too_large"}));

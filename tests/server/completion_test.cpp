@@ -87,17 +87,40 @@ const token_texts texts{bytes, special};
 
 token_score scored(std::int32_t id, float logprob) { return {id, logprob, {{id, logprob}}}; }
 
+/// The pieces' bytes, one string each.
+std::vector<std::string> bytes_of(const std::vector<token_piece>& pieces) {
+  std::vector<std::string> out;
+  for (const auto& p : pieces)
+    out.push_back(p.bytes);
+  return out;
+}
+
+/// Appends `more` to `all`.
+void keep(std::vector<token_piece>& all, std::vector<token_piece> more) {
+  all.insert(all.end(), more.begin(), more.end());
+}
+
+using strings = std::vector<std::string>;
+
 TEST(completion_response, spells_tokens_and_counts_offsets_in_code_points) {
   EXPECT_EQ(token_spelling(texts, 0), "<s>");
   EXPECT_EQ(token_spelling(texts, 2), " caf");
   EXPECT_EQ(token_spelling(texts, 3), "bytes:\\xc3");
-  completion_result r{{0, 1}, {scored(1, -1.5f)}, {2, 3, 4, 6}, {}, false};
-  r.generated_scores = {scored(2, -0.5f), scored(3, -0.25f), scored(4, -0.125f), scored(6, -2)};
-  const auto choice = completion_choice(r, 3, {true, true, {}}, texts);
-  EXPECT_EQ(choice["text"], "Hi caf\xc3\xa9!");
-  EXPECT_EQ(choice["index"], 3);
-  EXPECT_EQ(choice["finish_reason"], "length");
-  const auto& lp = choice["logprobs"];
+  choice_pieces choice({}, texts);
+  auto pieces = choice.echo({0, 1}, {scored(1, -1.5f)});
+  EXPECT_EQ(bytes_of(pieces), strings({"", "Hi"}));
+  // With no stop strings, a generated token is final at once.
+  for (const auto& [id, logprob] : {std::pair{2, -0.5f}, {3, -0.25f}, {4, -0.125f}, {6, -2.0f}}) {
+    auto given = choice.add(id, scored(id, logprob));
+    ASSERT_EQ(given.size(), 1u);
+    keep(pieces, given);
+  }
+  EXPECT_TRUE(choice.flush().empty());
+  const auto json_choice = completion_choice(pieces, 3, true, texts, choice.finish_reason(false));
+  EXPECT_EQ(json_choice["text"], "Hi caf\xc3\xa9!");
+  EXPECT_EQ(json_choice["index"], 3);
+  EXPECT_EQ(json_choice["finish_reason"], "length");
+  const auto& lp = json_choice["logprobs"];
   EXPECT_EQ(lp["tokens"], json({"<s>", "Hi", " caf", "bytes:\\xc3", "bytes:\\xa9", "!"}));
   EXPECT_EQ(lp["token_logprobs"], json({nullptr, -1.5, -0.5, -0.25, -0.125, -2.0}));
   EXPECT_TRUE(lp["top_logprobs"][0].is_null());
@@ -105,36 +128,80 @@ TEST(completion_response, spells_tokens_and_counts_offsets_in_code_points) {
   // é is one code point: "!" starts at 7 ("Hi caf" is 6), and é's second byte starts
   // inside the character it completes.
   EXPECT_EQ(lp["text_offset"], json({0, 0, 2, 6, 7, 7}));
+  EXPECT_TRUE(completion_choice(pieces, 0, false, texts, "stop")["logprobs"].is_null());
 }
 
-TEST(completion_response, a_stop_string_ends_the_text_and_the_tokens_before_it) {
-  const completion_result r{{1}, {}, {2, 5, 6, 6}, {}, false};
-  const completion_format format{false, true, {"nd!", "zzz"}};
-  EXPECT_EQ(stop_position(texts, r.generated, format.stop), std::optional<std::size_t>{6});
-  const auto choice = completion_choice(r, 0, format, texts);
-  EXPECT_EQ(choice["text"], " caf e");
-  EXPECT_EQ(choice["finish_reason"], "stop");
-  EXPECT_EQ(choice["logprobs"]["tokens"], json({" caf", " end"})) << "tokens starting before it";
-  // ends_in_stop sees a stop completed by the last token only.
-  EXPECT_FALSE(ends_in_stop(texts, {2, 5}, {"nd!"}));
-  EXPECT_TRUE(ends_in_stop(texts, {2, 5, 6}, {"nd!"}));
-  EXPECT_TRUE(ends_in_stop(texts, {2, 5, 6}, {"!"}));
-  EXPECT_FALSE(ends_in_stop(texts, {2, 6, 5}, {"!"})) << "an earlier stop was asked then";
-  EXPECT_TRUE(ends_in_stop(texts, {1, 2, 3, 4}, {"Hi caf\xc3\xa9"})) << "across four tokens";
+TEST(completion_response, tokens_wait_while_a_stop_string_could_begin_in_them_and_it_cuts_the_text) {
+  choice_pieces choice({"nd!", "zzz"}, texts);
+  // " caf": a stop string of 3 bytes could still begin in its last 2.
+  EXPECT_TRUE(choice.add(2, std::nullopt).empty());
+  // " caf end": " caf" is final now; " end" waits.
+  EXPECT_EQ(bytes_of(choice.add(5, std::nullopt)), strings({" caf"}));
+  EXPECT_FALSE(choice.cut());
+  // "!" completes "nd!", which begins inside " end": the text ends before it.
+  EXPECT_EQ(bytes_of(choice.add(6, std::nullopt)), strings({" e"}));
+  EXPECT_TRUE(choice.cut());
+  EXPECT_TRUE(choice.add(6, std::nullopt).empty()) << "nothing reads after the stop";
+  EXPECT_TRUE(choice.flush().empty());
+  EXPECT_STREQ(choice.finish_reason(false), "stop");
 }
 
-TEST(completion_response, chunks_carry_one_token_each_then_the_finish_reason) {
-  const completion_result r{{1}, {}, {2, 5}, {scored(2, -1), scored(5, -2)}, true};
-  const auto chunks = completion_chunks(r, 1, {true, true, {}}, texts);
-  ASSERT_EQ(chunks.size(), 4u);
-  EXPECT_EQ(chunks[0]["text"], "Hi");
-  EXPECT_TRUE(chunks[0]["logprobs"]["token_logprobs"][0].is_null());
-  EXPECT_EQ(chunks[2]["text"], " end");
-  EXPECT_EQ(chunks[2]["logprobs"]["text_offset"], json({6}));
-  EXPECT_TRUE(chunks[2]["finish_reason"].is_null());
-  EXPECT_EQ(chunks[3]["text"], "");
-  EXPECT_EQ(chunks[3]["finish_reason"], "stop");
-  EXPECT_EQ(chunks[3]["index"], 1);
+TEST(completion_response, a_stop_string_is_found_once_and_across_tokens) {
+  {
+    // "!" appears with the second token; the third comes after the stop and reads not.
+    choice_pieces choice({"!"}, texts);
+    EXPECT_EQ(bytes_of(choice.add(2, std::nullopt)), strings({" caf"}));
+    EXPECT_TRUE(choice.add(6, std::nullopt).empty());
+    EXPECT_TRUE(choice.cut());
+    EXPECT_TRUE(choice.add(5, std::nullopt).empty());
+  }
+  {
+    // A stop string spelled by four tokens, é split in two: the text is empty.
+    choice_pieces choice({"Hi caf\xc3\xa9"}, texts);
+    for (const std::int32_t id : {1, 2, 3})
+      EXPECT_TRUE(choice.add(id, std::nullopt).empty());
+    EXPECT_FALSE(choice.cut());
+    EXPECT_TRUE(choice.add(4, std::nullopt).empty());
+    EXPECT_TRUE(choice.cut());
+  }
+  {
+    // Two stop strings completed by one token: the one that begins first cuts.
+    choice_pieces choice({"d!", "end!"}, texts);
+    EXPECT_TRUE(choice.add(2, std::nullopt).empty());
+    EXPECT_EQ(bytes_of(choice.add(5, std::nullopt)), strings({" caf"}));
+    EXPECT_EQ(bytes_of(choice.add(6, std::nullopt)), strings({" "}));
+  }
+}
+
+TEST(completion_response, what_waits_for_a_stop_string_is_given_when_generation_ends) {
+  choice_pieces choice({"zzz"}, texts);
+  EXPECT_TRUE(choice.add(2, scored(2, -1)).empty());
+  const auto rest = choice.flush();
+  EXPECT_EQ(bytes_of(rest), strings({" caf"}));
+  ASSERT_TRUE(rest[0].score);
+  EXPECT_EQ(rest[0].score->logprob, -1);
+  EXPECT_STREQ(choice.finish_reason(false), "length");
+  EXPECT_STREQ(choice.finish_reason(true), "stop") << "an EOS id";
+}
+
+TEST(completion_response, a_chunk_carries_one_token_and_the_last_one_the_finish_reason) {
+  choice_pieces choice({}, texts);
+  auto echoed = choice.echo({1}, {});
+  auto generated = choice.add(5, scored(5, -2));
+  ASSERT_EQ(generated.size(), 1u);
+  const auto first = chunk_choice(echoed[0], 1, true, texts);
+  EXPECT_EQ(first["text"], "Hi");
+  EXPECT_TRUE(first["logprobs"]["token_logprobs"][0].is_null());
+  const auto chunk = chunk_choice(generated[0], 1, true, texts);
+  EXPECT_EQ(chunk["text"], " end");
+  EXPECT_EQ(chunk["logprobs"]["text_offset"], json({2}));
+  EXPECT_EQ(chunk["logprobs"]["token_logprobs"], json({-2.0}));
+  EXPECT_TRUE(chunk["finish_reason"].is_null());
+  EXPECT_TRUE(chunk_choice(generated[0], 1, false, texts)["logprobs"].is_null());
+  const auto last = finish_chunk_choice(1, "stop");
+  EXPECT_EQ(last["text"], "");
+  EXPECT_EQ(last["finish_reason"], "stop");
+  EXPECT_EQ(last["index"], 1);
 }
 
 } // namespace

@@ -12,6 +12,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <future>
@@ -132,6 +133,53 @@ TEST_F(gateway_test, sampling_draws_what_batch_sample_draws) {
     EXPECT_EQ(reply.generated, lm->batch_sample({{1, 2}, {3}}, 6, {5}, temperature, 42))
       << "temperature " << temperature;
   }
+}
+
+TEST_F(gateway_test, on_token_sees_each_token_as_drawn_and_can_stop_its_prompt) {
+  start();
+  const auto expected = lm->batch_sample({{1, 2}, {3}}, 6, {}, 1.0, 42);
+  ASSERT_EQ(expected[1].size(), 6u);
+  struct seen {
+    std::size_t prompt;
+    std::int32_t id;
+    float logprob;
+    bool last;
+  };
+  // on_token runs on the gateway's thread, one call at a time.
+  auto tokens = std::make_shared<std::vector<seen>>();
+  reply_probe probe;
+  sample_job job;
+  job.prompts = {{1, 2}, {3}};
+  job.max_tokens = 6;
+  job.temperature = 1.0;
+  job.seed = 42;
+  job.top_logprobs = 2;
+  job.on_token = [tokens, calls = probe.calls](const sampled_token& t) {
+    EXPECT_EQ(*calls, 0) << "a token after done";
+    EXPECT_TRUE(t.score);
+    tokens->push_back({t.prompt, t.id, t.score ? t.score->logprob : 0.0f, t.last});
+    // Prompt 0 stops at its third token, as a stop string would end it.
+    return t.prompt == 0 && std::count_if(tokens->begin(), tokens->end(),
+                                          [](const seen& s) { return s.prompt == 0; }) == 3;
+  };
+  job.done = probe.done();
+  caf::anon_send(gateway, sample_atom::value, request_id{9}, std::move(job));
+  auto reply = probe.get();
+  ASSERT_FALSE(reply.error) << reply.error->message;
+  EXPECT_EQ(reply.generated[0], token_seq(expected[0].begin(), expected[0].begin() + 3));
+  EXPECT_EQ(reply.generated[1], expected[1]);
+  EXPECT_EQ(reply.stopped, std::vector<bool>({true, false}));
+  // Every token, in the order drawn, each scored by its own row.
+  std::vector<token_seq> by_prompt(2);
+  for (const auto& t : *tokens) {
+    const auto& context = by_prompt[t.prompt];
+    token_seq before = t.prompt == 0 ? token_seq{1, 2} : token_seq{3};
+    before.insert(before.end(), context.begin(), context.end());
+    EXPECT_EQ(t.logprob, engine_row(before)[static_cast<std::size_t>(t.id)]);
+    by_prompt[t.prompt].push_back(t.id);
+    EXPECT_EQ(t.last, t.prompt == 1 && by_prompt[1].size() == 6) << "max_tokens";
+  }
+  EXPECT_EQ(by_prompt, reply.generated);
 }
 
 TEST_F(gateway_test, the_first_error_ends_the_job_once_and_the_gateway_keeps_serving) {

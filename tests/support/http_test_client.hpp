@@ -2,7 +2,7 @@
 // A deliberately plain HTTP/1.1 client over a blocking loopback socket, for the tests
 // of canopy serve and of its transport: it sends exactly the bytes a test means (half
 // a header, a header and no body, broken JSON) and reads exactly what the server
-// answers, framed by Content-Length. Every read has a time limit, so a broken server
+// answers, framed by Content-Length or chunked. Every read has a time limit, so a broken server
 // fails a test instead of hanging it; a response this client cannot frame throws.
 // Thread contract: one thread per client.
 
@@ -81,11 +81,20 @@ public:
     for (;;) {
       if (auto response = take_response())
         return response;
+      if (ended_)
+        return std::nullopt;
       auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
           until - std::chrono::steady_clock::now());
-      if (left.count() <= 0 || receive(left) <= 0)
+      if (left.count() <= 0 || receive(left) < 0)
         return std::nullopt;
     }
+  }
+
+  /// The bytes received and not yet returned as a response, after waiting up to
+  /// `timeout` for more (a streamed answer's pieces as they arrive).
+  std::string unread_within(std::chrono::milliseconds timeout) {
+    receive(timeout);
+    return unread_;
   }
 
   /// True when the server closed the connection (end of stream or reset) within
@@ -132,8 +141,10 @@ private:
       return -1;
     char chunk[65536];
     auto got = ready < 0 ? -1 : ::recv(fd_, chunk, sizeof chunk, 0);
-    if (got <= 0)
+    if (got <= 0) {
+      ended_ = true;
       return 0;
+    }
     unread_.append(chunk, static_cast<std::size_t>(got));
     return got;
   }
@@ -176,25 +187,72 @@ private:
           first == std::string::npos ? "" : line.substr(first, last + 1 - first);
       at = end + 2;
     }
-    // The server frames every body with Content-Length (1xx, 204 and 304 have none).
-    std::size_t length = 0;
+    // Bodies are framed by Content-Length, or chunked (a streamed answer), or (HTTP/1.0
+    // streamed) end with the connection. 1xx, 204 and 304 have none.
+    std::string body;
+    std::size_t consumed = head_end + 4;
     if (response.status / 100 != 1 && response.status != 204 && response.status != 304) {
-      if (response.headers.count("transfer-encoding"))
-        malformed("Transfer-Encoding, where Content-Length was expected");
+      const std::string coding = response.header("transfer-encoding");
       const std::string declared = response.header("content-length");
-      if (!digits(declared))
-        malformed("Content-Length \"" + declared + "\"");
-      length = std::stoul(declared);
+      if (coding == "chunked") {
+        if (!declared.empty())
+          malformed("both Content-Length and Transfer-Encoding");
+        if (!take_chunks(consumed, body))
+          return std::nullopt;
+      } else if (!coding.empty()) {
+        malformed("Transfer-Encoding \"" + coding + "\"");
+      } else if (declared.empty() && status_line.rfind("HTTP/1.0", 0) == 0) {
+        if (!ended_)
+          return std::nullopt;
+        body = unread_.substr(consumed);
+        consumed = unread_.size();
+      } else {
+        if (!digits(declared))
+          malformed("Content-Length \"" + declared + "\"");
+        const auto length = std::stoul(declared);
+        if (unread_.size() < consumed + length)
+          return std::nullopt;
+        body = unread_.substr(consumed, length);
+        consumed += length;
+      }
     }
-    if (unread_.size() < head_end + 4 + length)
-      return std::nullopt;
-    response.body = unread_.substr(head_end + 4, length);
-    unread_.erase(0, head_end + 4 + length);
+    response.body = std::move(body);
+    unread_.erase(0, consumed);
     return response;
+  }
+
+  // Decodes the chunked body starting at unread_[at]: true with `body` and `at` past
+  // its end once the last chunk has come, false while it is incomplete.
+  bool take_chunks(std::size_t& at, std::string& body) const {
+    std::size_t next = at;
+    std::string decoded;
+    for (;;) {
+      const auto line_end = unread_.find("\r\n", next);
+      if (line_end == std::string::npos)
+        return false;
+      const std::string size_line = unread_.substr(next, line_end - next);
+      if (size_line.empty() || !std::all_of(size_line.begin(), size_line.end(),
+                                            [](unsigned char c) { return std::isxdigit(c); }))
+        malformed("chunk size \"" + size_line + "\"");
+      const auto size = std::stoul(size_line, nullptr, 16);
+      const auto data = line_end + 2;
+      if (unread_.size() < data + size + 2)
+        return false;
+      if (unread_.compare(data + size, 2, "\r\n") != 0)
+        malformed("a chunk not ended by CRLF");
+      decoded.append(unread_, data, size);
+      next = data + size + 2;
+      if (size == 0) {
+        at = next;
+        body = std::move(decoded);
+        return true;
+      }
+    }
   }
 
   int fd_ = -1;
   std::string unread_; // received, not yet returned as a response
+  bool ended_ = false; // the server closed its side
 };
 
 /// A request with Host and (with a body, or for POST) Content-Length; `headers` are

@@ -2,6 +2,8 @@
 
 #include "http_load/http_load_json_scanner.hpp"
 
+#include <nlohmann/json.hpp>
+
 #include <cmath>
 #include <cstring>
 
@@ -157,6 +159,44 @@ std::string check_json(std::string_view body, const std::vector<std::int32_t>& t
   return {};
 }
 
+/// OpenAI's completion object after the `n` prompt tokens sent: one choice, usage
+/// counting n prompt tokens and, when `scored`, logprobs with n tokens, n offsets and
+/// n log-probs (the first null). A few kilobytes, parsed whole: the server's work per
+/// answer dwarfs it.
+std::string check_completion(std::string_view body, std::size_t n, bool scored) {
+  const auto doc = nlohmann::json::parse(body, nullptr, false);
+  if (doc.is_discarded())
+    return "completions: the body is not JSON";
+  const auto at = [&](const nlohmann::json& j, const char* key) -> const nlohmann::json* {
+    return j.is_object() && j.contains(key) ? &j.at(key) : nullptr;
+  };
+  const auto* choices = at(doc, "choices");
+  if (!choices || !choices->is_array() || choices->size() != 1)
+    return "completions: \"choices\" is not one choice";
+  const auto* usage = at(doc, "usage");
+  const auto* prompt = usage ? at(*usage, "prompt_tokens") : nullptr;
+  if (!prompt || *prompt != n)
+    return "completions: usage.prompt_tokens is not " + std::to_string(n);
+  if (!scored)
+    return {};
+  const auto* logprobs = at(choices->front(), "logprobs");
+  if (!logprobs)
+    return "completions: no \"logprobs\" in the choice";
+  for (const char* key : {"tokens", "text_offset", "token_logprobs"}) {
+    const auto* list = at(*logprobs, key);
+    if (!list || !list->is_array() || list->size() != n)
+      return std::string("completions: \"") + key + "\" does not have " +
+             std::to_string(n) + " entries";
+  }
+  const auto& scores = logprobs->at("token_logprobs");
+  if (!scores.front().is_null())
+    return "completions: the first token has a log-prob";
+  for (std::size_t i = 1; i < n; ++i)
+    if (!scores[i].is_number() || scores[i].get<double>() > 0)
+      return "completions: token " + std::to_string(i) + " has no log-prob <= 0";
+  return {};
+}
+
 } // namespace
 
 std::string check_answer(const answer& a, http_payload payload,
@@ -170,8 +210,17 @@ std::string check_answer(const answer& a, http_payload payload,
     return std::string("Content-Type is not ") + (payload == http_payload::binary
                                                       ? "application/octet-stream"
                                                       : "application/json");
-  return payload == http_payload::binary ? check_binary(a.body, tokens, vocab)
-                                         : check_json(a.body, tokens, vocab);
+  switch (payload) {
+  case http_payload::binary:
+    return check_binary(a.body, tokens, vocab);
+  case http_payload::json:
+    return check_json(a.body, tokens, vocab);
+  case http_payload::completions:
+    return check_completion(a.body, tokens.size(), true);
+  case http_payload::prefill:
+    break;
+  }
+  return check_completion(a.body, tokens.size(), false);
 }
 
 } // namespace canopy::app

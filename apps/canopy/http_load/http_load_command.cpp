@@ -14,11 +14,17 @@ const char* const usage =
     "Usage: canopy bench --target http://HOST:PORT [options]\n\n"
     "Measures a running `canopy serve` from outside, over HTTP/1.1 keep-alive. Each\n"
     "combination of workload, payload and connection count runs for --duration-s, every\n"
-    "connection sending POST /v1/logprobs back to back (one client thread, async I/O).\n"
+    "connection sending requests back to back (one client thread, async I/O).\n"
     "  hits     a set of sequences, each asked for once to warm the cache (not\n"
     "           measured), then drawn at random: cache hits\n"
     "  misses   every request a fresh random sequence: cache misses\n"
-    "Payloads: json (Accept: application/json) or binary (application/octet-stream).\n"
+    "Payloads: json (POST /v1/logprobs, Accept: application/json), binary (the same,\n"
+    "application/octet-stream), completions (POST /v1/completions with echo,\n"
+    "logprobs 0 and max_tokens 0: every prompt token scored, as OpenAI clients score\n"
+    "a text), or prefill (POST /v1/completions, max_tokens 1: the prompt read, one\n"
+    "token generated, no scores; what any OpenAI server answers). For these two the\n"
+    "prompt tokens per second follow the table. With --vocab-size the target may be\n"
+    "another OpenAI server (no GET /v1/model; the model id from GET /v1/models).\n"
     "Every answer is checked: status 200, the payload asked for, one full-vocabulary "
     "row\n"
     "after exactly the tokens sent (vocabulary from GET /v1/model). Failed requests are\n"
@@ -122,13 +128,19 @@ int http_load_command(const std::vector<std::string>& argv) {
         {"row_bytes", row_sizes_json(results, model, options.sequence_length)},
         {"targets", targets_json(targets, no_engine).at("checks")},
     };
-    for (const auto& r : results)
-      doc["results"].push_back(to_json(r));
+    for (const auto& r : results) {
+      auto run = to_json(r);
+      if (r.payload == http_payload::completions || r.payload == http_payload::prefill)
+        run["prompt_tokens_per_second"] =
+            run["requests_per_second"].get<double>() * double(options.sequence_length);
+      doc["results"].push_back(std::move(run));
+    }
     std::cout << doc.dump(2) << '\n';
   } else {
     std::cout << '\n';
     print_http_table_legend(std::cout);
     std::cout << "failed requests: " << errors << "\n\n";
+    print_scoring_rates(std::cout, results, options.sequence_length);
     print_row_sizes(std::cout, results, model, options.sequence_length);
     std::cout << '\n';
     print_targets(std::cout, targets, no_engine);

@@ -49,7 +49,7 @@ void load_connection::send_next() {
   sent_at_ = load_clock::now();
   if (sent_at_ >= phase_->stop_at || !(tokens_ = source_->next()))
     return stop();
-  phase_->writer.logprobs(request_, *tokens_);
+  phase_->writer.write(request_, *tokens_);
   asio::async_write(socket_, asio::buffer(request_), [this](error_code ec, std::size_t) {
     if (ec)
       return fail("sending a request", ec);
@@ -71,7 +71,7 @@ void load_connection::on_answer(error_code ec, std::size_t bytes) {
   auto& tally = phase_->tally;
   const auto engine_ms = reader_->engine_ms();
   auto problem = check_answer(reader_->read(), phase_->payload, *tokens_, phase_->vocab);
-  if (problem.empty() && !engine_ms)
+  if (problem.empty() && !engine_ms && phase_->engine_timed)
     problem = "no Server-Timing: engine;dur= header";
   if (!problem.empty()) {
     tally.errors.add(std::move(problem));
@@ -79,8 +79,9 @@ void load_connection::on_answer(error_code ec, std::size_t bytes) {
     const double latency =
         std::chrono::duration<double, std::micro>(now - sent_at_).count();
     tally.latency_us.push_back(latency);
-    tally.engine_us.push_back(*engine_ms * 1000);
-    tally.overhead_us.push_back(latency - *engine_ms * 1000);
+    const double engine_us = engine_ms.value_or(0) * 1000;
+    tally.engine_us.push_back(engine_us);
+    tally.overhead_us.push_back(latency - engine_us);
     tally.response_bytes += bytes;
     tally.body_bytes += body_.size();
     tally.last_answer = now;

@@ -29,6 +29,8 @@ struct load_phase {
   const request_writer& writer;
   http_payload payload;
   std::size_t vocab;                // of the served model: the size of a valid row
+  bool engine_timed;                // answers carry Server-Timing (Canopy); another
+                                    // server's count no engine time
   load_clock::time_point stop_at;   // no request starts after this
   boost::asio::steady_timer& limit; // fires when requests in flight are given up
   load_tally& tally;

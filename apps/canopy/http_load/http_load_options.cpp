@@ -1,7 +1,9 @@
 #include "http_load/http_load_options.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <fstream>
+#include <initializer_list>
 
 namespace canopy::app {
 
@@ -51,21 +53,25 @@ std::vector<std::size_t> parse_counts(const parsed_args& args, std::string_view 
   return out;
 }
 
-/// A comma-separated list of the two names of a two-valued enum.
+/// A comma-separated list of names of `known` values (to_string spells them); absent:
+/// the `fallback` ones.
 template <class E>
-std::vector<E> parse_pair_list(const parsed_args& args, std::string_view flag, E first,
-                               E second) {
+std::vector<E> parse_name_list(const parsed_args& args, std::string_view flag,
+                               std::initializer_list<E> known, std::initializer_list<E> fallback) {
+  const auto joined = [](std::initializer_list<E> values, const char* separator) {
+    std::string text;
+    for (const auto v : values)
+      text += (text.empty() ? "" : separator) + std::string(to_string(v));
+    return text;
+  };
   std::vector<E> out;
-  for (const auto& name : args.names(flag, std::string(to_string(first)) + "," +
-                                               std::string(to_string(second)))) {
-    if (name == to_string(first))
-      out.push_back(first);
-    else if (name == to_string(second))
-      out.push_back(second);
-    else
+  for (const auto& name : args.names(flag, joined(fallback, ","))) {
+    const auto found = std::find_if(known.begin(), known.end(),
+                                    [&](E v) { return to_string(v) == name; });
+    if (found == known.end())
       throw usage_error("--" + std::string(flag) + ": unknown '" + name +
-                        "' (known: " + std::string(to_string(first)) + ", " +
-                        std::string(to_string(second)) + ")");
+                        "' (known: " + joined(known, ", ") + ")");
+    out.push_back(*found);
   }
   return out;
 }
@@ -90,7 +96,17 @@ std::string_view to_string(http_workload w) {
 }
 
 std::string_view to_string(http_payload p) {
-  return p == http_payload::json ? "json" : "binary";
+  switch (p) {
+  case http_payload::json:
+    return "json";
+  case http_payload::binary:
+    return "binary";
+  case http_payload::completions:
+    return "completions";
+  case http_payload::prefill:
+    break;
+  }
+  return "prefill";
 }
 
 std::vector<flag_spec> http_load_flags() {
@@ -98,7 +114,10 @@ std::vector<flag_spec> http_load_flags() {
   return {
       {"target", "URL", "the running `canopy serve` to measure: http://HOST:PORT"},
       {"workload", "LIST", "hits, misses, comma-separated (default both)"},
-      {"payload", "LIST", "json, binary, comma-separated (default both)"},
+      {"payload", "LIST",
+       "json, binary (POST /v1/logprobs), completions (POST /v1/completions scoring "
+       "every prompt token), prefill (POST /v1/completions, one token generated, no "
+       "scores), comma-separated (default json,binary)"},
       {"connections", "LIST",
        "keep-alive connections of each run, comma-separated (default 1,64,512)"},
       {"duration-s", "S", "seconds each run sends requests (default 3)"},
@@ -109,6 +128,9 @@ std::vector<flag_spec> http_load_flags() {
            std::to_string(d.hit_sequences) + ")"},
       {"seed", "S", "seed of the hits set and its choices (default 1)"},
       {"auth-token-file", "F", "send 'Authorization: Bearer <the file's first line>'"},
+      {"vocab-size", "V",
+       "measure a server without GET /v1/model (another OpenAI server, with the "
+       "completions payloads): random tokens are drawn below V"},
       {"json", "", "print one JSON document instead of the table"},
   };
 }
@@ -118,8 +140,13 @@ http_load_options http_load_options_of(const parsed_args& args) {
   http_load_options o;
   o.target = parse_target(args.text("target", ""));
   o.workloads =
-      parse_pair_list(args, "workload", http_workload::hits, http_workload::misses);
-  o.payloads = parse_pair_list(args, "payload", http_payload::json, http_payload::binary);
+      parse_name_list(args, "workload", {http_workload::hits, http_workload::misses},
+                      {http_workload::hits, http_workload::misses});
+  o.payloads = parse_name_list(
+      args, "payload",
+      {http_payload::json, http_payload::binary, http_payload::completions,
+       http_payload::prefill},
+      {http_payload::json, http_payload::binary});
   o.connections = parse_counts(args, "connections", "1,64,512");
   o.duration_s = args.number("duration-s", d.duration_s);
   if (!(o.duration_s > 0))
@@ -129,6 +156,7 @@ http_load_options http_load_options_of(const parsed_args& args) {
   o.seed = args.count("seed", d.seed);
   if (args.has("auth-token-file"))
     o.auth_token = read_token(args.text("auth-token-file", ""));
+  o.vocab_size = args.count("vocab-size", 0);
   o.json = args.has("json");
   return o;
 }

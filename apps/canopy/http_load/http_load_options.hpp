@@ -16,8 +16,12 @@ namespace canopy::app {
 /// hits: a fixed set of sequences, warmed once, then asked for at random (cache hits);
 /// misses: every request a fresh random sequence (cache misses).
 enum class http_workload { hits, misses };
-/// What a request asks for with its Accept header: JSON or the binary row format.
-enum class http_payload { json, binary };
+/// What a request asks for: POST /v1/logprobs with Accept JSON or the binary row
+/// format; POST /v1/completions scoring every prompt token (echo, logprobs 0,
+/// max_tokens 0), as OpenAI clients score a text; or (prefill) POST /v1/completions
+/// reading the prompt and generating one token, no scores: what any OpenAI server
+/// answers, for a peer that cannot echo.
+enum class http_payload { json, binary, completions, prefill };
 
 std::string_view to_string(http_workload w);
 std::string_view to_string(http_payload p);
@@ -39,6 +43,8 @@ struct http_load_options {
   std::size_t hit_sequences = 256;      // hits: the set asked for again and again
   std::uint64_t seed = 1;               // of the hits set and of the choices among it
   std::string auth_token;               // empty: no Authorization header
+  std::size_t vocab_size = 0;           // 0: from GET /v1/model; else a server without
+                                        // it (another OpenAI server), tokens below it
   bool json = false;                    // one JSON document instead of the table
 };
 

@@ -57,7 +57,8 @@ void print_http_table_row(std::ostream& out, const http_load_result& r) {
 
 void print_http_table_legend(std::ostream& out) {
   out << "requests: valid answers (status 200, the payload asked for, one full row after "
-         "the tokens sent);\np50/p99: latency from writing a request to reading its "
+         "the tokens sent;\ncompletions: every prompt token sent scored; prefill: one choice after "
+         "the prompt sent);\np50/p99: latency from writing a request to reading its "
          "answer; ovh: that latency minus the\nengine's time (Server-Timing engine;dur), "
          "so the server's HTTP, JSON and queueing cost plus the\nloopback; eng: the "
          "engine's time; B/answer: bytes of an answer on the wire (headers and body);\n"
@@ -101,10 +102,23 @@ void print_http_errors(std::ostream& out, const std::vector<http_load_result>& r
   }
 }
 
+void print_scoring_rates(std::ostream& out, const std::vector<http_load_result>& results,
+                         std::size_t sequence_length) {
+  for (const auto& r : results)
+    if (r.payload == http_payload::completions || r.payload == http_payload::prefill)
+      out << "prompt tokens "
+          << (r.payload == http_payload::completions ? "scored" : "read (not scored)")
+          << " per second, " << run_name(r) << ": "
+          << fixed(per_second(r) * double(sequence_length), 0) << " (" << sequence_length
+          << " per request)\n";
+}
+
 void print_row_sizes(std::ostream& out, const std::vector<http_load_result>& results,
                      const served_model& model, std::size_t sequence_length) {
   const double binary = mean_body_bytes(results, http_payload::binary);
   const double json = mean_body_bytes(results, http_payload::json);
+  if (binary == 0 && json == 0)
+    return; // only completions ran
   const auto shown = [](double bytes) {
     return bytes > 0 ? fixed(bytes, 0) + " bytes" : std::string("not measured");
   };

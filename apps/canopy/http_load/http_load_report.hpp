@@ -25,8 +25,14 @@ nlohmann::json to_json(const http_load_result& result);
 /// One line per run with failed requests, naming the kinds of failure.
 void print_http_errors(std::ostream& out, const std::vector<http_load_result>& results);
 
+/// Each completions run's prompt tokens scored per second, and each prefill run's read
+/// (requests/s x `sequence_length`).
+void print_scoring_rates(std::ostream& out, const std::vector<http_load_result>& results,
+                         std::size_t sequence_length);
+
 /// One full-vocabulary row after `sequence_length` tokens: the mean body of a valid
-/// answer in each payload measured (null in JSON for a payload not run).
+/// answer in each payload measured (null in JSON for a payload not run; nothing
+/// printed when only completions ran).
 void print_row_sizes(std::ostream& out, const std::vector<http_load_result>& results,
                      const served_model& model, std::size_t sequence_length);
 nlohmann::json row_sizes_json(const std::vector<http_load_result>& results,

@@ -1,5 +1,7 @@
 #include "http_load/http_load_request.hpp"
 
+#include <nlohmann/json.hpp>
+
 #include <charconv>
 
 namespace canopy::app {
@@ -23,14 +25,26 @@ template <class Integer> std::string_view decimal(char (&digits)[24], Integer n)
 
 } // namespace
 
-request_writer::request_writer(const http_load_options& options, http_payload payload)
-    : head_("POST /v1/logprobs HTTP/1.1\r\n" + common_headers(options) + "Accept: " +
-            (payload == http_payload::binary ? "application/octet-stream"
-                                             : "application/json") +
-            "\r\nContent-Type: application/json\r\n") {}
+request_writer::request_writer(const http_load_options& options, http_payload payload,
+                               const std::string& model) {
+  const bool completions =
+      payload == http_payload::completions || payload == http_payload::prefill;
+  head_ = std::string("POST ") + (completions ? "/v1/completions" : "/v1/logprobs") +
+          " HTTP/1.1\r\n" + common_headers(options) + "Accept: " +
+          (payload == http_payload::binary ? "application/octet-stream" : "application/json") +
+          "\r\nContent-Type: application/json\r\n";
+  if (completions) {
+    body_start_ = "{\"model\":" + nlohmann::json(model).dump() + ",\"prompt\":[";
+    body_end_ = payload == http_payload::prefill
+                    ? "],\"max_tokens\":1}"
+                    : "],\"max_tokens\":0,\"echo\":true,\"logprobs\":0}";
+  } else {
+    body_start_ = "{\"tokens\":[";
+    body_end_ = "]}";
+  }
+}
 
-void request_writer::logprobs(std::string& out,
-                              const std::vector<std::int32_t>& tokens) const {
+void request_writer::write(std::string& out, const std::vector<std::int32_t>& tokens) const {
   out.assign(head_);
   out += "Content-Length: ";
   // The body's length is known only once it is written: write it after a placeholder
@@ -41,13 +55,13 @@ void request_writer::logprobs(std::string& out,
   out += "\r\n\r\n";
   const auto body_at = out.size();
   char digits[24];
-  out += "{\"tokens\":[";
+  out += body_start_;
   for (std::size_t i = 0; i < tokens.size(); ++i) {
     if (i)
       out += ',';
     out += decimal(digits, tokens[i]);
   }
-  out += "]}";
+  out += body_end_;
   out.replace(length_at, 20, decimal(digits, out.size() - body_at));
 }
 

@@ -13,17 +13,21 @@
 
 namespace canopy::app {
 
-/// Renders POST /v1/logprobs for one payload; Host and Authorization come from the
-/// options.
+/// Renders one payload's request (POST /v1/logprobs, or POST /v1/completions for the
+/// OpenAI model id `model`); Host and Authorization come from the options.
 class request_writer {
 public:
-  request_writer(const http_load_options& options, http_payload payload);
+  request_writer(const http_load_options& options, http_payload payload,
+                 const std::string& model);
 
-  /// The request for the row after `tokens`, written over `out` (its capacity kept).
-  void logprobs(std::string& out, const std::vector<std::int32_t>& tokens) const;
+  /// The request for `tokens` (the row after them; completions: every prompt token
+  /// scored), written over `out` (its capacity kept).
+  void write(std::string& out, const std::vector<std::int32_t>& tokens) const;
 
 private:
-  std::string head_; // the request line and every header but Content-Length
+  std::string head_;        // the request line and every header but Content-Length
+  std::string body_start_;  // the body up to the token ids
+  std::string body_end_;    // and after them
 };
 
 /// A GET of `path` with the options' Host and Authorization, e.g. for /v1/model.

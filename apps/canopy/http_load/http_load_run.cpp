@@ -32,10 +32,10 @@ using sources_t = std::vector<std::unique_ptr<request_source>>;
 /// Runs every open connection on its source until all stop, or `limit_after` passes.
 void run_phase(asio::io_context& io, connections_t& connections, sources_t& sources,
                const request_writer& writer, http_payload payload, std::size_t vocab,
-               load_clock::time_point stop_at, load_clock::duration limit_after,
-               load_tally& tally) {
+               bool engine_timed, load_clock::time_point stop_at,
+               load_clock::duration limit_after, load_tally& tally) {
   asio::steady_timer limit(io, limit_after);
-  load_phase phase{writer, payload, vocab, stop_at, limit, tally};
+  load_phase phase{writer, payload, vocab, engine_timed, stop_at, limit, tally};
   phase.running =
       static_cast<std::size_t>(std::count_if(connections.begin(), connections.end(),
                                              [](const auto& c) { return c->is_open(); }));
@@ -73,7 +73,8 @@ http_load_result run_load(const http_load_options& options, const served_model& 
   connections_t connections;
   for (auto& socket : connect_all(io, options.target, connection_count, connect_limit))
     connections.push_back(std::make_unique<load_connection>(std::move(socket)));
-  const request_writer writer(options, payload);
+  const request_writer writer(options, payload, model.openai_id);
+  const bool engine_timed = options.vocab_size == 0; // Canopy, which describes its model
   load_tally tally;
   sources_t sources;
   if (workload == http_workload::hits) {
@@ -81,7 +82,7 @@ http_load_result run_load(const http_load_options& options, const served_model& 
     for (std::size_t i = 0; i < connection_count; ++i)
       sources.push_back(warm_source(hit_set, cursor));
     load_tally warm;
-    run_phase(io, connections, sources, writer, payload, model.vocab_size,
+    run_phase(io, connections, sources, writer, payload, model.vocab_size, engine_timed,
               load_clock::time_point::max(), warm_limit, warm);
     tally.errors = std::move(warm.errors);
     sources.clear();
@@ -97,8 +98,8 @@ http_load_result run_load(const http_load_options& options, const served_model& 
       std::chrono::duration<double>(options.duration_s));
   const double cpu_before = cpu_seconds();
   const auto start = load_clock::now();
-  run_phase(io, connections, sources, writer, payload, model.vocab_size, start + duration,
-            duration + answer_grace, tally);
+  run_phase(io, connections, sources, writer, payload, model.vocab_size, engine_timed,
+            start + duration, duration + answer_grace, tally);
   const double cpu = cpu_seconds() - cpu_before;
 
   http_load_result r;

@@ -10,6 +10,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <limits>
 #include <stdexcept>
 
 namespace canopy::app {
@@ -23,11 +25,14 @@ constexpr std::chrono::seconds answer_limit{10};
 
 } // namespace
 
-served_model fetch_served_model(const http_load_options& options) {
+namespace {
+
+/// GET `path`'s JSON body; throws naming the target and what failed.
+nlohmann::json get_json(const http_load_options& options, const std::string& path) {
   asio::io_context io;
   boost::beast::tcp_stream stream(
       std::move(connect_all(io, options.target, 1, answer_limit).front()));
-  const auto request = get_request(options, "/v1/model");
+  const auto request = get_request(options, path);
   boost::beast::flat_buffer buffer;
   http::response<http::string_body> response;
   boost::system::error_code failure;
@@ -45,7 +50,7 @@ served_model fetch_served_model(const http_load_options& options) {
                     });
   io.restart();
   io.run();
-  const std::string what = "GET " + options.target.url + "/v1/model: ";
+  const std::string what = "GET " + options.target.url + path + ": ";
   if (failure)
     throw std::runtime_error(what + failure.message());
   if (response.result_int() == 401)
@@ -57,17 +62,46 @@ served_model fetch_served_model(const http_load_options& options) {
   if (response.result_int() != 200)
     throw std::runtime_error(what + "HTTP " + std::to_string(response.result_int()) +
                              ": " + response.body().substr(0, 200));
-  try {
-    const auto doc = nlohmann::json::parse(response.body());
-    served_model model{doc.at("name").get<std::string>(),
-                       doc.at("vocab_size").get<std::size_t>(),
-                       doc.at("context_length").get<std::size_t>()};
-    if (model.vocab_size == 0 || model.context_length == 0)
-      throw std::runtime_error("vocab_size and context_length must be positive");
-    return model;
-  } catch (const std::exception& e) {
-    throw std::runtime_error(what + "not the model's description (" + e.what() + ")");
+  auto doc = nlohmann::json::parse(response.body(), nullptr, false);
+  if (doc.is_discarded())
+    throw std::runtime_error(what + "the answer is not JSON");
+  return doc;
+}
+
+} // namespace
+
+served_model fetch_served_model(const http_load_options& options) {
+  served_model model;
+  const auto& p = options.payloads;
+  const bool openai = std::find(p.begin(), p.end(), http_payload::completions) != p.end() ||
+                      std::find(p.begin(), p.end(), http_payload::prefill) != p.end();
+  if (options.vocab_size > 0) {
+    // Another server: its context is not known here, so it judges the lengths.
+    model = {"(vocabulary from --vocab-size)", options.vocab_size,
+             std::numeric_limits<std::size_t>::max(), ""};
+  } else {
+    const auto doc = get_json(options, "/v1/model");
+    try {
+      model = {doc.at("name").get<std::string>(), doc.at("vocab_size").get<std::size_t>(),
+               doc.at("context_length").get<std::size_t>(), ""};
+      if (model.vocab_size == 0 || model.context_length == 0)
+        throw std::runtime_error("vocab_size and context_length must be positive");
+    } catch (const std::exception& e) {
+      throw std::runtime_error("GET " + options.target.url + "/v1/model: not the model's " +
+                               "description (" + e.what() + ")");
+    }
   }
+  // The id OpenAI's routes answer to (Canopy has them only with a tokenizer).
+  if (openai) {
+    const auto models = get_json(options, "/v1/models");
+    try {
+      model.openai_id = models.at("data").at(0).at("id").get<std::string>();
+    } catch (const std::exception& e) {
+      throw std::runtime_error("GET " + options.target.url + "/v1/models: no model id (" +
+                               e.what() + ")");
+    }
+  }
+  return model;
 }
 
 } // namespace canopy::app

@@ -27,14 +27,28 @@ std::size_t json_bytes_per_token(std::size_t longest_token_bytes, std::size_t al
   return (alternatives + 2) * (6 * longest_token_bytes + 48);
 }
 
-/// What the completion's stages share: the request, its prompts, and what the first
-/// stage (the prompts' rows, for echo with logprobs) found.
-struct completion_state {
+/// A completion in progress, shared by its stages and the gateway's callbacks: the
+/// request and its prompts, then each choice's pieces as its tokens come. The first
+/// stage (echo with logprobs) scores the prompts; the second samples, and gives each
+/// choice's pieces as they become final: as server-sent events (stream), or kept for
+/// one JSON answer at the end. From the second stage on, only the gateway's thread
+/// touches it.
+struct completion_run {
+  completion_run(completion_request r, token_texts t) : request(std::move(r)), texts(t) {}
+
   completion_request request;
+  token_texts texts;
   std::vector<cache::token_seq> prompts;
   std::size_t prompt_tokens = 0;                       // of every prompt, once each
-  std::vector<std::vector<token_score>> prompt_scores; // [prompts]
+  std::vector<std::vector<token_score>> prompt_scores; // [prompts], echo with logprobs
   double prompt_engine_ms = 0;                         // the first stage's (Server-Timing)
+  nlohmann::json head;                                 // what every answer chunk carries
+  respond_fn respond;
+  std::shared_ptr<byte_reservation> held; // the answer's bytes, till written
+  std::vector<choice_pieces> choices;     // [prompts x n]
+  std::vector<std::vector<token_piece>> kept; // [choices], not streamed: every piece
+  std::vector<const char*> finish;            // [choices]: null while it runs
+  std::shared_ptr<body_stream> stream;        // once the stream's head has gone
 };
 
 /// Scores each prompt token after the first by the row before it.
@@ -49,6 +63,101 @@ std::vector<std::vector<token_score>> score_prompts(const std::vector<scored_seq
   return scores;
 }
 
+/// Sends `text` on the stream; the first text sends the stream's head with it, so an
+/// error before any token still gets its own status.
+void emit(completion_run& run, std::string text) {
+  if (run.stream)
+    return run.stream->push(std::move(text));
+  run.stream = std::make_shared<body_stream>();
+  http_response head;
+  head.content_type = "text/event-stream";
+  head.headers.emplace_back("Cache-Control", "no-cache");
+  head.body = std::move(text);
+  head.stream = run.stream;
+  head.reserved = run.held;
+  run.respond(std::move(head));
+}
+
+/// One server-sent event: a chunk with `choices`, and `usage` unless null.
+void emit_chunk(completion_run& run, json choices, json usage) {
+  json chunk = run.head;
+  chunk["choices"] = std::move(choices);
+  if (!usage.is_null())
+    chunk["usage"] = std::move(usage);
+  emit(run, "data: " + dump(chunk) + "\n\n");
+}
+
+/// Gives choice c's final `pieces` and, when it has ended, its finish reason.
+void give(completion_run& run, std::size_t c, std::vector<token_piece> pieces,
+          const char* finish) {
+  const bool logprobs = run.request.logprobs.has_value();
+  run.finish[c] = finish;
+  if (!run.request.stream) {
+    auto& kept = run.kept[c];
+    kept.insert(kept.end(), std::make_move_iterator(pieces.begin()),
+                std::make_move_iterator(pieces.end()));
+    return;
+  }
+  for (const auto& piece : pieces)
+    emit_chunk(run, json::array({chunk_choice(piece, c, logprobs, run.texts)}), nullptr);
+  if (finish)
+    emit_chunk(run, json::array({finish_chunk_choice(c, finish)}), nullptr);
+}
+
+/// A generated token of choice `token.prompt`: true when a stop string ends it.
+bool on_token(completion_run& run, const sampled_token& token) {
+  const auto c = token.prompt;
+  auto& choice = run.choices[c];
+  auto pieces = choice.add(token.id, token.score ? std::optional(*token.score) : std::nullopt);
+  const char* finish = nullptr;
+  if (choice.cut() || token.last) {
+    auto rest = choice.flush();
+    pieces.insert(pieces.end(), std::make_move_iterator(rest.begin()),
+                  std::make_move_iterator(rest.end()));
+    finish = choice.finish_reason(token.stopped);
+  }
+  give(run, c, std::move(pieces), finish);
+  return choice.cut();
+}
+
+/// The sample stage's end: the choices not ended yet end, then the answer (or the
+/// stream's usage and [DONE]).
+void on_done(completion_run& run, gateway_reply reply) {
+  if (reply.error) {
+    if (!run.stream)
+      return run.respond(to_response(*reply.error));
+    // The stream's head has gone: the error is its last event (OpenAI's clients raise it).
+    run.stream->push("data: " + to_response(*reply.error).body + "\n\n");
+    return run.stream->end();
+  }
+  std::size_t completion_tokens = 0;
+  for (std::size_t c = 0; c < run.choices.size(); ++c) {
+    completion_tokens += reply.generated[c].size();
+    if (!run.finish[c])
+      give(run, c, run.choices[c].flush(), run.choices[c].finish_reason(reply.stopped[c]));
+  }
+  const json usage = {{"prompt_tokens", run.prompt_tokens},
+                      {"completion_tokens", completion_tokens},
+                      {"total_tokens", run.prompt_tokens + completion_tokens}};
+  if (run.request.stream) {
+    if (run.request.stream_usage)
+      emit_chunk(run, json::array(), usage);
+    emit(run, "data: [DONE]\n\n");
+    return run.stream->end();
+  }
+  json choices = json::array();
+  for (std::size_t c = 0; c < run.choices.size(); ++c)
+    choices.push_back(completion_choice(run.kept[c], c, run.request.logprobs.has_value(),
+                                        run.texts, run.finish[c]));
+  json body = run.head;
+  body["choices"] = std::move(choices);
+  body["usage"] = usage;
+  auto response = json_response(body);
+  add_server_timing(response, reply.engine_ms + run.prompt_engine_ms);
+  response.reserved = run.held;
+  run.respond(std::move(response));
+}
+
 std::string completion_id(request_id id) {
   const auto now = std::chrono::system_clock::now().time_since_epoch().count();
   char text[40];
@@ -58,47 +167,6 @@ std::string completion_id(request_id id) {
 }
 
 } // namespace
-
-http_response api_router::completion_body(const std::vector<completion_result>& results,
-                                          const completion_format& format, json head,
-                                          json usage) const {
-  json choices = json::array();
-  for (std::size_t c = 0; c < results.size(); ++c)
-    choices.push_back(completion_choice(results[c], c, format, texts()));
-  head["choices"] = std::move(choices);
-  head["usage"] = std::move(usage);
-  return json_response(head);
-}
-
-http_response api_router::event_stream(const std::vector<completion_result>& results,
-                                       const completion_format& format, const json& head,
-                                       json usage) const {
-  http_response response;
-  response.content_type = "text/event-stream";
-  response.headers.emplace_back("Cache-Control", "no-cache");
-  const auto event = [&](json choices, json usage_or_null) {
-    json chunk = head;
-    chunk["choices"] = std::move(choices);
-    if (!usage_or_null.is_null())
-      chunk["usage"] = std::move(usage_or_null);
-    response.body += "data: " + dump(chunk) + "\n\n";
-  };
-  // The choices' chunks interleaved step by step, as they were generated.
-  std::vector<std::vector<json>> chunks;
-  std::size_t steps = 0;
-  for (std::size_t c = 0; c < results.size(); ++c) {
-    chunks.push_back(completion_chunks(results[c], c, format, texts()));
-    steps = std::max(steps, chunks.back().size());
-  }
-  for (std::size_t k = 0; k < steps; ++k)
-    for (auto& choice : chunks)
-      if (k < choice.size())
-        event(json::array({std::move(choice[k])}), nullptr);
-  if (!usage.is_null())
-    event(json::array(), std::move(usage));
-  response.body += "data: [DONE]\n\n";
-  return response;
-}
 
 http_response api_router::models() const {
   return json_response({{"object", "list"},
@@ -120,117 +188,103 @@ void api_router::completions(request_id id, const http_request& request, respond
   if (!engine_.has_tokenizer())
     return respond(to_response(from_engine_error(
       messages::errc::no_tokenizer, "completions need the model's tokenizer, and it has none")));
-  auto state = std::make_shared<completion_state>();
+  auto run = std::make_shared<completion_run>(std::move(*req), texts());
+  const auto& r = run->request;
   const auto context = static_cast<std::size_t>(engine_.model().context_length);
-  auto& prompt_tokens = state->prompt_tokens;
-  for (std::size_t p = 0; p < req->prompts.size(); ++p) {
-    auto tokens = resolve(req->prompts[p]);
+  for (std::size_t p = 0; p < r.prompts.size(); ++p) {
+    auto tokens = resolve(r.prompts[p]);
     auto* ids = parsed_or_respond(tokens, respond);
     if (!ids)
       return;
     if (ids->empty())
       return respond(to_response(
         {400, "empty_sequence", "prompt " + std::to_string(p) + " has no tokens"}));
-    if (ids->size() + req->max_tokens > context)
+    if (ids->size() + r.max_tokens > context)
       return respond(to_response(
         {400, "sequence_too_long",
          "this model's maximum context length is " + std::to_string(context) +
            " tokens; prompt " + std::to_string(p) + " has " + std::to_string(ids->size()) +
-           " and max_tokens asks for " + std::to_string(req->max_tokens) + " more"}));
-    prompt_tokens += ids->size();
-    state->prompts.push_back(std::move(*ids));
+           " and max_tokens asks for " + std::to_string(r.max_tokens) + " more"}));
+    run->prompt_tokens += ids->size();
+    run->prompts.push_back(std::move(*ids));
   }
-  const bool logprobs = req->logprobs.has_value();
-  const bool prompt_rows = req->echo && logprobs;
+  const auto prompt_tokens = run->prompt_tokens;
+  const bool logprobs = r.logprobs.has_value();
+  const bool prompt_rows = r.echo && logprobs;
   if (prompt_rows && prompt_tokens > max_rows_)
     return respond(to_response({400, "batch_too_large",
                                 "echo with logprobs asks for " + std::to_string(prompt_tokens) +
                                   " rows, more than the limit of " + std::to_string(max_rows_)}));
-  // Every choice's tokens, echoed and generated, encoded; the prompts' rows are held
-  // while they are scored.
-  const auto choice_tokens = (req->echo ? prompt_tokens : 0) +
-                             req->prompts.size() * req->max_tokens;
-  const auto encoded = 256 + req->n * choice_tokens *
-                               json_bytes_per_token(longest_token_bytes_,
-                                                    logprobs ? *req->logprobs : 0);
+  // Every choice's tokens, echoed and generated, encoded (as one answer, or as events
+  // that each repeat the head); the prompts' rows are held while they are scored.
+  const auto choice_tokens = (r.echo ? prompt_tokens : 0) + r.prompts.size() * r.max_tokens;
+  const auto per_token = json_bytes_per_token(longest_token_bytes_, logprobs ? *r.logprobs : 0) +
+                         (r.stream ? 128 + model_id_.size() : 0);
+  const auto encoded = 512 + r.n * (choice_tokens + r.prompts.size()) * per_token;
   auto reserved = reserve_bytes(encoded, prompt_rows ? prompt_tokens : 0);
   if (auto* refusal = std::get_if<http_response>(&reserved))
     return respond(std::move(*refusal));
-  auto held = std::make_shared<byte_reservation>(std::move(std::get<byte_reservation>(reserved)));
-  state->request = std::move(*req);
+  run->held = std::make_shared<byte_reservation>(std::move(std::get<byte_reservation>(reserved)));
+  run->respond = std::move(respond);
+  run->head = {{"id", completion_id(id)},
+               {"object", "text_completion"},
+               {"created", std::chrono::duration_cast<std::chrono::seconds>(
+                             std::chrono::system_clock::now().time_since_epoch())
+                             .count()},
+               {"model", model_id_}};
 
-  // The second stage: every prompt n times, each with its own random stream.
-  auto complete = [this, id, state, held,
-                   respond = std::move(respond)](std::optional<api_error> failed) mutable {
+  // The second stage: every prompt n times, each with its own random stream; each
+  // choice starts with its echoed prompt.
+  auto sample = [this, id, run](std::optional<api_error> failed) {
     if (failed)
-      return respond(to_response(*failed));
-    const auto& r = state->request;
+      return run->respond(to_response(*failed));
+    const auto& r = run->request;
     sample_job job;
-    for (const auto& prompt : state->prompts)
-      for (std::size_t k = 0; k < r.n; ++k)
-        job.prompts.push_back(prompt);
+    for (std::size_t p = 0; p < run->prompts.size(); ++p)
+      for (std::size_t k = 0; k < r.n; ++k) {
+        job.prompts.push_back(run->prompts[p]);
+        const auto c = run->choices.size();
+        run->choices.emplace_back(r.stop, run->texts);
+        run->kept.emplace_back();
+        run->finish.push_back(nullptr);
+        if (r.echo)
+          give(*run, c,
+               run->choices[c].echo(run->prompts[p], p < run->prompt_scores.size()
+                                                         ? run->prompt_scores[p]
+                                                         : std::vector<token_score>{}),
+               nullptr);
+      }
     job.max_tokens = r.max_tokens;
     job.eos_token_ids = engine_.eos_token_ids();
     job.temperature = r.temperature;
     job.top_p = r.top_p;
     job.seed = r.seed;
     job.top_logprobs = r.logprobs;
-    if (!r.stop.empty())
-      job.stop_after = [this, stop = r.stop](const cache::token_seq& generated) {
-        return ends_in_stop(texts(), generated, stop);
-      };
-    auto answer = answer_with(std::move(respond), [this, id, state,
-                                                   held](const gateway_reply& reply) {
-      const auto& r = state->request;
-      std::vector<completion_result> results;
-      const auto prompt_tokens = state->prompt_tokens;
-      std::size_t completion_tokens = 0;
-      for (std::size_t c = 0; c < reply.generated.size(); ++c) {
-        const auto p = c / r.n;
-        results.push_back({state->prompts[p],
-                           p < state->prompt_scores.size() ? state->prompt_scores[p]
-                                                           : std::vector<token_score>{},
-                           reply.generated[c],
-                           c < reply.scores.size() ? reply.scores[c] : std::vector<token_score>{},
-                           reply.stopped[c]});
-        completion_tokens += reply.generated[c].size();
+    job.on_token = [run](const sampled_token& token) { return on_token(*run, token); };
+    job.done = [run](gateway_reply reply) {
+      try {
+        on_done(*run, std::move(reply));
+      } catch (const std::exception& e) { // out of memory: the gateway must not die of it
+        reply = {};
+        reply.error = api_error{500, "internal_error", e.what()};
+        on_done(*run, std::move(reply));
       }
-      const json usage = {{"prompt_tokens", prompt_tokens},
-                          {"completion_tokens", completion_tokens},
-                          {"total_tokens", prompt_tokens + completion_tokens}};
-      const completion_format format{r.echo, r.logprobs.has_value(), r.stop};
-      const json head = {{"id", completion_id(id)},
-                         {"object", "text_completion"},
-                         {"created", std::chrono::duration_cast<std::chrono::seconds>(
-                                       std::chrono::system_clock::now().time_since_epoch())
-                                       .count()},
-                         {"model", model_id_}};
-      auto response = r.stream
-                        ? event_stream(results, format, head, r.stream_usage ? usage : json())
-                        : completion_body(results, format, head, usage);
-      response.reserved = held;
-      return response;
-    });
-    // Server-Timing counts both stages' engine time.
-    job.done = [state, answer = std::move(answer)](gateway_reply reply) {
-      reply.engine_ms += state->prompt_engine_ms;
-      answer(std::move(reply));
     };
     caf::anon_send(gateway_of(id), sample_atom::value, id, std::move(job));
   };
   if (!prompt_rows)
-    return complete(std::nullopt);
+    return sample(std::nullopt);
   // The first stage: every prompt's rows, so that the completions after them (and a
   // repeated prompt) are read from the trie. A cancellation that comes between the
   // stages finds no job, and the second runs unanswered.
   logprobs_job rows;
-  rows.sequences = state->prompts;
+  rows.sequences = run->prompts;
   rows.all_positions = true;
-  rows.done = [state, complete = std::move(complete)](gateway_reply reply) mutable {
-    state->prompt_engine_ms = reply.engine_ms;
+  rows.done = [run, sample = std::move(sample)](gateway_reply reply) {
+    run->prompt_engine_ms = reply.engine_ms;
     if (!reply.error)
-      state->prompt_scores = score_prompts(reply.answers, *state->request.logprobs);
-    complete(std::move(reply.error));
+      run->prompt_scores = score_prompts(reply.answers, *run->request.logprobs);
+    sample(std::move(reply.error));
   };
   caf::anon_send(gateway_of(id), messages::logprobs_atom::value, id, std::move(rows));
 }

@@ -54,92 +54,88 @@ std::string token_spelling(const token_texts& texts, std::int32_t id) {
   return "";
 }
 
-std::optional<std::size_t> stop_position(const token_texts& texts,
-                                         const cache::token_seq& generated,
-                                         const std::vector<std::string>& stop) {
-  std::string text;
-  for (const auto id : generated)
-    text += bytes_of(texts, id);
-  std::optional<std::size_t> first;
-  for (const auto& s : stop) {
-    const auto at = text.find(s);
-    if (at != std::string::npos && (!first || at < *first))
-      first = at;
-  }
-  return first;
+choice_pieces::choice_pieces(std::vector<std::string> stop, const token_texts& texts)
+    : stop_(std::move(stop)), texts_(texts) {
+  for (const auto& s : stop_)
+    longest_stop_ = std::max(longest_stop_, s.size());
 }
 
-bool ends_in_stop(const token_texts& texts, const cache::token_seq& generated,
-                  const std::vector<std::string>& stop) {
-  if (generated.empty())
-    return false;
-  std::size_t longest = 0;
-  for (const auto& s : stop)
-    longest = std::max(longest, s.size());
-  // The last token's bytes, and before them as many as a stop string could need.
-  const auto last = bytes_of(texts, generated.back()).size();
-  std::string tail;
-  for (auto i = generated.size(); i-- > 0 && tail.size() < last + longest;)
-    tail.insert(0, bytes_of(texts, generated[i]));
-  for (const auto& s : stop) {
-    const auto at = tail.rfind(s);
-    if (at != std::string::npos && at + s.size() > tail.size() - last)
-      return true;
+token_piece choice_pieces::piece(std::int32_t id, std::optional<token_score> score,
+                                 std::string bytes) {
+  token_piece p{id, std::move(score), std::move(bytes), code_points_};
+  code_points_ += code_points(p.bytes);
+  return p;
+}
+
+std::vector<token_piece> choice_pieces::echo(const cache::token_seq& prompt,
+                                             const std::vector<token_score>& scores) {
+  std::vector<token_piece> pieces;
+  for (std::size_t i = 0; i < prompt.size(); ++i)
+    pieces.push_back(piece(prompt[i],
+                           i > 0 && i - 1 < scores.size() ? std::optional(scores[i - 1])
+                                                          : std::nullopt,
+                           bytes_of(texts_, prompt[i])));
+  return pieces;
+}
+
+std::vector<token_piece> choice_pieces::add(std::int32_t id, std::optional<token_score> score) {
+  if (cut_)
+    return {};
+  const auto start = generated_.size();
+  generated_ += bytes_of(texts_, id);
+  held_.push_back({id, std::move(score), start});
+  // Earlier tokens were searched: a new stop string ends in this token's bytes, so it
+  // begins at most longest_stop_ - 1 bytes before them.
+  const auto from = start - std::min(start, longest_stop_ > 0 ? longest_stop_ - 1 : 0);
+  for (const auto& s : stop_) {
+    const auto at = generated_.find(s, from);
+    if (at != std::string::npos && (!cut_ || at < *cut_))
+      cut_ = at;
   }
-  return false;
+  if (cut_)
+    return release(*cut_);
+  // A stop string found later begins at most longest_stop_ - 1 bytes before the end.
+  const auto safe = generated_.size() - std::min(generated_.size(),
+                                                 longest_stop_ > 0 ? longest_stop_ - 1 : 0);
+  return release(safe);
+}
+
+std::vector<token_piece> choice_pieces::flush() {
+  return release(cut_ ? *cut_ : generated_.size());
+}
+
+std::vector<token_piece> choice_pieces::release(std::size_t upto) {
+  std::vector<token_piece> pieces;
+  std::size_t given = 0;
+  for (; given < held_.size(); ++given) {
+    auto& token = held_[given];
+    const auto end = given + 1 < held_.size() ? held_[given + 1].start : generated_.size();
+    if (cut_ ? token.start >= *cut_ : end > upto)
+      break;
+    pieces.push_back(piece(token.id, std::move(token.score),
+                           generated_.substr(token.start, std::min(end, upto) - token.start)));
+  }
+  held_.erase(held_.begin(), held_.begin() + static_cast<std::ptrdiff_t>(given));
+  if (cut_)
+    held_.clear(); // from the stop string on, nothing more reads
+  return pieces;
+}
+
+const char* choice_pieces::finish_reason(bool stopped) const {
+  return stopped || cut_ ? "stop" : "length";
 }
 
 namespace {
 
-/// One token of a choice as it reads: its spelling and scores, the bytes it adds to
-/// the text (cut at a stop string), and where it starts in the text, in code points.
-struct token_piece {
-  std::int32_t id = 0;
-  const token_score* score = nullptr; // null: the first echoed token
-  std::string bytes;
-  std::size_t offset = 0;
-};
-
-/// Walks a choice's tokens (echoed, then generated up to the stop), calling
-/// visit(token_piece); returns the finish_reason.
-template <class Visit>
-const char* walk_choice(const completion_result& result, const completion_format& format,
-                        const token_texts& texts, Visit visit) {
-  const auto cut = stop_position(texts, result.generated, format.stop);
-  std::string text; // so far, for offsets
-  const auto add = [&](std::int32_t id, const token_score* score, std::size_t limit) {
-    if (text.size() >= limit)
-      return false;
-    token_piece piece{id, score, bytes_of(texts, id), code_points(text)};
-    if (text.size() + piece.bytes.size() > limit)
-      piece.bytes.resize(limit - text.size());
-    text += piece.bytes;
-    visit(piece);
-    return true;
-  };
-  if (format.echo)
-    for (std::size_t i = 0; i < result.prompt.size(); ++i)
-      add(result.prompt[i],
-          i > 0 && i - 1 < result.prompt_scores.size() ? &result.prompt_scores[i - 1] : nullptr,
-          std::string::npos);
-  const auto limit = cut ? text.size() + *cut : std::string::npos;
-  for (std::size_t i = 0; i < result.generated.size(); ++i)
-    if (!add(result.generated[i],
-             i < result.generated_scores.size() ? &result.generated_scores[i] : nullptr,
-             limit))
-      break;
-  return result.stopped || cut ? "stop" : "length";
-}
-
 /// The logprobs object of `pieces`.
-json logprobs_of(const std::vector<token_piece>& pieces, const token_texts& texts) {
+json logprobs_of(const std::vector<const token_piece*>& pieces, const token_texts& texts) {
   json tokens = json::array(), logprobs = json::array(), tops = json::array(),
        offsets = json::array();
-  for (const auto& p : pieces) {
-    tokens.push_back(token_spelling(texts, p.id));
-    logprobs.push_back(p.score ? json(p.score->logprob) : json(nullptr));
-    tops.push_back(p.score ? top_object(texts, *p.score) : json(nullptr));
-    offsets.push_back(p.offset);
+  for (const auto* p : pieces) {
+    tokens.push_back(token_spelling(texts, p->id));
+    logprobs.push_back(p->score ? json(p->score->logprob) : json(nullptr));
+    tops.push_back(p->score ? top_object(texts, *p->score) : json(nullptr));
+    offsets.push_back(p->offset);
   }
   return {{"tokens", std::move(tokens)},
           {"token_logprobs", std::move(logprobs)},
@@ -156,28 +152,26 @@ json choice_json(std::string text, std::size_t index, json logprobs, const char*
 
 } // namespace
 
-json completion_choice(const completion_result& result, std::size_t index,
-                       const completion_format& format, const token_texts& texts) {
+json completion_choice(const std::vector<token_piece>& pieces, std::size_t index, bool logprobs,
+                       const token_texts& texts, const char* finish_reason) {
   std::string text;
-  std::vector<token_piece> pieces;
-  const auto finish = walk_choice(result, format, texts, [&](token_piece& piece) {
-    text += piece.bytes;
-    pieces.push_back(std::move(piece));
-  });
-  return choice_json(std::move(text), index, format.logprobs ? logprobs_of(pieces, texts) : json(nullptr),
-                     finish);
+  std::vector<const token_piece*> all;
+  for (const auto& p : pieces) {
+    text += p.bytes;
+    all.push_back(&p);
+  }
+  return choice_json(std::move(text), index, logprobs ? logprobs_of(all, texts) : json(nullptr),
+                     finish_reason);
 }
 
-std::vector<json> completion_chunks(const completion_result& result, std::size_t index,
-                                    const completion_format& format, const token_texts& texts) {
-  std::vector<json> chunks;
-  const auto finish = walk_choice(result, format, texts, [&](token_piece& piece) {
-    chunks.push_back(choice_json(piece.bytes, index,
-                                 format.logprobs ? logprobs_of({piece}, texts) : json(nullptr),
-                                 nullptr));
-  });
-  chunks.push_back(choice_json("", index, nullptr, finish));
-  return chunks;
+json chunk_choice(const token_piece& piece, std::size_t index, bool logprobs,
+                  const token_texts& texts) {
+  return choice_json(piece.bytes, index, logprobs ? logprobs_of({&piece}, texts) : json(nullptr),
+                     nullptr);
+}
+
+json finish_chunk_choice(std::size_t index, const char* finish_reason) {
+  return choice_json("", index, nullptr, finish_reason);
 }
 
 } // namespace canopy::server

@@ -31,9 +31,8 @@ struct open_job {
   std::uint32_t remaining = 0;
   std::vector<scored_sequence> answers;    // logprobs
   std::optional<actors::sampling_run> run; // sample
-  std::optional<std::size_t> top_logprobs; // sample: score tokens with this many
-  std::function<bool(const cache::token_seq&)> stop_after; // sample
-  std::vector<std::vector<token_score>> scores;             // sample, with top_logprobs
+  std::optional<std::size_t> top_logprobs;                 // sample: score with this many
+  std::function<bool(const sampled_token&)> on_token;      // sample
 };
 
 /// Where a query's answer goes: its job, and the sequence (or prompt) and row in it.
@@ -158,7 +157,6 @@ void step_sampling(gateway_pointer self, request_id request, open_job& job) {
     reply.generated = job.run->generated();
     for (std::size_t i = 0; i < reply.generated.size(); ++i)
       reply.stopped.push_back(job.run->stopped(i));
-    reply.scores = std::move(job.scores);
     return finish(self, request, std::move(reply));
   }
   begin_step(self, job, static_cast<std::uint32_t>(next.size()));
@@ -170,9 +168,7 @@ void step_sampling(gateway_pointer self, request_id request, open_job& job) {
 void start_sample(gateway_pointer self, request_id request, sample_job& in) {
   auto& job = open(self, request, job_kind::sample, std::move(in.done));
   job.top_logprobs = in.top_logprobs;
-  job.stop_after = std::move(in.stop_after);
-  if (job.top_logprobs)
-    job.scores.resize(in.prompts.size());
+  job.on_token = std::move(in.on_token);
   job.run.emplace(std::move(in.prompts), in.max_tokens, std::move(in.eos_token_ids),
                   in.temperature, in.seed, in.top_p);
   step_sampling(self, request, job);
@@ -204,11 +200,24 @@ void on_row(gateway_pointer self, std::uint64_t query_id, const shared_logprobs&
     const auto i = slot.sequence;
     row_reader dense(std::nullopt);
     job.run->advance(i, dense.read(row).values, row.vocab());
-    const auto& generated = job.run->generated()[i];
-    if (job.top_logprobs)
-      job.scores[i].push_back(score_token(row, generated.back(), *job.top_logprobs));
-    if (job.stop_after && !job.run->stopped(i) && job.stop_after(generated))
-      job.run->stop(i);
+    if (job.on_token) {
+      sampled_token token;
+      token.prompt = i;
+      token.id = job.run->generated()[i].back();
+      std::optional<token_score> score;
+      if (job.top_logprobs)
+        token.score = &score.emplace(score_token(row, token.id, *job.top_logprobs));
+      token.last = job.run->finished(i);
+      token.stopped = job.run->stopped(i);
+      bool stop = false;
+      try {
+        stop = job.on_token(token);
+      } catch (const std::exception& e) { // out of memory: the gateway must not die of it
+        return fail(self, slot.request, {500, "internal_error", e.what()});
+      }
+      if (stop)
+        job.run->stop(i);
+    }
     if (job.remaining == 0)
       step_sampling(self, slot.request, job);
     break;

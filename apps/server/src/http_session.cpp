@@ -12,7 +12,9 @@
 #include <boost/beast/http/write.hpp>
 
 #include <algorithm>
+#include <cstdio>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <string_view>
 
@@ -39,6 +41,11 @@
 // bytes in the answer budget, and a drain, forever). Bodies being read and answers
 // until written hold their bytes against budgets every connection shares (byte_budget):
 // past them a request gets 503, so a flood of clients cannot grow the process.
+// A streamed answer (server-sent events) keeps its request in flight until the handler
+// has ended it and its last bytes are written: its head and pieces go out as they
+// come, each write under the write-stall timer, with no deadline while the handler
+// computes the next piece (the engine's own timeouts bound that). A client that leaves
+// meanwhile cancels the request, and a pipelined request waits its turn as usual.
 
 namespace canopy::server {
 
@@ -106,8 +113,9 @@ std::optional<http_response> transfer_coding_problem(beast::string_view value) {
                         quoted + ": only \"chunked\" is supported");
 }
 
-http::response<http::string_body> to_wire(http_response response, unsigned version,
-                                          bool keep_alive) {
+/// The status line and headers of `response` (its body and framing aside).
+http::response<http::string_body> wire_head(const http_response& response, unsigned version,
+                                            bool keep_alive) {
   http::response<http::string_body> wire;
   wire.version(version);
   wire.result(static_cast<unsigned>(response.status));
@@ -116,9 +124,30 @@ http::response<http::string_body> to_wire(http_response response, unsigned versi
   for (const auto& [name, value] : response.headers)
     wire.insert(name, value);
   wire.keep_alive(keep_alive);
+  return wire;
+}
+
+http::response<http::string_body> to_wire(http_response response, unsigned version,
+                                          bool keep_alive) {
+  auto wire = wire_head(response, version, keep_alive);
   wire.body() = std::move(response.body);
   wire.prepare_payload();
   return wire;
+}
+
+/// Appends a streamed body's `bytes` as they go on the wire: one chunk (HTTP/1.1), or
+/// as they are. Nothing for none: an empty chunk would end the body.
+void frame(std::string& out, const std::string& bytes, bool chunked) {
+  if (bytes.empty())
+    return;
+  if (chunked) {
+    char size[24];
+    std::snprintf(size, sizeof size, "%zx\r\n", bytes.size());
+    out += size;
+  }
+  out += bytes;
+  if (chunked)
+    out += "\r\n";
 }
 
 } // namespace
@@ -277,32 +306,119 @@ void http_session::start_request() {
   ++request_seq_;
 }
 
+template <class Work>
+void http_session::hand_off(const std::shared_ptr<post_gate>& gate,
+                            const std::weak_ptr<http_session>& weak, Work work) {
+  gate->run_if_open([&] {
+    auto self = weak.lock();
+    if (!self)
+      return;
+    // The strand copy first: `self` moves into the handler, which the io_context
+    // owns and destroys, so the connection never dies on this thread.
+    auto on = self->strand_;
+    asio::post(on, [self = std::move(self), work = std::move(work)]() mutable {
+      work(*self);
+    });
+  });
+}
+
 respond_fn http_session::responder(request_id id) {
   return [gate = context_.gate, weak = weak_from_this(), id](http_response response) {
-    gate->run_if_open([&] {
-      auto self = weak.lock();
-      if (!self)
-        return;
-      // The strand copy first: `self` moves into the handler, which the io_context
-      // owns and destroys, so the connection never dies on this thread.
-      auto on = self->strand_;
-      asio::post(on,
-                 [self = std::move(self), id, response = std::move(response)]() mutable {
-                   self->on_response(id, std::move(response));
-                 });
+    hand_off(gate, weak, [id, response = std::move(response)](http_session& self) mutable {
+      self.on_response(id, std::move(response));
     });
   };
 }
 
 void http_session::on_response(request_id id, http_response response) {
   // Cancelled (the client left), or a second respond for the same request.
-  if (closed_ || !in_flight_ || in_flight_->id != id)
+  if (closed_ || !in_flight_ || in_flight_->id != id || stream_)
     return;
+  if (response.stream) {
+    begin_stream(std::move(response));
+    return advance();
+  }
   auto done = std::move(*in_flight_);
   in_flight_.reset();
   work_.reset();
   auto keep = std::move(keep_for_answer_); // the write holds it from here
   write(std::move(done), std::move(response));
+  advance();
+}
+
+void http_session::begin_stream(http_response head) {
+  auto& done = *in_flight_;
+  stream_state stream;
+  stream.chunked = done.version == 11;
+  // HTTP/1.0 has no chunks: its body ends where the connection does.
+  done.keep_alive = done.keep_alive && stream.chunked && !draining_;
+  stream.status = head.status;
+  stream.source = std::move(head.stream);
+  response_reserved_ = std::move(head.reserved);
+  auto wire = wire_head(head, done.version, done.keep_alive);
+  wire.chunked(stream.chunked);
+  std::ostringstream text;
+  text << wire.base();
+  stream.outgoing = text.str();
+  frame(stream.outgoing, head.body, stream.chunked);
+  stream.body_bytes = head.body.size();
+  stream_ = std::move(stream);
+  stream_->source->on_ready([gate = context_.gate, weak = weak_from_this()] {
+    hand_off(gate, weak, [](http_session& self) { self.write_stream(); });
+  });
+  write_stream();
+}
+
+void http_session::write_stream() {
+  if (closed_ || writing_ || !stream_)
+    return;
+  auto& stream = *stream_;
+  // What the handler has pushed is taken only between writes: `outgoing` is the
+  // buffer being written.
+  if (stream.outgoing.empty() && !stream.ended) {
+    auto [bytes, ended] = stream.source->take();
+    frame(stream.outgoing, bytes, stream.chunked);
+    stream.body_bytes += bytes.size();
+    if (ended && stream.chunked)
+      stream.outgoing += "0\r\n\r\n";
+    stream.ended = ended;
+  }
+  if (stream.outgoing.empty()) {
+    if (stream.ended)
+      end_stream();
+    return;
+  }
+  writing_ = true;
+  auto self = shared_from_this();
+  write_deadline_.arm(context_.options.write_stall_timeout, [self] { self->close_now(); });
+  socket_.async_write_some(asio::buffer(stream.outgoing),
+                           [self](error_code ec, std::size_t bytes) {
+                             self->on_stream_written(ec, bytes);
+                           });
+}
+
+void http_session::on_stream_written(error_code ec, std::size_t bytes) {
+  writing_ = false;
+  write_deadline_.disarm();
+  if (closed_)
+    return;
+  if (ec)
+    return close_now();
+  stream_->outgoing.erase(0, bytes);
+  write_stream();
+}
+
+void http_session::end_stream() {
+  auto done = std::move(*in_flight_);
+  in_flight_.reset();
+  work_.reset();
+  auto keep = std::move(keep_for_answer_);
+  context_.metrics->request_done(done.target, stream_->status, clock::now() - done.read_done,
+                                 done.body_in, stream_->body_bytes);
+  stream_.reset();
+  response_reserved_.reset();
+  if (!done.keep_alive)
+    return finish();
   advance();
 }
 

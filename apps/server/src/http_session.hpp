@@ -3,7 +3,8 @@
 // bytes and time, body bytes and time, auth), hands each complete one to the
 // request_handler, writes the answers back in request order, and closes when the
 // client leaves, a deadline passes, an error answer was written or the server drains.
-// See Note [connection states] in http_session.cpp.
+// A streamed answer (http_response::stream) goes out piece by piece as the handler
+// produces it. See Note [connection states] in http_session.cpp.
 // Thread contract: start() and drain() from any thread; everything else runs on the
 // connection's strand. The respond callbacks it gives out may be called from any
 // thread, even after the server is gone (they reach it through the post_gate).
@@ -74,8 +75,20 @@ private:
   void fail(http_response response);
   void dispatch();
   void start_request();
+  /// Runs work(session) on the session's strand, from any thread, if the server and
+  /// the session are still there (through the post_gate).
+  template <class Work>
+  static void hand_off(const std::shared_ptr<post_gate>& gate,
+                       const std::weak_ptr<http_session>& weak, Work work);
   respond_fn responder(request_id id);
   void on_response(request_id id, http_response response);
+  /// Writes a streamed answer's head and first piece; the rest as it comes.
+  void begin_stream(http_response head);
+  void on_stream_ready();
+  void write_stream();
+  void on_stream_written(error_code ec, std::size_t bytes);
+  /// The stream has ended and is written: the request is answered.
+  void end_stream();
   void write(exchange done, http_response response);
   void write_continue();
   void start_write();
@@ -126,6 +139,17 @@ private:
       serializer_;                  // of response_
   std::optional<exchange> written_; // of response_; empty while "100 Continue" goes out
   std::shared_ptr<byte_reservation> response_reserved_; // response_'s, till written
+
+  // The streamed answer being written (of in_flight_, which stays until it ends).
+  struct stream_state {
+    std::shared_ptr<body_stream> source;
+    bool chunked = true;     // HTTP/1.1; HTTP/1.0 gets the bytes unframed, then a close
+    bool ended = false;      // the handler ended it: `outgoing` holds its last bytes
+    int status = 200;
+    std::string outgoing;    // framed bytes not yet written
+    std::size_t body_bytes = 0;
+  };
+  std::optional<stream_state> stream_;
   byte_reservation body_reserved_; // the body being read, against context_.bodies
 
   bool reading_ = false;

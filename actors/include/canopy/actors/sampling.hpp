@@ -42,11 +42,12 @@ public:
   /// Whether prompt i ended before max_tokens (an EOS id or stop()).
   bool stopped(std::size_t i) const { return stopped_[i]; }
   bool finished() const;
+  /// Whether prompt i generates no more (max_tokens, an EOS id or stop()).
+  bool finished(std::size_t i) const;
   /// The generated tokens of each prompt (without the prompt).
   const std::vector<cache::token_seq>& generated() const { return generated_; }
 
 private:
-  bool finished(std::size_t i) const;
   std::vector<cache::token_seq> prompts_;
   std::vector<cache::token_seq> generated_;  // [prompts]
   std::vector<std::mt19937_64> streams_;     // [prompts]

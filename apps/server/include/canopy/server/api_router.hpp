@@ -45,15 +45,6 @@ private:
   /// a job for the prompts' rows, then a sample job for the completions.
   void completions(request_id id, const http_request& request, respond_fn respond);
   http_response models() const;
-  /// A completion's answer as one JSON object, or as server-sent events (stream): a
-  /// chunk per token and choice, the usage chunk when `usage` is not null, [DONE].
-  /// `head`: the id, object, created and model every chunk carries.
-  http_response completion_body(const std::vector<completion_result>& results,
-                                const completion_format& format, nlohmann::json head,
-                                nlohmann::json usage) const;
-  http_response event_stream(const std::vector<completion_result>& results,
-                             const completion_format& format, const nlohmann::json& head,
-                             nlohmann::json usage) const;
   /// How the model's tokens read (needs a tokenizer).
   token_texts texts() const {
     return {engine_.byte_vocab(), engine_.special_token_texts()};

@@ -12,7 +12,8 @@
 // top_logprobs (OpenAI's convention); a control token by its text ("</s>"), adding
 // nothing to the text. Generation stops before the first stop string: the text ends
 // there, and logprobs keep the tokens that start before it.
-// Thread contract: pure functions over plain values.
+// Thread contract: pure functions over plain values; a choice_pieces belongs to one
+// thread at a time.
 
 #include <canopy/cache/types.hpp>
 #include <canopy/server/token_score.hpp>
@@ -32,43 +33,66 @@ struct token_texts {
   const std::vector<std::optional<std::string>>& special;
 };
 
-/// One completion of one prompt, as computed.
-struct completion_result {
-  cache::token_seq prompt;
-  /// echo with logprobs: the prompt's tokens after the first, scored.
-  std::vector<token_score> prompt_scores;
-  cache::token_seq generated;
-  std::vector<token_score> generated_scores; // with logprobs: one per generated token
-  bool stopped = false;                      // an EOS id or a stop string ended it
+/// One token of a choice as it reads.
+struct token_piece {
+  std::int32_t id = 0;
+  std::optional<token_score> score; // none: the first echoed token, or no logprobs
+  std::string bytes;                // what it adds to the text (cut at a stop string)
+  std::size_t offset = 0;           // where it starts in the text, in code points
 };
 
-struct completion_format {
-  bool echo = false;
-  bool logprobs = false;
-  std::vector<std::string> stop;
+/// A choice's tokens made into pieces as they come: the echoed prompt, then each
+/// generated token. A generated token is held back while a stop string could still
+/// begin in its bytes, so a piece once given is final (it can be streamed). The first
+/// stop string ends the text: the token it starts in is cut there, and the tokens
+/// from there on add no piece.
+class choice_pieces {
+public:
+  /// `texts` must outlive this.
+  choice_pieces(std::vector<std::string> stop, const token_texts& texts);
+  /// echo: the prompt's tokens, the first unscored and each other by scores[i - 1]
+  /// (when there are scores).
+  std::vector<token_piece> echo(const cache::token_seq& prompt,
+                                const std::vector<token_score>& scores);
+  /// The next generated token: the pieces it makes final.
+  std::vector<token_piece> add(std::int32_t id, std::optional<token_score> score);
+  /// Generation ended: the pieces held back.
+  std::vector<token_piece> flush();
+  /// Whether a stop string has appeared.
+  bool cut() const { return cut_.has_value(); }
+  /// "stop" when a stop string appeared or `stopped` (an EOS id ended it), else "length".
+  const char* finish_reason(bool stopped) const;
+
+private:
+  struct held_token {
+    std::int32_t id;
+    std::optional<token_score> score;
+    std::size_t start; // in generated_
+  };
+  std::vector<token_piece> release(std::size_t upto);
+  token_piece piece(std::int32_t id, std::optional<token_score> score, std::string bytes);
+
+  const std::vector<std::string> stop_;
+  const token_texts texts_;
+  std::size_t longest_stop_ = 0;
+  std::size_t code_points_ = 0;      // of the text given so far
+  std::string generated_;            // every generated token's bytes
+  std::vector<held_token> held_;     // generated, not given yet
+  std::optional<std::size_t> cut_;   // where the first stop string starts in generated_
 };
 
-/// The position in `generated`'s bytes where the first of `stop` begins, or nullopt.
-std::optional<std::size_t> stop_position(const token_texts& texts,
-                                         const cache::token_seq& generated,
-                                         const std::vector<std::string>& stop);
+/// choices[index] of the answer, from all of its pieces.
+nlohmann::json completion_choice(const std::vector<token_piece>& pieces, std::size_t index,
+                                 bool logprobs, const token_texts& texts,
+                                 const char* finish_reason);
 
-/// Whether the last token of `generated` completed one of `stop` (an earlier token
-/// would have been asked before): only the bytes it could have completed are read.
-bool ends_in_stop(const token_texts& texts, const cache::token_seq& generated,
-                  const std::vector<std::string>& stop);
+/// One piece as a streamed chunk's choice: its text and logprobs that token's alone.
+/// A token that is not whole UTF-8 reads as U+FFFD in its chunk's text.
+nlohmann::json chunk_choice(const token_piece& piece, std::size_t index, bool logprobs,
+                            const token_texts& texts);
 
-/// choices[index] of the answer.
-nlohmann::json completion_choice(const completion_result& result, std::size_t index,
-                                 const completion_format& format, const token_texts& texts);
-
-/// The same choice as server-sent events give it (stream): one choice object per token,
-/// its text and logprobs that token's alone, then one with the finish_reason. A token
-/// that is not whole UTF-8 reads as U+FFFD in its chunk's text.
-std::vector<nlohmann::json> completion_chunks(const completion_result& result,
-                                              std::size_t index,
-                                              const completion_format& format,
-                                              const token_texts& texts);
+/// The streamed chunk's choice that ends choice `index`.
+nlohmann::json finish_chunk_choice(std::size_t index, const char* finish_reason);
 
 /// How token `id` is spelled in tokens and top_logprobs.
 std::string token_spelling(const token_texts& texts, std::int32_t id);

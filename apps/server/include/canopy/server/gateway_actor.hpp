@@ -36,10 +36,8 @@ struct gateway_reply {
   std::optional<api_error> error;
   std::vector<scored_sequence> answers;         // logprobs jobs: one per sequence
   std::vector<cache::token_seq> generated;      // sample jobs: one per prompt
-  std::vector<std::vector<token_score>> scores; // sample jobs with top_logprobs: per
-                                                // prompt, one per generated token
   std::vector<bool> stopped;                    // sample jobs: per prompt, ended by an
-                                                // EOS id or stop_after (not max_tokens)
+                                                // EOS id or on_token (not max_tokens)
   double engine_ms = 0;
 };
 
@@ -54,6 +52,15 @@ struct logprobs_job {
   gateway_done done;
 };
 
+/// A token a sample job generated, as on_token sees it.
+struct sampled_token {
+  std::size_t prompt = 0;
+  std::int32_t id = 0;
+  const token_score* score = nullptr; // with top_logprobs
+  bool last = false;    // the prompt generates no more: an EOS id or max_tokens
+  bool stopped = false; // ... an EOS id
+};
+
 /// engine::batch_sample, stepped by messages (the same tokens for the same seed).
 struct sample_job {
   std::vector<cache::token_seq> prompts;
@@ -62,11 +69,12 @@ struct sample_job {
   double temperature = 1.0;
   std::uint64_t seed = 0;
   double top_p = 1.0;
-  /// Scores each generated token with this many alternatives (gateway_reply::scores).
+  /// Scores each generated token with this many alternatives (sampled_token::score).
   std::optional<std::size_t> top_logprobs;
-  /// Asked after each token with what prompt i generated so far: true ends it (a stop
-  /// string appeared). Runs on the gateway's thread; must not block.
-  std::function<bool(const cache::token_seq& generated)> stop_after;
+  /// Called after each generated token, as it comes (streaming): true ends that
+  /// prompt's generation as stopped (a stop string appeared). Runs on the gateway's
+  /// thread; must not block.
+  std::function<bool(const sampled_token&)> on_token;
   gateway_done done;
 };
 

@@ -7,6 +7,7 @@
 // and must not block; `respond` may be called from any thread, at most once (the
 // transport posts the write back to the connection's own executor).
 
+#include <canopy/server/body_stream.hpp>
 #include <canopy/server/byte_budget.hpp>
 
 #include <cstdint>
@@ -35,6 +36,10 @@ struct http_response {
   /// The bytes this response holds against a budget: the transport keeps it until the
   /// response is written (or its connection closes).
   std::shared_ptr<byte_reservation> reserved;
+  /// Set: `body` is only the start; the rest comes through the stream, which the
+  /// handler must end. The request stays in flight (a client that leaves cancels it)
+  /// until the stream has ended and been written.
+  std::shared_ptr<body_stream> stream;
 };
 
 using respond_fn = std::function<void(http_response)>;
