@@ -413,13 +413,11 @@ void http_session::end_stream() {
   in_flight_.reset();
   work_.reset();
   auto keep = std::move(keep_for_answer_);
-  context_.metrics->request_done(done.target, stream_->status, clock::now() - done.read_done,
-                                 done.body_in, stream_->body_bytes);
+  const auto status = stream_->status;
+  const auto body_bytes = stream_->body_bytes;
   stream_.reset();
   response_reserved_.reset();
-  if (!done.keep_alive)
-    return finish();
-  advance();
+  answered(std::move(done), status, body_bytes);
 }
 
 void http_session::write(exchange done, http_response response) {
@@ -457,10 +455,8 @@ void http_session::on_written_some(error_code ec) {
     return write_some();
   writing_ = false;
   write_deadline_.disarm();
-  if (!closed_ && !ec && written_)
-    context_.metrics->request_done(written_->target, response_.result_int(),
-                                   clock::now() - written_->read_done, written_->body_in,
-                                   response_.body().size());
+  const auto status = response_.result_int();
+  const auto body_bytes = response_.body().size();
   // The body may be large: it and its reservation go back as soon as it is sent (or
   // can no longer be), not when the next response replaces it.
   serializer_.reset();
@@ -470,11 +466,15 @@ void http_session::on_written_some(error_code ec) {
     return;
   if (ec)
     return close_now();
-  on_written();
+  if (!written_) // "100 Continue": the request's own answer is still to come
+    return advance();
+  answered(std::move(*written_), status, body_bytes);
 }
 
-void http_session::on_written() {
-  if (written_ && !written_->keep_alive)
+void http_session::answered(exchange done, int status, std::size_t body_bytes) {
+  context_.metrics->request_done(done.target, status, clock::now() - done.read_done,
+                                 done.body_in, body_bytes);
+  if (!done.keep_alive)
     return finish();
   advance();
 }

@@ -98,7 +98,9 @@ private:
   /// chunked one) against the budget every connection shares; false after failing
   /// the request with 503.
   bool reserve_body();
-  void on_written();
+  /// `done`'s answer is written whole (`body_bytes` of body with `status`): counts it,
+  /// then closes (not keep-alive) or goes on with the next request.
+  void answered(exchange done, int status, std::size_t body_bytes);
   void finish();
   void read();
   void on_read(error_code ec, std::size_t bytes);
