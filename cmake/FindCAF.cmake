@@ -35,6 +35,13 @@ if(CAF_FOUND AND NOT TARGET CAF::core)
   set_target_properties(CAF::io PROPERTIES
     IMPORTED_LOCATION "${CAF_IO_LIBRARY}"
     INTERFACE_LINK_LIBRARIES CAF::core)
+  # CAF 0.17.6's headers use uint64_t without including <cstdint>, which libstdc++ 13 and
+  # later no longer include on their way; bookworm's headers built with a newer GCC (a
+  # device's, scripts/gpu/) need it included first.
+  if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU" AND CMAKE_CXX_COMPILER_VERSION VERSION_GREATER_EQUAL 13)
+    set_property(TARGET CAF::core APPEND PROPERTY INTERFACE_COMPILE_OPTIONS
+                 "SHELL:-include cstdint")
+  endif()
   if(CAF_OPENSSL_LIBRARY)
     add_library(CAF::openssl UNKNOWN IMPORTED)
     set_target_properties(CAF::openssl PROPERTIES

@@ -272,7 +272,7 @@ std::vector<std::string> engine_config::device_list() const {
     return devices;
   if (workers == 0)
     return {}; // a front only
-  if (backend == "torch")
+  if (backend == "torch" && !backend_factory)
     if (const int gpus = backends::cuda_device_count(); gpus > 0) {
       std::vector<std::string> out;
       for (int i = 0; i < gpus; ++i)

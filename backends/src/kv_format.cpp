@@ -11,8 +11,12 @@ const std::vector<std::string>& kv_dtype_names() {
   return names;
 }
 
+double compute_roundoff(const torch_options& options) {
+  return make_kv_format(options.dtype, at::kFloat)->unit_roundoff();
+}
+
 double kv_storage_roundoff(const torch_options& options) {
-  const auto compute = make_kv_format(options.dtype, at::kFloat)->unit_roundoff();
+  const auto compute = compute_roundoff(options);
   const auto stored = make_kv_format(options.kv_dtype, at::kFloat)->unit_roundoff();
   return options.kv_dtype.empty() || stored <= compute ? 0.0 : stored;
 }

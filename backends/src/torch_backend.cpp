@@ -12,6 +12,7 @@
 #include <ATen/Parallel.h>
 #include <ATen/detail/CUDAHooksInterface.h>
 #include <c10/core/InferenceMode.h>
+#include <c10/core/impl/VirtualGuardImpl.h>
 
 #include <chrono>
 #include <cstring>
@@ -64,6 +65,19 @@ constexpr std::int64_t keep_eighths = 7;
 
 [[noreturn]] void fail_item(std::size_t index, const std::string& problem) {
   throw std::invalid_argument("pass item " + std::to_string(index) + ": " + problem);
+}
+
+/// A pass's answer rows [rows, vocab] float32 on the host, contiguous. From a CUDA device
+/// they come in one asynchronous copy into pinned memory (LibTorch's caching host
+/// allocator recycles it), waited for once per pass: a copy into pageable memory would be
+/// staged through a driver buffer at a fraction of the bus's speed.
+at::Tensor rows_on_host(const at::Tensor& rows) {
+  if (!rows.is_cuda())
+    return rows.contiguous();
+  auto host = at::empty(rows.sizes(), rows.options().device(at::kCPU).pinned_memory(true));
+  host.copy_(rows, /*non_blocking=*/true);
+  c10::impl::VirtualGuardImpl(rows.device().type()).getStream(rows.device()).synchronize();
+  return host;
 }
 
 /// Gives taken slots back unless committed (kept KV of a pass that succeeded).
@@ -227,11 +241,8 @@ public:
       const pass_kv kv{kv_.get(), pooled, index_tensor(store_rows, device_),
                        index_tensor(store_slots, device_),
                        index_tensor(layout.prefix_slots, device_)};
-      aten_rows = model_
-                    ->forward(index_tensor(tokens, device_), on_device, kv,
-                              index_tensor(rows, device_))
-                    .to(at::kCPU)
-                    .contiguous();
+      aten_rows = rows_on_host(model_->forward(index_tensor(tokens, device_), on_device, kv,
+                                               index_tensor(rows, device_)));
       next_row = aten_rows.data_ptr<float>();
       clock.lap("ATen forward");
     }

@@ -31,6 +31,7 @@
 #include "oracle.hpp"
 #include "pass_items.hpp"
 #include "shared_fixtures.hpp"
+#include "test_device.hpp"
 
 #include <gtest/gtest.h>
 
@@ -82,7 +83,7 @@ protected:
     options.kv_dtype = std::get<1>(GetParam());
     options.kv_residual_tokens = std::get<2>(GetParam());
     options.kv_budget_bytes = kv_budget;
-    return make_torch_backend(load_checkpoint(model_path), "cpu", options);
+    return make_torch_backend(load_checkpoint(model_path), canopy::testing::test_device(), options);
   }
   /// Every case along every path, into one agreement.
   agreement measure() const {
@@ -177,7 +178,7 @@ std::size_t tokens_held(const checkpoint& ckpt, const std::string& format, std::
   options.kv_dtype = format;
   options.kv_residual_tokens = residual_tokens;
   options.kv_budget_bytes = budget;
-  auto backend = make_torch_backend(ckpt, "cpu", options);
+  auto backend = make_torch_backend(ckpt, canopy::testing::test_device(), options);
   for (int pass = 0; pass < 1000; ++pass) {
     pass_request request;
     request.items.push_back(item(token_seq(100, pass % 500)));
@@ -211,7 +212,7 @@ TEST(kv_dtype_budget, int8_holds_about_four_times_the_tokens_of_float32_less_res
   all_copies.kv_budget_bytes = budget;
   all_copies.kv_residual_tokens = budget / 2048;
   try {
-    make_torch_backend(ckpt, "cpu", all_copies);
+    make_torch_backend(ckpt, canopy::testing::test_device(), all_copies);
     ADD_FAILURE() << "copies that take the whole budget were accepted";
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("kv_residual_tokens 512 take 1048576 bytes"),

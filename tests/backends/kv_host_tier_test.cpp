@@ -8,6 +8,7 @@
 #include "oracle.hpp"
 #include "pass_items.hpp"
 #include "shared_fixtures.hpp"
+#include "test_device.hpp"
 
 #include <gtest/gtest.h>
 
@@ -37,7 +38,7 @@ protected:
     options.kv_budget_bytes = device_tokens * 1280;
     options.kv_host_budget_bytes = host_bytes;
     options.kv_host_dtype = host_dtype;
-    return make_torch_backend(ckpt, "cpu", options);
+    return make_torch_backend(ckpt, canopy::testing::test_device(), options);
   }
   /// Keeps the KV of tokens[0..n) and returns its handles.
   static std::vector<kv_handle> prime(backend_i& backend, const token_seq& tokens,

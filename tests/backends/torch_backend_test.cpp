@@ -8,6 +8,7 @@
 #include "oracle.hpp"
 #include "pass_items.hpp"
 #include "shared_fixtures.hpp"
+#include "test_device.hpp"
 
 #include <gtest/gtest.h>
 
@@ -49,7 +50,7 @@ protected:
     torch_options options;
     options.kv_budget_bytes = kv_budget;
     options.direct_forward = std::get<1>(GetParam());
-    return make_torch_backend(load_checkpoint(model_path), "cpu", options);
+    return make_torch_backend(load_checkpoint(model_path), canopy::testing::test_device(), options);
   }
   std::filesystem::path model_path;
   std::vector<oracle_case> cases;
@@ -196,7 +197,7 @@ protected:
   std::unique_ptr<backend_i> make(std::uint64_t kv_budget) {
     torch_options options;
     options.kv_budget_bytes = kv_budget;
-    return make_torch_backend(ckpt, "cpu", options);
+    return make_torch_backend(ckpt, canopy::testing::test_device(), options);
   }
   checkpoint ckpt;
 };

@@ -6,6 +6,7 @@
 
 #include "oracle.hpp"
 #include "shared_fixtures.hpp"
+#include "test_device.hpp"
 
 #include <canopy/engine.hpp>
 
@@ -49,6 +50,7 @@ protected:
     c.model = model_path.string();
     c.kv_budget_bytes = kv_budget;
     c.scheduler_threads = 2;
+    c.devices = {canopy::testing::test_device()};
     return c;
   }
   /// Asks other sequences of four times a KV storage of `capacity` tokens in all, which
@@ -229,6 +231,7 @@ TEST_P(greedy_from_bos, two_hundred_tokens_equal_the_reference) {
   engine_config c;
   c.backend = "torch";
   c.model = model.string();
+  c.devices = {canopy::testing::test_device()};
   engine lm{c};
   // Both forms say BOS 1 and EOS 2: the .bin by its format, hf/ in config.json.
   EXPECT_EQ(lm.bos_token_id(), 1);

@@ -51,8 +51,9 @@ struct engine_config {
   // -- devices ----------------------------------------------------------------------
   std::uint32_t workers = 1;           // one worker actor per device; 0 (with no
                                        // devices): a front only, with remote workers
-  std::vector<std::string> devices;    // empty: every CUDA device for torch when there
-                                       // is one, else `workers` times "cpu"
+  std::vector<std::string> devices;    // empty: every CUDA device for torch (without a
+                                       // backend_factory) when there is one, else
+                                       // `workers` times "cpu"
   std::uint32_t worker_passes_in_flight = 1; // passes one worker runs or holds at once
 
   // -- remote workers (README: "Across machines") -------------------------------------
@@ -107,8 +108,9 @@ struct engine_config {
   /// Every key with a one-line description (for --help).
   static std::vector<std::pair<std::string, std::string>> describe();
 
-  /// `devices`; when empty, every visible CUDA device (torch backend), else
-  /// `workers` times "cpu".
+  /// `devices`; when empty, every visible CUDA device (the torch backend, no
+  /// backend_factory), else `workers` times "cpu": a host's own factory gets the
+  /// workers it asked for whatever GPUs the machine has.
   std::vector<std::string> device_list() const;
   /// True when TLS files are given (all three, as validate() requires).
   bool tls() const { return !tls_cert.empty(); }

@@ -63,6 +63,11 @@ struct bench_result {
 /// counts, sequence lengths).
 constexpr std::size_t answer_check_period = 97;
 
+/// Where the bench runs a backend of its own (the reference rows, the direct variant, the
+/// profile and the tier probe): the engine's first device, so that its numbers and
+/// rounding are the engine's; "cpu" for a front without devices.
+std::string bench_device(const engine_config& config);
+
 /// Checks every `check_every`-th answer against the reference row. With remote_workers
 /// in `config`, the engine drives them (a front with no device of its own when
 /// `config.workers` is 0).

@@ -60,6 +60,10 @@ inline std::string served_kv_dtype(const torch_options& options) {
 /// compute dtype, else 0. Throws std::invalid_argument for an unknown format.
 double kv_storage_roundoff(const torch_options& options);
 
+/// The unit roundoff of `options`' compute dtype (float32 2^-24, bfloat16 2^-8, float16
+/// 2^-11): how far each rounded activation may move. Throws for an unknown dtype.
+double compute_roundoff(const torch_options& options);
+
 /// CUDA devices LibTorch can use in this process (0 in a CPU-only build).
 int cuda_device_count();
 

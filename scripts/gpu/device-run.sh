@@ -1,0 +1,274 @@
+#!/usr/bin/env bash
+# The device call, as one prepared script: builds Canopy against the machine's CUDA LibTorch
+# (pip's torch) and the bookworm packages that scripts/gpu/fetch-debs.sh put in .gpu/, runs
+# the oracle checks on cuda:0, the whole suite, and the first benchmark beside
+# genlm-backend's AsyncTransformer, and prints a summary table last.
+#
+#   device: scripts/gpu/device-run.sh                (after fetch-debs.sh here; carry .gpu)
+#   here:   scripts/gpu/device-run.sh --practice     (no CUDA: the same steps on the CPU with
+#           a small model, against the LibTorch that TORCH_CMAKE_PREFIX or python3 names)
+#
+# STAGES picks stages (default: core,cuda,bench,all,suite: the targets the CUDA checks and
+# the benchmark need, those checks, the benchmark, everything else, the whole suite; also
+# diagnose and check, below); OUT receives the logs (at most 8 files come back from a
+# device call); JOBS the build's parallelism; DEADLINE_S the seconds the whole run may
+# take (stages are cut to fit it). The script stops at the first build error with the
+# compiler's message at the end of its output.
+#
+# Measured on the H200 machine (16 cores): unpacking 10 s, the core build 64 s, the CUDA
+# checks 56 s, the benchmark 96 s (model 17, Canopy 22, the peer with its float32
+# comparison 57), the rest of the build 75 s, the suite more than 310 s (cut at 799 of
+# 872 tests in a 570 s call). All of it does not fit one call (600 s): run
+# STAGES=core,cuda,diagnose,bench, then at once (the machine stays warm 30 s, and with it
+# build-gpu/) STAGES=all,suite. Practice on a 2-core machine: about 40 minutes.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+root=$(pwd)
+
+practice=0
+[ "${1:-}" = "--practice" ] && practice=1
+stages=",${STAGES:-core,cuda,bench,all,suite},"
+out=${OUT:-/tmp/canopy-gpu-out}
+jobs=${JOBS:-$(nproc)}
+prefix=/tmp/canopy-prefix
+shared=/tmp/canopy-shared/shared
+build=$root/build-gpu
+mkdir -p "$out"
+summary=$out/summary.txt
+: >"$summary"
+started=$(date +%s)
+
+note() { echo "$*" | tee -a "$summary"; }
+elapsed() { echo $(($(date +%s) - started)); }
+# Seconds left before DEADLINE_S (from the start), for a stage's timeout: the summary is
+# printed even when the device call's own limit is near.
+remaining() { local left=$((${DEADLINE_S:-86400} - $(elapsed))); echo $((left > 5 ? left : 5)); }
+has_stage() { [[ $stages == *",$1,"* ]]; }
+# Prints a log's last lines and the summary, then exits with $1.
+finish() {
+  echo "==== summary ($(elapsed) s) ===="
+  cat "$summary"
+  exit "$1"
+}
+
+# ---- the machine
+note "machine: $(nproc) cores; $(uname -r)"
+if command -v nvidia-smi >/dev/null; then
+  note "gpu: $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1 | head -1)"
+fi
+# CUDA's toolkit, where TorchConfig.cmake's CUDA part looks for it.
+if [ -d /usr/local/cuda/bin ]; then
+  export PATH=/usr/local/cuda/bin:$PATH CUDAToolkit_ROOT=/usr/local/cuda
+fi
+python=$(command -v python3)
+torch_info=$("$python" -c 'import torch; print(torch.__version__, torch.version.cuda, torch.cuda.is_available(), torch.utils.cmake_prefix_path)' 2>/dev/null || true)
+note "python3: $python; torch: ${torch_info:-none}"
+torch_prefix=${TORCH_CMAKE_PREFIX:-$(echo "$torch_info" | awk '{print $4}')}
+note "compilers: $(g++ --version | head -1); $(cmake --version | head -1); nvcc: $(nvcc --version 2>/dev/null | tail -1 || echo none)"
+
+# ---- the bookworm packages, unpacked into a prefix of their own
+if [ ! -d "$prefix/usr" ]; then
+  mkdir -p "$prefix"
+  for deb in .gpu/debs/*.deb; do
+    if command -v dpkg-deb >/dev/null; then
+      dpkg-deb -x "$deb" "$prefix"
+    else # no dpkg: a .deb is an ar archive holding data.tar.*
+      (cd "$prefix" && ar p "$root/$deb" "$(ar t "$root/$deb" | grep '^data.tar')" | tar -x -a -f - 2>/dev/null ||
+         ar p "$root/$deb" "$(ar t "$root/$deb" | grep '^data.tar')" | tar -xJ)
+    fi
+  done
+  lib=$prefix/usr/lib/x86_64-linux-gnu
+  # Debian's alternatives name libblas.so and cblas.h; dpkg -x makes no alternatives. A
+  # machine with a BLAS of its own keeps it (its LAPACK, under its LibTorch, may need that
+  # BLAS's newer symbols); else bookworm's OpenBLAS.
+  if ! ldconfig -p | grep -q "libblas\.so\.3 "; then
+    ln -sf openblas-pthread/libblas.so.3 "$lib/libblas.so"
+    ln -sf openblas-pthread/libblas.so.3 "$lib/libblas.so.3"
+  fi
+  ln -sf cblas-netlib.h "$prefix/usr/include/x86_64-linux-gnu/cblas.h"
+  # pkg-config files name /usr: point them into the prefix.
+  sed -i "s|=/usr|=$prefix/usr|g; s| -I/usr| -I$prefix/usr|g; s| -L/usr| -L$prefix/usr|g" \
+    "$lib"/pkgconfig/*.pc "$prefix"/usr/share/pkgconfig/*.pc 2>/dev/null
+fi
+lib=$prefix/usr/lib/x86_64-linux-gnu
+blas=$lib/libblas.so
+[ -e "$blas" ] || blas=$(ldconfig -p | awk '/libblas\.so\.3 /{print $NF; exit}')
+# One copy of each library in a process: where the machine has a library of the same
+# soname (libssl.so.3, libpcre2-8.so.0, ...), the prefix's name for it points at the
+# machine's (newer, and what the machine's other libraries need beside them); only the
+# libraries the machine lacks come from bookworm, through LD_LIBRARY_PATH and the build
+# RPATH. (The whole prefix on LD_LIBRARY_PATH handed cmake's libcurl bookworm's older
+# libssl; an RPATH into the prefix gave a test bookworm's libcrypto beside trixie's libssl.)
+if [ ! -d "$prefix/runtime" ]; then
+  mkdir -p "$prefix/runtime"
+  for so in "$lib"/*.so.* "$lib"/openblas-pthread/*.so.*; do
+    [ -e "$so" ] || continue
+    name=$(basename "$so")
+    system=$(ldconfig -p | awk -v n="$name" '$1 == n {print $NF; exit}')
+    if [ -n "$system" ]; then
+      ln -sf "$system" "$so"
+    else
+      ln -sf "$so" "$prefix/runtime/$name"
+    fi
+  done
+fi
+export PATH=$PATH:$prefix/usr/bin
+export LD_LIBRARY_PATH=$prefix/runtime${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+# Debian's multiarch headers (opensslconf.h, cblas.h) sit where the compiler looks only
+# under /usr: the prefix's copy of that folder goes on the include path too.
+export CPATH=$prefix/usr/include/x86_64-linux-gnu
+export PKG_CONFIG_PATH=$lib/pkgconfig:$prefix/usr/share/pkgconfig
+export PKG_CONFIG_LIBDIR=$PKG_CONFIG_PATH
+export CMAKE_PREFIX_PATH="$prefix/usr:$torch_prefix" # the variable separates with colons
+export CMAKE_POLICY_VERSION_MINIMUM=3.5 # bookworm's older CMake config files under CMake 4
+if [ ! -d "$shared" ] && [ -f .gpu/shared.tar.xz ]; then
+  mkdir -p "$(dirname "$shared")" && tar -C "$(dirname "$shared")" -xJf .gpu/shared.tar.xz
+fi
+[ -d "$shared" ] || shared=$(cd .. && pwd)/shared
+note "prefix ready ($(elapsed) s); fixtures: $shared"
+
+# ctest's summary line and the failed tests' names, for the table.
+ctest_result() {
+  local log=$1
+  grep -E "tests passed|tests failed" "$log" | tail -1
+  grep -E "^\s+[0-9]+ - .*\((Failed|Timeout|SEGFAULT|Subprocess|Exception|Not Run)" "$log" | head -30
+}
+
+# ---- build: what the CUDA checks and the benchmark need first, then the rest
+configured=0
+configure() {
+  [ $configured = 1 ] && return 0
+  local cuda_tests=ON
+  [ $practice = 1 ] && cuda_tests=OFF
+  if ! cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+      -DCANOPY_SHARED_DIR="$shared" -DCANOPY_TEST_CUDA=$cuda_tests \
+      -DCANOPY_PYTHON3="$python" -DBLAS_LIBRARIES="$blas" \
+      -DOPENSSL_ROOT_DIR="$prefix/usr" >>"$out/build.log" 2>&1; then
+    tail -40 "$out/build.log"
+    note "configure: FAILED ($(elapsed) s)"
+    finish 1
+  fi
+  grep -E "Caffe2: CUDA|Found CUDA|CUDA detected|Torch" "$out/build.log" | head -4
+  configured=1
+}
+# build_targets LABEL [TARGET...]: no target builds everything.
+build_targets() {
+  local label=$1
+  shift
+  configure
+  local targets=()
+  for t in "$@"; do targets+=(--target "$t"); done
+  if ! timeout "$(remaining)" cmake --build "$build" -j "$jobs" "${targets[@]}" -- -k 0 \
+      >>"$out/build.log" 2>&1; then
+    grep -E -A12 "error:|Error [0-9]|undefined reference" "$out/build.log" | head -80
+    note "build $label: FAILED ($(elapsed) s); first errors above, whole log in build.log"
+    finish 1
+  fi
+  note "build $label: ok ($(elapsed) s)"
+}
+has_stage core && build_targets core canopy torch_backend_tests model_fidelity_tests
+
+# ---- why a test crashes: DIAGNOSE_TEST (executable:gtest filter; default a test that
+# makes a scratch folder, which crashed on the H200 machine) under cuda-gdb for a
+# backtrace, the libraries it binds std::filesystem to, and what LibTorch exports of it.
+if has_stage diagnose; then
+  diagnose_test=${DIAGNOSE_TEST:-tests/backends/checkpoint_tests:HfCheckpoint.MissingConfigIsAnError}
+  bin=$build/${diagnose_test%%:*} filter=${diagnose_test#*:}
+  build_targets diagnose "$(basename "$bin")"
+  {
+    echo "== NEEDED, in order"
+    readelf -d "$bin" | grep NEEDED
+    echo "== std::filesystem in LibTorch's dynamic symbols"
+    nm -D --defined-only "$(dirname "$torch_prefix")/../lib/libtorch_cpu.so" 2>/dev/null |
+      grep -c "St10filesystem" || true
+    echo "== bindings of std::filesystem symbols"
+    LD_DEBUG=bindings LD_DEBUG_OUTPUT=/tmp/canopy-ld "$bin" --gtest_filter="$filter" >/dev/null 2>&1
+    grep -h "St10filesystem" /tmp/canopy-ld.* | sed 's/^ *[0-9]*: *//' | sort | uniq -c | head -30
+    echo "== backtrace"
+    timeout 120 cuda-gdb -batch -ex run -ex bt --args "$bin" --gtest_filter="$filter" 2>&1 | tail -40
+  } >"$out/diagnose.log" 2>&1
+  note "diagnose: $(grep -c . "$out/diagnose.log") lines in diagnose.log ($(elapsed) s)"
+fi
+
+# ---- a targeted rerun: the targets CHECK_TARGETS, then the tests CHECK_TESTS (ctest -R)
+if has_stage check; then
+  build_targets check ${CHECK_TARGETS:-}
+  timeout "$(remaining)" ctest --test-dir "$build" -R "${CHECK_TESTS:-.}" -j "$jobs" \
+    --timeout 300 --output-on-failure >"$out/ctest-check.log" 2>&1
+  note "check ($(elapsed) s): $(ctest_result "$out/ctest-check.log")"
+fi
+
+
+# ---- the oracle checks on cuda:0 (tests labelled cuda)
+if has_stage cuda && [ $practice = 0 ]; then
+  timeout "$(remaining)" ctest --test-dir "$build" -L cuda -j 8 --timeout 300 --output-on-failure \
+    >"$out/ctest-cuda.log" 2>&1
+  note "cuda tests ($(elapsed) s): $(ctest_result "$out/ctest-cuda.log")"
+  grep -hE "^(bfloat16|float16) on cuda|fidelity .* largest|met:" "$out/ctest-cuda.log" | sort -u | head -20 | tee -a "$summary"
+fi
+
+# The most device memory in use while a command runs, in MiB, less what was in use before
+# (nvidia-smi's reading, the same for both engines: context, allocator and all).
+gpu_mib() { nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits 2>/dev/null | head -1; }
+with_gpu_peak() {
+  local before peak=0 pid now
+  before=$(gpu_mib)
+  "$@" &
+  pid=$!
+  while kill -0 $pid 2>/dev/null; do
+    now=$(gpu_mib)
+    [ -n "$now" ] && [ "$now" -gt "$peak" ] && peak=$now
+    sleep 0.2
+  done
+  wait $pid
+  local rc=$?
+  [ -n "$before" ] && echo "$((peak - before))" >/tmp/canopy-gpu-peak || echo "n/a" >/tmp/canopy-gpu-peak
+  return $rc
+}
+
+# ---- the first benchmark beside genlm-backend's AsyncTransformer, same model, same GPU
+if has_stage bench; then
+  model=/tmp/canopy-bench-model
+  device=cuda:0 dtype=bfloat16
+  # GPT-2's vocabulary (50,257) rather than Llama 2's 32,000: genlm-backend reads a byte
+  # vocabulary offline only from a byte-level BPE tokenizer (Llama 2's needs its
+  # SentencePiece .model, which ../shared lacks); GPT-2's files sit in ../shared.
+  shape=(--hidden 2048 --layers 16 --heads 32 --kv-heads 8 --vocab 50257 --context 2048)
+  if [ $practice = 1 ]; then
+    device=cpu dtype=float32
+    shape=(--hidden 256 --layers 4 --heads 8 --kv-heads 2 --vocab 50257 --context 2048)
+  fi
+  canopy=$build/apps/canopy/canopy
+  [ -d "$model" ] || "$canopy" make-model --arch llama "${shape[@]}" --out "$model" >/dev/null
+  cp "$shared/models/gpt2-synthetic/vocab.json" "$shared/models/gpt2-synthetic/merges.txt" "$model/"
+  echo '{"tokenizer_class": "GPT2Tokenizer"}' >"$model/tokenizer_config.json"
+  note "model: $(du -sh "$model" | cut -f1) at $model ($(elapsed) s)"
+  with_gpu_peak timeout "$(remaining)" "$canopy" bench --workload smc,scoring --variants full \
+    --model "$model" --particles 64 --steps 64 --sequences 32 --sequence-length 256 \
+    --devices "[\"$device\"]" --dtype $dtype --kv_budget_bytes 8589934592 --json \
+    >"$out/bench-canopy.json" 2>"$out/bench-peer.log"
+  note "canopy bench: exit $?, GPU memory peak $(cat /tmp/canopy-gpu-peak) MiB ($(elapsed) s)"
+  PYTHONUNBUFFERED=1 with_gpu_peak timeout "$(remaining)" "$python" scripts/peers/bench_genlm_backend.py \
+    --model "$model" --device "$device" --dtype $dtype --genlm "$shared/third_party" \
+    --gpt2 "$shared/models/gpt2-synthetic" \
+    --canopy "$canopy" --canopy-json "$out/bench-canopy.json" --out "$out/bench-peer.json" \
+    >>"$out/bench-peer.log" 2>&1
+  note "peer bench: exit $?, GPU memory peak $(cat /tmp/canopy-gpu-peak) MiB, the float32 reference included ($(elapsed) s)"
+  tail -25 "$out/bench-peer.log"
+  grep -E "^\|" "$out/bench-peer.log" | tee -a "$summary" >/dev/null
+fi
+
+# ---- the whole suite (a failure is run again once, alone, to tell load from a defect)
+has_stage all && build_targets all
+if has_stage suite; then
+  timeout "$(remaining)" ctest --test-dir "$build" -LE cuda -j "$jobs" \
+    --timeout 300 --output-on-failure >"$out/ctest-suite.log" 2>&1
+  note "suite ($(elapsed) s): $(ctest_result "$out/ctest-suite.log")"
+  if ! grep -q "100% tests passed" "$out/ctest-suite.log"; then
+    timeout "$(remaining)" ctest --test-dir "$build" --rerun-failed --timeout 300 --output-on-failure \
+      >"$out/ctest-rerun.log" 2>&1
+    note "suite failures run again alone: $(ctest_result "$out/ctest-rerun.log")"
+  fi
+fi
+
+finish 0
