@@ -74,9 +74,12 @@ constexpr std::int64_t keep_eighths = 7;
 at::Tensor rows_on_host(const at::Tensor& rows) {
   if (!rows.is_cuda())
     return rows.contiguous();
-  auto host = at::empty(rows.sizes(), rows.options().device(at::kCPU).pinned_memory(true));
+  auto host =
+      at::empty(rows.sizes(), rows.options().device(at::kCPU).pinned_memory(true));
   host.copy_(rows, /*non_blocking=*/true);
-  c10::impl::VirtualGuardImpl(rows.device().type()).getStream(rows.device()).synchronize();
+  c10::impl::VirtualGuardImpl(rows.device().type())
+      .getStream(rows.device())
+      .synchronize();
   return host;
 }
 
@@ -241,8 +244,8 @@ public:
       const pass_kv kv{kv_.get(), pooled, index_tensor(store_rows, device_),
                        index_tensor(store_slots, device_),
                        index_tensor(layout.prefix_slots, device_)};
-      aten_rows = rows_on_host(model_->forward(index_tensor(tokens, device_), on_device, kv,
-                                               index_tensor(rows, device_)));
+      aten_rows = rows_on_host(model_->forward(index_tensor(tokens, device_), on_device,
+                                               kv, index_tensor(rows, device_)));
       next_row = aten_rows.data_ptr<float>();
       clock.lap("ATen forward");
     }

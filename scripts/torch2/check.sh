@@ -4,8 +4,11 @@
 # same names), in a trixie root made with debootstrap from Debian's archive. The same sources
 # build against bookworm's LibTorch 1.13 (CI) and this 2.x, as a CUDA LibTorch from pip is.
 # Run by hand before device work (scripts/gpu/), not in CI: as root, with debootstrap
-# installed and about 4 GB free under ROOT. On a 2-core machine it takes about 40 minutes:
-# debootstrap 1, packages 3, the build 20, the suite 15. ROOT is kept for the next run.
+# installed and about 4 GB free under ROOT. ROOT is kept for the next run.
+# Expected time on a 2-core machine, from the same build in such a root (bookworm's other
+# packages, trixie's LibTorch 2.6 and g++ 14: scripts/gpu/device-run.sh --practice): about
+# 45 minutes, debootstrap 1, packages 4, the build 25, the suite 12. That run passed 868 of
+# 872 tests; the 4 others needed what its root lacked (make, python3-venv, listed below).
 #
 #   scripts/torch2/check.sh [ROOT]        (default /var/tmp/canopy-trixie)
 set -euo pipefail
@@ -30,7 +33,7 @@ bind "$src" "$root/src"
 chroot "$root" bash -euo pipefail -c '
   apt-get update -q
   DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
-    cmake ninja-build g++ pkgconf libcaf-dev libtorch-dev libopenblas0-pthread libblas-dev \
+    cmake ninja-build make g++ pkgconf libcaf-dev libtorch-dev libopenblas0-pthread libblas-dev \
     libboost-dev libgtest-dev libgmock-dev nlohmann-json3-dev libpcre2-dev \
     libsentencepiece-dev libxxhash-dev libutf8proc-dev libssl-dev libjemalloc-dev openssl \
     python3-numpy python3-venv python3-pip python3-setuptools curl ca-certificates

@@ -62,8 +62,8 @@ TEST(CliBench, DecodeAsksOneQueryAtATimeEachComputingOneNewToken) {
 TEST(CliBench, ProfileSplitsALoneQuerysTimeIntoTheEnginesPartsAndThePasssParts) {
   CANOPY_SHARED_PATH_OR_SKIP(model, "models/stories260K/stories260K.bin");
   // The parts named below are the direct CPU forward's, wherever the machine has a GPU.
-  const auto r = run_canopy({"bench", "--profile", "--model", model.string(), "--steps", "24",
-                             "--devices", R"(["cpu"])"});
+  const auto r = run_canopy({"bench", "--profile", "--model", model.string(), "--steps",
+                             "24", "--devices", R"(["cpu"])"});
   ASSERT_EQ(r.exit_code, 0) << describe(r);
   for (const char* part :
        {"latency from ask to answer, p50", "pass round trip, batcher to worker and back",

@@ -35,21 +35,25 @@ struct precision {
   double largest_kl; // nats per row
 };
 
-void PrintTo(const precision& p, std::ostream* out) { *out << p.dtype; }
+void PrintTo(const precision& p, std::ostream* out) {
+  *out << p.dtype;
+}
 
 class device_compute : public ::testing::TestWithParam<precision> {};
 
 TEST_P(device_compute, keeps_the_reference_distributions) {
   if (!canopy::testing::testing_on_cuda())
     GTEST_SKIP() << "reduced-precision compute on a CUDA device: CANOPY_TEST_DEVICE is "
-                 << canopy::testing::test_device() << " (ctest -L cuda runs it on cuda:0)";
+                 << canopy::testing::test_device()
+                 << " (ctest -L cuda runs it on cuda:0)";
   CANOPY_SHARED_PATH_OR_SKIP(model, "models/stories260K/stories260K.bin");
   CANOPY_SHARED_PATH_OR_SKIP(oracle_dir, "oracle/stories260K");
   torch_options options;
   options.dtype = GetParam().dtype;
   auto backend =
-    make_torch_backend(load_checkpoint(model), canopy::testing::test_device(), options);
-  EXPECT_EQ(backend->info().kv_bytes_per_token, 640u) << "KV is stored in the compute dtype";
+      make_torch_backend(load_checkpoint(model), canopy::testing::test_device(), options);
+  EXPECT_EQ(backend->info().kv_bytes_per_token, 640u)
+      << "KV is stored in the compute dtype";
   std::size_t rows = 0, same_argmax = 0;
   double largest_kl = 0;
   for (const auto& c : load_oracle_cases(oracle_dir)) {
@@ -62,7 +66,8 @@ TEST_P(device_compute, keeps_the_reference_distributions) {
       const float* want = c.row(r);
       double kl = 0;
       for (std::int64_t v = 0; v < c.vocab; ++v)
-        kl += std::exp(static_cast<double>(want[v])) * (static_cast<double>(want[v]) - got[v]);
+        kl += std::exp(static_cast<double>(want[v])) *
+              (static_cast<double>(want[v]) - got[v]);
       ASSERT_FALSE(std::isnan(kl)) << c.name << " row " << r;
       EXPECT_LE(kl, GetParam().largest_kl) << c.name << " row " << r;
       largest_kl = std::max(largest_kl, kl);
@@ -71,9 +76,9 @@ TEST_P(device_compute, keeps_the_reference_distributions) {
     }
   }
   EXPECT_GE(same_argmax * 10, rows * 9) << same_argmax << " of " << rows;
-  std::cout << GetParam().dtype << " on " << canopy::testing::test_device() << ": largest KL "
-            << largest_kl << ", top token kept on " << same_argmax << " of " << rows
-            << " rows\n";
+  std::cout << GetParam().dtype << " on " << canopy::testing::test_device()
+            << ": largest KL " << largest_kl << ", top token kept on " << same_argmax
+            << " of " << rows << " rows\n";
 }
 
 INSTANTIATE_TEST_SUITE_P(dtypes, device_compute,

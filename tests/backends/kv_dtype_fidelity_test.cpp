@@ -83,7 +83,8 @@ protected:
     options.kv_dtype = std::get<1>(GetParam());
     options.kv_residual_tokens = std::get<2>(GetParam());
     options.kv_budget_bytes = kv_budget;
-    return make_torch_backend(load_checkpoint(model_path), canopy::testing::test_device(), options);
+    return make_torch_backend(load_checkpoint(model_path), canopy::testing::test_device(),
+                              options);
   }
   /// Every case along every path, into one agreement.
   agreement measure() const {

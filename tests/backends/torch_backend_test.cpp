@@ -50,7 +50,8 @@ protected:
     torch_options options;
     options.kv_budget_bytes = kv_budget;
     options.direct_forward = std::get<1>(GetParam());
-    return make_torch_backend(load_checkpoint(model_path), canopy::testing::test_device(), options);
+    return make_torch_backend(load_checkpoint(model_path), canopy::testing::test_device(),
+                              options);
   }
   std::filesystem::path model_path;
   std::vector<oracle_case> cases;

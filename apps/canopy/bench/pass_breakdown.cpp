@@ -27,7 +27,8 @@ struct backend_decode {
 /// cached prefix, each extended by its most likely token; every pass after the prompt's
 /// is profiled.
 backend_decode decode_on_backend(const engine_config& config, const workload_options& o) {
-  auto backend = backends::make_backend(actors::backend_spec_for(config, bench_device(config)));
+  auto backend =
+      backends::make_backend(actors::backend_spec_for(config, bench_device(config)));
   const auto vocab = backend->info().vocab_size;
   std::mt19937_64 rng(o.seed);
   std::uniform_int_distribution<std::int32_t> pick(0, static_cast<std::int32_t>(vocab - 1));
@@ -67,7 +68,8 @@ void line(std::ostream& out, const std::string& label, double us, const std::str
 
 void run_pass_breakdown(const engine_config& config, const workload_options& options,
                         std::ostream& out) {
-  const auto model = backends::describe_model(actors::backend_spec_for(config, bench_device(config)));
+  const auto model =
+      backends::describe_model(actors::backend_spec_for(config, bench_device(config)));
   const auto engine = run_variant(workload_kind::decode, options, config, bench_variant::full,
                                   answer_check_period);
   auto mock = config;

@@ -34,7 +34,8 @@ struct round_times {
 void run_tier_probe(engine_config config, const workload_options& options, std::ostream& out) {
   if (config.kv_host_budget_bytes == 0)
     config.kv_host_budget_bytes = config.kv_budget_bytes;
-  auto backend = backends::make_backend(actors::backend_spec_for(config, bench_device(config)));
+  auto backend =
+      backends::make_backend(actors::backend_spec_for(config, bench_device(config)));
   const auto info = backend->info();
   const auto n = options.prompt_length;
   if (info.kv_host_keep_bytes < n * info.kv_bytes_per_token)
