@@ -119,6 +119,29 @@ TEST_P(model_fidelity, async_batched_with_unrelated_queries_rows_match) {
   EXPECT_GT(lm.stats().mean_batch_size, 1.0) << "the queries were meant to share passes";
 }
 
+TEST_P(model_fidelity, two_workers_on_one_device_answer_every_row) {
+  // Two workers on one device: a stand-in for several GPUs on a machine that has one.
+  CANOPY_LOAD_ORACLE_MODEL();
+  auto c2 = config();
+  c2.devices = {canopy::testing::test_device(), canopy::testing::test_device()};
+  engine lm{c2};
+  std::vector<std::vector<std::future<at::Tensor>>> rows(cases.size());
+  for (std::size_t k = 0; k < cases.size(); ++k)
+    for (std::size_t i = 0; i < cases[k].tokens.size(); ++i)
+      rows[k].push_back(lm.next_token_logprobs(prefix(cases[k].tokens, i + 1)));
+  for (std::size_t k = 0; k < cases.size(); ++k)
+    for (std::size_t i = 0; i < rows[k].size(); ++i)
+      EXPECT_LE(error(rows[k][i].get(), cases[k], i), cases[k].tolerance)
+        << cases[k].name << " row " << i;
+  const auto stats = lm.stats();
+  ASSERT_EQ(stats.workers.size(), 2u);
+  for (const auto& w : stats.workers) {
+    EXPECT_EQ(w.device, canopy::testing::test_device());
+    EXPECT_EQ(w.state, "active");
+  }
+  EXPECT_EQ(stats.failed, 0u);
+}
+
 TEST_P(model_fidelity, after_cache_kv_of_a_prefix_only_the_rest_is_computed) {
   CANOPY_LOAD_ORACLE_MODEL();
   for (const auto& c : cases) {
