@@ -15,7 +15,7 @@ batch size (20) and timeout (20 ms), no cache_kv (so each batch recomputes its s
 Then a sample of answers: the first scoring sequence, scored at every position by `canopy logprobs --all-positions` (Canopy's engine, same device and
 dtype) and by the peer, each against HF's model in float32 (TF32 off) on the same rows:
 KL(float32 || answer) per row and the top token. bfloat16 keeps 8 bits (u = 2^-8): the
-bound is the test suite's, KL at most 0.1 nats per row (tests/backends/device_compute_test.cpp).
+bound is the test suite's, KL at most 0.1 nats per row (tests/backends/reduced_precision_compute_test.cpp).
 
 genlm-backend pins transformers < 5; where the machine has 5.x, what genlm-backend calls
 and 5.x removed (DynamicCache.from_legacy_cache, a cache indexed by layer, a GPT-2

@@ -46,32 +46,8 @@ using namespace canopy::backends;
 using canopy::cache::token_seq;
 using canopy::testing::item;
 using canopy::testing::model_fixture;
+using canopy::testing::oracle_agreement;
 using canopy::testing::oracle_case;
-
-/// What a format's rows showed against the oracle.
-struct agreement {
-  double largest_error = 0;
-  double largest_kl = 0; // KL(oracle || got) of a row, nats
-  std::size_t rows = 0, same_top = 0;
-
-  /// Adds `n` rows of `got` that answer oracle rows from `first` on.
-  void add(const std::vector<float>& got, const oracle_case& c, std::int64_t first) {
-    const auto n = static_cast<std::int64_t>(got.size()) / c.vocab;
-    for (std::int64_t r = 0; r < n; ++r) {
-      const float* row = got.data() + r * c.vocab;
-      const float* want = c.row(first + r);
-      double kl = 0;
-      for (std::int64_t v = 0; v < c.vocab; ++v) {
-        largest_error = std::max(largest_error, std::abs(static_cast<double>(row[v]) - want[v]));
-        kl += std::exp(static_cast<double>(want[v])) * (static_cast<double>(want[v]) - row[v]);
-      }
-      largest_kl = std::max(largest_kl, kl);
-      same_top += std::max_element(row, row + c.vocab) - row ==
-                  std::max_element(want, want + c.vocab) - want;
-      ++rows;
-    }
-  }
-};
 
 /// A model, a kv_dtype and kv_residual_tokens.
 using format_param = std::tuple<model_fixture, std::string, std::uint64_t>;
@@ -87,8 +63,8 @@ protected:
                               options);
   }
   /// Every case along every path, into one agreement.
-  agreement measure() const {
-    agreement seen;
+  oracle_agreement measure() const {
+    oracle_agreement seen;
     auto backend = make(64u << 20);
     EXPECT_EQ(backend->info().kv_dtype, std::get<1>(GetParam()));
     // Room for two tokens (beside the residual copies): every pass below packs its keys.

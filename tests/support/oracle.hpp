@@ -75,6 +75,39 @@ inline double max_abs_diff(const float* a, const float* b, std::size_t n) {
   return worst;
 }
 
+/// What rows showed against the oracle: the largest |error|, the largest KL(oracle ||
+/// got) of a row (nats), and how many rows kept the oracle's top token. A NaN stays in
+/// the largest error or KL once met, so it fails any bound.
+struct oracle_agreement {
+  double largest_error = 0;
+  double largest_kl = 0;
+  std::size_t rows = 0, same_top = 0;
+
+  /// Adds the rows of `got` that answer `c`'s rows from `first` on.
+  void add(const std::vector<float>& got, const oracle_case& c, std::int64_t first) {
+    const auto n = static_cast<std::int64_t>(got.size()) / c.vocab;
+    for (std::int64_t r = 0; r < n; ++r) {
+      const float* row = got.data() + r * c.vocab;
+      const float* want = c.row(first + r);
+      double kl = 0;
+      for (std::int64_t v = 0; v < c.vocab; ++v) {
+        keep_largest(largest_error, std::abs(static_cast<double>(row[v]) - want[v]));
+        kl += std::exp(static_cast<double>(want[v])) * (static_cast<double>(want[v]) - row[v]);
+      }
+      keep_largest(largest_kl, kl);
+      same_top += std::max_element(row, row + c.vocab) - row ==
+                  std::max_element(want, want + c.vocab) - want;
+      ++rows;
+    }
+  }
+
+private:
+  static void keep_largest(double& largest, double x) {
+    if (!std::isnan(largest) && (std::isnan(x) || x > largest))
+      largest = x;
+  }
+};
+
 /// A checkpoint under ../shared and the oracle directory its numbers must match.
 struct model_fixture {
   const char* model;  // under ../shared
