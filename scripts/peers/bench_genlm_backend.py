@@ -58,7 +58,7 @@ def parse_args():
     return p.parse_args()
 
 
-def restore_transformers_v4_cache_api(transformers):
+def restore_transformers_v4_api(transformers):
     """AsyncTransformer (genlm-backend, transformers < 5) calls
     DynamicCache.from_legacy_cache(list of (k, v) per layer, or None) and reads a cache as
     cache[layer][0 or 1]; transformers 5 removed both. Returns what was restored."""
@@ -166,19 +166,22 @@ async def run_smc(torch, lm, a, vocab):
             picks = torch.multinomial(torch.tensor(w), a.particles, replacement=True, generator=g)
             particles = [list(particles[j]) for j in picks.tolist()]
             log_w = [0.0] * a.particles
-    return time.perf_counter() - t0, queries, requested, latencies, particles[0]
+    return time.perf_counter() - t0, queries, requested, latencies
+
+
+def scoring_sequences(torch, a, vocab):
+    g = torch.Generator(device="cpu").manual_seed(a.seed + 1)
+    return [torch.randint(0, vocab, (a.sequence_length,), generator=g).tolist()
+            for _ in range(a.sequences)]
 
 
 async def run_scoring(torch, lm, a, vocab):
-    g = torch.Generator(device="cpu").manual_seed(a.seed + 1)
-    sequences = [torch.randint(0, vocab, (a.sequence_length,), generator=g).tolist()
-                 for _ in range(a.sequences)]
+    sequences = scoring_sequences(torch, a, vocab)
     prefixes = [s[:n] for s in sequences for n in range(1, len(s) + 1)]
     latencies = []
     t0 = time.perf_counter()
     await asyncio.gather(*(timed(lm, p, latencies) for p in prefixes))
-    return (time.perf_counter() - t0, len(prefixes), sum(len(p) for p in prefixes),
-            latencies, sequences[0])
+    return time.perf_counter() - t0, len(prefixes), sum(len(p) for p in prefixes), latencies
 
 
 def canopy_rows(a, tokens):
@@ -221,7 +224,7 @@ def main():
     except ImportError as e:
         print(f"peer not run: {e} (genlm-backend needs torch and transformers)")
         return 0
-    restored = restore_transformers_v4_cache_api(transformers)
+    restored = restore_transformers_v4_api(transformers)
     from genlm.backend.llm import AsyncTransformer
 
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -251,13 +254,11 @@ def main():
     figures = {"peer": "genlm-backend AsyncTransformer", "transformers": transformers.__version__,
                "torch": torch.__version__, "device": a.device, "dtype": a.dtype,
                "restored": restored, "results": []}
-    samples = {}
     for name, run in (("smc", run_smc), ("scoring", run_scoring)):
         lm.clear_cache()
         computed[0] = 0
         with gpu_peak(torch, a.device) as peak:
-            seconds, queries, requested, latencies, sample = asyncio.run(run(torch, lm, a, vocab))
-        samples[name] = sample
+            seconds, queries, requested, latencies = asyncio.run(run(torch, lm, a, vocab))
         figures["results"].append({
             "workload": name, "queries": queries, "seconds": seconds,
             "queries_per_second": queries / seconds, "tokens_requested": requested,
@@ -275,16 +276,15 @@ def main():
         # The float32 reference: HF's model in float32 on the same device, TF32 off.
         reference = transformers.AutoModelForCausalLM.from_pretrained(
             a.model, **{dtype_key: torch.float32, "device_map": a.device}).eval()
-        figures["answers"] = {}
-        for name, tokens in (("scoring", samples["scoring"]),):
-            with torch.no_grad():
-                ids = torch.tensor([tokens], device=a.device)
-                ref = torch.log_softmax(reference(ids).logits[0].float(), -1)
-                peer = torch.log_softmax(lm.model(ids).logits[0].float(), -1)
-            figures["answers"][name] = {
-                "tokens": len(tokens),
-                "canopy": agreement(torch, ref, canopy_rows(a, tokens)),
-                "peer": agreement(torch, ref, peer.cpu())}
+        tokens = scoring_sequences(torch, a, vocab)[0]
+        with torch.no_grad():
+            ids = torch.tensor([tokens], device=a.device)
+            ref = torch.log_softmax(reference(ids).logits[0].float(), -1)
+            peer = torch.log_softmax(lm.model(ids).logits[0].float(), -1)
+        figures["answers"] = {"scoring": {
+            "tokens": len(tokens),
+            "canopy": agreement(torch, ref, canopy_rows(a, tokens)),
+            "peer": agreement(torch, ref, peer.cpu())}}
         print(json.dumps(figures["answers"]), flush=True)
 
     if a.out:
