@@ -17,10 +17,10 @@
 #
 # Measured on the H200 machine (16 cores): unpacking 10 s, the core build 64 s, the CUDA
 # checks 56 s, the benchmark 96 s (model 17, Canopy 22, the peer with its float32
-# comparison 57), the rest of the build 75 s, the suite more than 310 s (cut at 799 of
-# 872 tests in a 570 s call). All of it does not fit one call (600 s): run
-# STAGES=core,cuda,diagnose,bench, then at once (the machine stays warm 30 s, and with it
-# build-gpu/) STAGES=all,suite. Practice on a 2-core machine: about 40 minutes.
+# comparison 57), the rest of the build 32 to 75 s, the suite more than 400 s at ATen's
+# default threads (884 of 886 tests in 414 s). All of it does not fit one call (600 s):
+# run STAGES=core,cuda,all,suite, then at once (the machine stays warm 30 s, and with it
+# build-gpu/) STAGES=bench. Practice on a 2-core machine: about 40 minutes.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 root=$(pwd)
@@ -64,7 +64,33 @@ python=$(command -v python3)
 torch_info=$("$python" -c 'import torch; print(torch.__version__, torch.version.cuda, torch.cuda.is_available(), torch.utils.cmake_prefix_path)' 2>/dev/null || true)
 note "python3: $python; torch: ${torch_info:-none}"
 torch_prefix=${TORCH_CMAKE_PREFIX:-$(echo "$torch_info" | awk '{print $4}')}
+# pip's LibTorch before 2.9 exports a static std::filesystem (pytorch#133437): how much.
+note "std::filesystem symbols LibTorch exports: $(nm -D --defined-only \
+  "$(dirname "$torch_prefix")/../lib/libtorch_cpu.so" 2>/dev/null | grep -c St10filesystem)"
 note "compilers: $(g++ --version | head -1); $(cmake --version | head -1); nvcc: $(nvcc --version 2>/dev/null | tail -1 || echo none)"
+
+# One C++ runtime, the shared libstdc++ (tests/backends/cxx_runtime_test.cpp says why). On
+# the H200 machine the programs that g++ (/opt/gcc/bin/g++) linked carried a static copy
+# (no libstdc++.so.6 among a test's NEEDED; the SentencePiece plugin defining std::bad_alloc's
+# vtable itself) beside the shared one LibTorch and libsentencepiece use, and tests crashed
+# in std::locale and std::filesystem; adding -lstdc++ did not help (g++ takes that name as
+# its own runtime's). The shared library's file named before any object is linked
+# dynamically whatever g++ adds: a probe program says which runtime it got, before and after.
+probe_runtime() { # LDFLAGS... -> the file std::locale::classic() lies in
+  mkdir -p /tmp/canopy-probe
+  printf '%s\n' '#include <dlfcn.h>' '#include <cstdio>' '#include <locale>' \
+    'int main() { Dl_info i{}; dladdr(&std::locale::classic(), &i); std::puts(i.dli_fname); }' \
+    >/tmp/canopy-probe/probe.cpp
+  g++ "$@" /tmp/canopy-probe/probe.cpp -o /tmp/canopy-probe/probe -ldl 2>&1 && /tmp/canopy-probe/probe
+}
+runtime=$(probe_runtime ${LDFLAGS:-})
+if [[ $runtime != *libstdc++.so* ]]; then
+  shared_runtime=$(ldconfig -p | awk '$1 == "libstdc++.so.6" {print $NF; exit}')
+  export LDFLAGS="-Wl,--no-as-needed $shared_runtime -Wl,--as-needed ${LDFLAGS:-}"
+  note "g++ links libstdc++ statically ($runtime); with LDFLAGS='$LDFLAGS': $(probe_runtime $LDFLAGS)"
+else
+  note "g++ links the shared libstdc++: $runtime"
+fi
 
 # ---- the bookworm packages, unpacked into a prefix of their own
 if [ ! -d "$prefix/usr" ]; then
@@ -166,26 +192,37 @@ build_targets() {
   fi
   note "build $label: ok ($(elapsed) s)"
 }
-has_stage core && build_targets core canopy torch_backend_tests model_fidelity_tests
+if has_stage core; then
+  build_targets core canopy torch_backend_tests model_fidelity_tests
+  note "C++ runtime of canopy: $(readelf -d "$build/apps/canopy/canopy" | grep -o 'libstdc++[^]]*' || echo 'STATIC (a second copy: expect crashes)')"
+fi
 
-# ---- why a test crashes: DIAGNOSE_TEST (executable:gtest filter; default a test that
-# makes a scratch folder, which crashed on the H200 machine) under cuda-gdb for a
-# backtrace, the libraries it binds std::filesystem to, and what LibTorch exports of it.
+# ---- why a test crashes: DIAGNOSE_TEST (executable:gtest filter) under a debugger for a
+# backtrace, which libraries it binds the symbols matching DIAGNOSE_SYMBOLS to (LD_DEBUG),
+# what the SentencePiece plugin resolves its libraries to, and what LibTorch exports of
+# those symbols. The default is the test that still crashed on the H200 machine once the
+# scratch folders no longer used std::filesystem: SentencePiece on a malformed file.
 if has_stage diagnose; then
-  diagnose_test=${DIAGNOSE_TEST:-tests/backends/checkpoint_tests:HfCheckpoint.MissingConfigIsAnError}
+  diagnose_test=${DIAGNOSE_TEST:-tests/backends/tokenizer_tests:LoadTokenizer.SentencePieceModelFiles}
+  symbols=${DIAGNOSE_SYMBOLS:-protobuf|sentencepiece| free| malloc|_Zdl|_Znw}
   bin=$build/${diagnose_test%%:*} filter=${diagnose_test#*:}
   build_targets diagnose "$(basename "$bin")"
+  debugger=$(command -v gdb || command -v cuda-gdb)
   {
+    echo "== LD_PRELOAD=${LD_PRELOAD:-} MALLOC_CONF=${MALLOC_CONF:-}; debugger: ${debugger:-none}"
     echo "== NEEDED, in order"
     readelf -d "$bin" | grep NEEDED
-    echo "== std::filesystem in LibTorch's dynamic symbols"
+    echo "== the plugin's libraries"
+    ldd "$build"/backends/libcanopy_sentencepiece.so
+    echo "== LibTorch's dynamic symbols matching"
     nm -D --defined-only "$(dirname "$torch_prefix")/../lib/libtorch_cpu.so" 2>/dev/null |
-      grep -c "St10filesystem" || true
-    echo "== bindings of std::filesystem symbols"
+      grep -cE "$symbols" || true
+    echo "== bindings"
     LD_DEBUG=bindings LD_DEBUG_OUTPUT=/tmp/canopy-ld "$bin" --gtest_filter="$filter" >/dev/null 2>&1
-    grep -h "St10filesystem" /tmp/canopy-ld.* | sed 's/^ *[0-9]*: *//' | sort | uniq -c | head -30
+    grep -hE "$symbols" /tmp/canopy-ld.* | sed 's/^ *[0-9]*: *//; s/\[[0-9]*\]//g' | sort | uniq -c |
+      sort -rn | head -60
     echo "== backtrace"
-    timeout 120 cuda-gdb -batch -ex run -ex bt --args "$bin" --gtest_filter="$filter" 2>&1 | tail -40
+    timeout 120 "$debugger" -batch -ex run -ex bt --args "$bin" --gtest_filter="$filter" 2>&1 | tail -40
   } >"$out/diagnose.log" 2>&1
   note "diagnose: $(grep -c . "$out/diagnose.log") lines in diagnose.log ($(elapsed) s)"
 fi
@@ -261,8 +298,10 @@ fi
 # ---- the whole suite (a failure is run again once, alone, to tell load from a defect)
 has_stage all && build_targets all
 if has_stage suite; then
-  timeout "$(remaining)" ctest --test-dir "$build" -LE cuda -j "$jobs" \
-    --timeout 300 --output-on-failure >"$out/ctest-suite.log" 2>&1
+  # Two intra-op threads a test, as on CI's 2-core machines: with ATen's default (all 16
+  # cores) each of 16 parallel tests, the slowest took 100 s and the suite over 560 s.
+  OMP_NUM_THREADS=${SUITE_THREADS:-2} timeout "$(remaining)" ctest --test-dir "$build" -LE cuda \
+    -j "$jobs" --timeout 300 --output-on-failure >"$out/ctest-suite.log" 2>&1
   note "suite ($(elapsed) s): $(ctest_result "$out/ctest-suite.log")"
   if ! grep -q "100% tests passed" "$out/ctest-suite.log"; then
     timeout "$(remaining)" ctest --test-dir "$build" --rerun-failed --timeout 300 --output-on-failure \

@@ -70,8 +70,8 @@ TEST(CliLogprobs, F32IsRowsTimesVocabFloats) {
   CANOPY_SHARED_PATH_OR_SKIP(model, "models/stories260K/stories260K.bin");
   CANOPY_SHARED_PATH_OR_SKIP(oracle, "oracle/stories260K/cases.json");
   const auto& want = once_upon_a_time();
-  canopy::testing::temp_dir dir;
-  const auto file = dir.path / "rows.f32";
+  canopy::testing::scratch_dir dir;
+  const auto file = dir.path() / "rows.f32";
   auto r = run_canopy({"logprobs", "--model", model, "--tokens", "1,403,407,261,378",
                        "--all-positions", "--format", "f32", "--out", file.string()});
   ASSERT_EQ(r.exit_code, 0) << describe(r);
@@ -131,8 +131,8 @@ TEST(CliSample, TextFormatPrintsIdsThenText) {
 
 TEST(CliMakeModel, WritesADirectoryThatLogprobsServes) {
   for (const char* arch : {"llama", "gpt2"}) {
-    canopy::testing::temp_dir dir;
-    const auto out = (dir.path / "model").string();
+    canopy::testing::scratch_dir dir;
+    const auto out = (dir.path() / "model").string();
     auto r = run_canopy({"make-model", "--arch", arch, "--hidden", "32", "--layers", "2",
                          "--heads", "4", "--vocab", "64", "--context", "32", "--seed",
                          "7", "--out", out});
@@ -143,8 +143,8 @@ TEST(CliMakeModel, WritesADirectoryThatLogprobsServes) {
         << r.out;
     EXPECT_NE(r.out.find(" vocab=64 context=32 seed=7 parameters="), std::string::npos)
         << r.out;
-    EXPECT_TRUE(std::filesystem::exists(dir.path / "model" / "config.json"));
-    EXPECT_TRUE(std::filesystem::exists(dir.path / "model" / "model.safetensors"));
+    EXPECT_TRUE(std::filesystem::exists(dir.path() / "model" / "config.json"));
+    EXPECT_TRUE(std::filesystem::exists(dir.path() / "model" / "model.safetensors"));
 
     r = run_canopy({"logprobs", "--model", out, "--tokens", "1,2,3"});
     ASSERT_EQ(r.exit_code, 0) << arch << ": " << describe(r);
@@ -165,12 +165,12 @@ TEST(CliTokenizerJson, AModelDirectoryWithTokenizerJsonTokenizesAsTheHfLibrary) 
   CANOPY_SHARED_PATH_OR_SKIP(tokenizer, "models/tokenizers/llama2/tokenizer.json");
   // A synthetic Llama with Llama 2's 32,000 ids and its tokenizer.json beside it, as a
   // downloaded HF directory has them.
-  canopy::testing::temp_dir dir;
-  const auto model = (dir.path / "model").string();
+  canopy::testing::scratch_dir dir;
+  const auto model = (dir.path() / "model").string();
   auto r = run_canopy({"make-model", "--arch", "llama", "--hidden", "16", "--layers", "1",
                        "--heads", "2", "--vocab", "32000", "--context", "64", "--out", model});
   ASSERT_EQ(r.exit_code, 0) << describe(r);
-  std::filesystem::copy_file(tokenizer, dir.path / "model" / "tokenizer.json");
+  std::filesystem::copy_file(tokenizer, dir.path() / "model" / "tokenizer.json");
   const auto cases = canopy::testing::read_json(oracle_file).at("models").at("llama2").at("cases");
   for (std::size_t i = 0; i < cases.size(); i += 6) { // each run loads the model: a sample
     const auto& c = cases[i];
@@ -182,7 +182,7 @@ TEST(CliTokenizerJson, AModelDirectoryWithTokenizerJsonTokenizesAsTheHfLibrary) 
     EXPECT_EQ(nlohmann::json::parse(r.out).at("ids"), c.at("ids_with_special")) << text;
   }
   // The same tokenizer's speed, as `canopy bench --encode` reports it.
-  const auto text_file = (dir.path / "text.txt").string();
+  const auto text_file = (dir.path() / "text.txt").string();
   canopy::testing::write_bytes(text_file, "Once upon a time, there was a tokenizer.\n");
   r = run_canopy({"bench", "--encode", text_file, "--model", model, "--repeat", "2", "--json"});
   ASSERT_EQ(r.exit_code, 0) << describe(r);

@@ -9,6 +9,8 @@
 
 #include <gtest/gtest.h>
 
+#include "scratch_files.hpp"
+
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
@@ -44,7 +46,7 @@ inline std::string read_file_bytes(const std::filesystem::path& path) {
 /// A fresh path under the temporary directory, unique within and across processes.
 inline std::filesystem::path unique_temp_path(const std::string& stem) {
   static std::atomic<int> counter{0};
-  return std::filesystem::temp_directory_path() /
+  return temp_root() /
          (stem + "-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
 }
 
@@ -112,17 +114,5 @@ inline std::string describe(const cli_result& r) {
   return "exit " + std::to_string(r.exit_code) + "\nstderr: " + r.err +
          "\nstdout (first 500 bytes): " + r.out.substr(0, 500);
 }
-
-/// A directory removed at scope exit.
-struct temp_dir {
-  std::filesystem::path path = unique_temp_path("canopy-cli-dir");
-  temp_dir() { std::filesystem::create_directories(path); }
-  ~temp_dir() {
-    std::error_code ignored;
-    std::filesystem::remove_all(path, ignored);
-  }
-  temp_dir(const temp_dir&) = delete;
-  temp_dir& operator=(const temp_dir&) = delete;
-};
 
 } // namespace canopy::testing

@@ -137,25 +137,25 @@ TEST(CliErrors, TokenIdOutOfRange) {
 }
 
 TEST(CliErrors, TextOnModelWithoutTokenizer) {
-  canopy::testing::temp_dir dir;
+  canopy::testing::scratch_dir dir;
   const auto made = run_canopy({"make-model", "--arch", "llama", "--hidden", "16",
                                 "--layers", "1", "--heads", "2", "--vocab", "32",
-                                "--context", "16", "--out", dir.path.string()});
+                                "--context", "16", "--out", dir.path().string()});
   ASSERT_EQ(made.exit_code, 0) << describe(made);
-  expect_usage_error({"logprobs", "--model", dir.path.string(), "--text", "Once"},
+  expect_usage_error({"logprobs", "--model", dir.path().string(), "--text", "Once"},
                      "no_tokenizer");
   expect_usage_error(
-      {"sample", "--model", dir.path.string(), "--text", "Once", "--max-tokens", "2"},
+      {"sample", "--model", dir.path().string(), "--text", "Once", "--max-tokens", "2"},
       "has no tokenizer");
 }
 
 TEST(CliErrors, MakeModelRefusesAnImpossibleShape) {
-  canopy::testing::temp_dir dir;
+  canopy::testing::scratch_dir dir;
   expect_usage_error({"make-model", "--arch", "llama", "--hidden", "30", "--layers", "1",
-                      "--heads", "4", "--out", dir.path.string()},
+                      "--heads", "4", "--out", dir.path().string()},
                      "hidden");
   expect_usage_error({"make-model", "--arch", "mamba", "--hidden", "32", "--layers", "1",
-                      "--heads", "4", "--out", dir.path.string()},
+                      "--heads", "4", "--out", dir.path().string()},
                      "--arch: unknown 'mamba'");
 }
 

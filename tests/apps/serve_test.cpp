@@ -250,8 +250,8 @@ TEST_F(served, sample_with_a_seed_is_reproducible_and_greedy_follows_the_argmax)
 }
 
 TEST(serve_auth, a_bearer_token_guards_everything_but_health) {
-  temp_dir dir;
-  const auto token_file = dir.path / "token";
+  scratch_dir dir;
+  const auto token_file = dir.path() / "token";
   std::ofstream(token_file) << "s3cret-token\n";
   serve_process server(with({"--auth-token-file", token_file.string()}));
   const std::string body = R"({"tokens": [1]})";
@@ -275,8 +275,8 @@ TEST(serve_auth, a_bearer_token_guards_everything_but_health) {
 }
 
 TEST(serve_auth, a_token_file_with_surrounding_whitespace_holds_the_token_alone) {
-  temp_dir dir;
-  const auto token_file = dir.path / "token";
+  scratch_dir dir;
+  const auto token_file = dir.path() / "token";
   std::ofstream(token_file) << "  s3cret-token \t\r\n";
   serve_process server(with({"--auth-token-file", token_file.string()}));
   auto right =

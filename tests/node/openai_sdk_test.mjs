@@ -6,7 +6,7 @@
 
 import assert from "node:assert/strict";
 import { spawn, execFileSync } from "node:child_process";
-import { existsSync, mkdtempSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 const cli = process.env.CANOPY_CLI;
@@ -302,4 +302,5 @@ try {
   console.log(`FAILED bearer_auth_takes_the_sdks_api_key\n${e.stack}`);
 }
 await guarded.stop();
+rmSync(dir, { recursive: true, force: true });
 process.exit(failed ? 1 : 0);

@@ -9,6 +9,12 @@ rm -rf "$work"
 mkdir -p "$work"
 cp -r "$source/apps/python" "$work/src"
 "$python" -m venv --system-site-packages "$work/venv"
+# --system-site-packages shows the base interpreter's packages; where PYTHON is itself a
+# virtual environment's (a GPU machine's torch venv), its numpy is linked in by a .pth.
+if ! "$work/venv/bin/python" -c 'import numpy' 2>/dev/null; then
+  "$python" -c 'import numpy, os; print(os.path.dirname(os.path.dirname(numpy.__file__)))' \
+    >"$("$work/venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/numpy-of-python.pth"
+fi
 "$work/venv/bin/pip" install --quiet --no-build-isolation --no-index "$work/src"
 cd "$work"
 "$work/venv/bin/python" - "$work/venv" <<'PY'

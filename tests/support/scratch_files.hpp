@@ -5,11 +5,19 @@
 
 #include <gtest/gtest.h>
 
-#include <atomic>
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <stdexcept>
 #include <string>
+
+#include <ftw.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 namespace canopy::testing {
@@ -24,24 +32,39 @@ inline void write_bytes(const std::filesystem::path& file, const std::string& by
   out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
 }
 
-/// A fresh empty directory under the system temp dir (named after the process and the
-/// running test), removed with everything in it when the object dies.
+/// The system's folder for temporary files: $TMPDIR, else /tmp.
+inline std::filesystem::path temp_root() {
+  const char* tmpdir = std::getenv("TMPDIR");
+  return (tmpdir != nullptr && *tmpdir != '\0') ? tmpdir : "/tmp";
+}
+
+/// A fresh empty directory under temp_root() (named after the running test), removed with
+/// everything in it when the object dies.
+///
+/// Made and removed with POSIX calls (mkdtemp, nftw), not std::filesystem: pip's CUDA
+/// LibTorch before 2.9 exports its own static copy of std::filesystem's directory
+/// iteration (pytorch/pytorch#133437), and a process that loads it and calls remove_all
+/// or temp_directory_path mixes two layouts and crashes (free(): invalid pointer, on the
+/// GPU machine). The engine itself never iterates directories.
 class scratch_dir {
 public:
   scratch_dir() {
-    static std::atomic<int> counter{0};
     const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    std::string name =
-      "canopy-" + std::to_string(::getpid()) + "-" + std::to_string(counter++);
+    std::string name = "canopy-";
     if (info != nullptr)
-      name += std::string("-") + info->name();
-    path_ = std::filesystem::temp_directory_path() / name;
-    std::filesystem::remove_all(path_);
-    std::filesystem::create_directories(path_);
+      name += std::string(info->name()) + "-";
+    std::replace(name.begin(), name.end(), '/', '_'); // parameterised tests: "Case/param"
+    std::string pattern = (temp_root() / (name + "XXXXXX")).string();
+    if (::mkdtemp(pattern.data()) == nullptr)
+      throw std::runtime_error("mkdtemp " + pattern + ": " + std::strerror(errno));
+    path_ = pattern;
   }
   ~scratch_dir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
+    // Children before their folder (FTW_DEPTH), links themselves not their targets.
+    ::nftw(
+      path_.c_str(),
+      [](const char* entry, const struct stat*, int, struct FTW*) { return std::remove(entry); },
+      16, FTW_DEPTH | FTW_PHYS);
   }
   scratch_dir(const scratch_dir&) = delete;
   scratch_dir& operator=(const scratch_dir&) = delete;
