@@ -10,7 +10,7 @@ import unittest
 
 import numpy as np
 
-from canopy_client import CanopyError, CanopyLM
+from canopy_client import CanopyError, CanopyLM, CanopyRequestError
 from canopy_server import ServerTestCase
 
 
@@ -191,7 +191,39 @@ class MockServerTest(ServerTestCase):
         greedy = asyncio.run(self.lm.batch_sample(prompts, 6, [], temperature=0.0))
         self.assertEqual(greedy, [self.greedy_by_stepping(p, 6) for p in prompts])
 
+    def test_batch_sample_beyond_the_servers_batch_limit(self):
+        # 1,030 prompts pass the server's limit (1,024): the client splits them.
+        prompts = [[1 + i % 7] for i in range(1030)]
+        first = asyncio.run(self.lm.batch_sample(prompts, 2, [], temperature=1.0, seed=5))
+        self.assertEqual(len(first), 1030)
+        self.assertTrue(all(len(ids) == 2 for ids in first))
+        self.assertEqual(asyncio.run(self.lm.batch_sample(prompts, 2, [], temperature=1.0, seed=5)),
+                         first)
+        greedy = asyncio.run(self.lm.batch_sample(prompts, 3, [], temperature=0.0))
+        self.assertEqual(greedy[1029], self.greedy_by_stepping(prompts[1029], 3))
+
+    def test_a_split_batch_keeps_one_stream_per_prompt(self):
+        prompts = [[2]] * 10
+        with CanopyLM(self.server.url, array="numpy", max_batch=4) as small:
+            split = asyncio.run(small.batch_sample(prompts, 8, [], temperature=1.0, seed=9))
+        whole = asyncio.run(self.lm.batch_sample(prompts, 8, [], temperature=1.0, seed=9))
+        self.assertEqual(split[:4], whole[:4])  # the first request keeps the seed
+        self.assertEqual(len({tuple(ids) for ids in split}), 10)  # equal prompts, own draws
+
     # -- errors --------------------------------------------------------------------------
+
+    def test_bad_input_raises_value_error_as_genlm_backend(self):
+        for bad in ([], [self.vocab], [-1]):
+            with self.assertRaises(ValueError):
+                self.lm.next_token_logprobs_sync(bad)
+            with self.assertRaises(CanopyRequestError):
+                asyncio.run(self.lm.next_token_logprobs(bad))
+
+    def test_lora_calls_say_adapters_are_not_served_yet(self):
+        for call, args in [(self.lm.add_new_lora, ("path", "name")),
+                           (self.lm.set_lora, ("path", "name")), (self.lm.clear_lora, ())]:
+            with self.assertRaisesRegex(NotImplementedError, "LoRA"):
+                call(*args)
 
     def assert_canopy_error(self, status, code, call, *args):
         with self.assertRaises(CanopyError) as caught:

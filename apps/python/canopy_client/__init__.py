@@ -5,8 +5,8 @@
     row = lm.next_token_logprobs_sync([1, 403, 407])   # float32 [vocab]
 """
 
-from .errors import CanopyError, CanopyProtocolError
+from .errors import CanopyError, CanopyProtocolError, CanopyRequestError
 from .lm import CanopyLM
 from .wire import LogprobAnswer, decode_logprobs
 
-__all__ = ["CanopyLM", "CanopyError", "CanopyProtocolError", "LogprobAnswer", "decode_logprobs"]
+__all__ = ["CanopyLM", "CanopyError", "CanopyProtocolError", "CanopyRequestError", "LogprobAnswer", "decode_logprobs"]

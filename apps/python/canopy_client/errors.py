@@ -26,6 +26,15 @@ class CanopyError(Exception):
         return f"{self.code}{status}: {self.message}"
 
 
+class CanopyRequestError(CanopyError, ValueError):
+    """The server refused what the request asked (HTTP 400, 413 or 422: an empty
+    sequence, an id outside the vocabulary, a sequence past the context, an oversized
+    batch). Also a ``ValueError``, which is what genlm-backend raises for such input."""
+
+
+_REQUEST_STATUSES = (400, 413, 422)
+
+
 class CanopyProtocolError(CanopyError):
     """The answer broke the HTTP or wire contract: a wrong peer or a bug, never bad input.
 
@@ -45,7 +54,8 @@ def server_error(status, body):
     """
     try:
         error = json.loads(body)["error"]
-        return CanopyError(status, str(error["code"]), str(error["message"]))
+        kind = CanopyRequestError if status in _REQUEST_STATUSES else CanopyError
+        return kind(status, str(error["code"]), str(error["message"]))
     except (ValueError, TypeError, KeyError):
         text = body[:200].decode("utf-8", "replace")
         return CanopyError(status, "http_error", f"unexpected error body: {text!r}")

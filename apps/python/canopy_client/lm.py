@@ -18,8 +18,13 @@ from .tokenizer import CanopyTokenizer
 from .vocab import genlm_byte_vocab, str_vocab
 from .wire import decode_logprobs
 
+try:  # genlm code may check isinstance(lm, AsyncLM): CanopyLM is one when genlm-backend imports
+    from genlm.backend.llm import AsyncLM as _AsyncLM
+except ImportError:
+    _AsyncLM = object
 
-class CanopyLM:
+
+class CanopyLM(_AsyncLM):
     """A language model served by ``canopy serve``, with genlm-backend's ``AsyncLM`` methods.
 
     Args:
@@ -32,8 +37,13 @@ class CanopyLM:
             waits forever. A request past it raises ``asyncio.TimeoutError``.
         dtype: how rows travel, "float32" or "float16" (half the bytes, ~1e-3
             relative rounding); results are float32 either way.
-        max_batch: sequences per request; larger batches are split into requests
-            sent concurrently (the server refuses more than its limit, 1024 by default).
+        max_batch: sequences (or sampled prompts) per request; larger batches are split
+            into requests sent concurrently (the server refuses more than its limit,
+            1024 by default).
+
+    It is a subclass of genlm-backend's ``AsyncLM`` when genlm-backend imports (the
+    same methods either way). Bad input (an empty sequence, an id outside the
+    vocabulary) raises ``CanopyRequestError``, a ``ValueError`` as genlm-backend's.
 
     Every request runs on the client's own event-loop thread (see ``loop_thread``), so
     the async methods work from any event loop and the sync ones from any thread,
@@ -148,9 +158,21 @@ class CanopyLM:
         ``(seed, i)``, so equal prompts give independent samples."""
         prompts = [api.token_list(prompt) for prompt in prompt_token_ids_list]
         body = api.sample_body(prompts, True, max_tokens, eos_token_ids, temperature, seed)
-        answer = await self._run_async(self._post_json("/v1/sample", body))
-        return [api.generated_ids(result["tokens"], body["eos_token_ids"])
-                for result in answer["results"]]
+        return await self._run_async(self._sample_batch(body))
+
+    # -- LoRA adapters ---------------------------------------------------------------
+
+    def add_new_lora(self, lora_path, lora_name):
+        """genlm-backend's LoRA call; ``canopy serve`` loads no adapters yet."""
+        raise NotImplementedError("canopy serve does not load LoRA adapters yet")
+
+    def set_lora(self, lora_path=None, lora_name=None):
+        """genlm-backend's LoRA call; ``canopy serve`` loads no adapters yet."""
+        raise NotImplementedError("canopy serve does not load LoRA adapters yet")
+
+    def clear_lora(self):
+        """genlm-backend's LoRA call; ``canopy serve`` loads no adapters yet."""
+        raise NotImplementedError("canopy serve does not load LoRA adapters yet")
 
     # -- caches ----------------------------------------------------------------------
 
@@ -272,6 +294,19 @@ class CanopyLM:
         parts = await asyncio.gather(*(self._score(chunk, batch=True) for chunk in chunks))
         return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
+    async def _sample_batch(self, body):
+        """``/v1/sample`` for ``body["batch"]`` in requests of at most ``max_batch``
+        prompts, sent concurrently. The first request keeps ``body``'s seed; request k
+        draws with a seed derived from it and k, so every prompt still has a stream of
+        its own and the same seed and ``max_batch`` give the same samples."""
+        prompts = body["batch"]
+        chunks = [dict(body, batch=prompts[i:i + self._max_batch],
+                       seed=(body["seed"] + k * _SEED_STRIDE) % 2**64)
+                  for k, i in enumerate(range(0, len(prompts), self._max_batch))] or [body]
+        answers = await asyncio.gather(*(self._post_json("/v1/sample", chunk) for chunk in chunks))
+        return [api.generated_ids(result["tokens"], body["eos_token_ids"])
+                for answer in answers for result in answer["results"]]
+
     async def _score(self, sequences, batch, all_positions=False):
         """Rows for ``sequences``, checked to answer exactly what was asked."""
         body = api.logprobs_body(sequences, batch, all_positions, self._dtype)
@@ -324,6 +359,7 @@ class CanopyLM:
 
 
 _MAX_RETRY_WAIT = 5.0
+_SEED_STRIDE = 0x9E3779B97F4A7C15  # 2^64 / golden ratio: the seeds of a split batch's requests
 
 
 def _retry_after(response):
