@@ -22,6 +22,14 @@ packages=(
   python3-numpy         # the Python client (apps/python/canopy_client) and its tests
   python3-venv python3-pip python3-setuptools  # the test of `pip install ./apps/python`
   curl                  # the quick start's request against canopy serve
+  # genlm's own tests over CanopyLM (tests/python/genlm; ../shared/third_party/README.md):
+  # their imports and test runners, and Cython for arsenal's two heaps.
+  python3-torch python3-scipy python3-regex python3-numba python3-jsonschema
+  python3-lark python3-pandas python3-frozendict python3-psutil python3-tqdm python3-rich
+  python3-ipython python3-matplotlib python3-graphviz
+  python3-pytest python3-pytest-asyncio python3-pytest-mock python3-pytest-timeout
+  python3-pytest-benchmark python3-hypothesis
+  cython3 libpython3.11-dev
 )
 
 missing=()

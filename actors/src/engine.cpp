@@ -249,6 +249,10 @@ const std::vector<std::optional<std::string>>& engine::special_token_texts() con
   return impl_->need_tokenizer().special_texts;
 }
 
+std::vector<backends::merge_rule> engine::merge_rules() const {
+  return impl_->need_tokenizer().tokenizer->merge_rules();
+}
+
 bool engine::has_tokenizer() const { return impl_->tokenizer.has_value(); }
 
 std::optional<std::int32_t> engine::bos_token_id() const { return impl_->special.bos; }

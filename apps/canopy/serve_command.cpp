@@ -31,10 +31,10 @@ const char* const usage =
     "                    [engine settings]\n\n"
     "Serves the engine over HTTP/1.1 (README: \"HTTP API\"): POST /v1/logprobs,\n"
     "/v1/sample, /v1/tokenize, /v1/detokenize, /v1/cache/kv, /v1/cache/clear; GET\n"
-    "/v1/vocab, /v1/model, /healthz, /metrics. Prints 'canopy serve: listening on\n"
-    "http://HOST:PORT' once it accepts connections. SIGTERM or SIGINT: stops accepting,\n"
-    "answers what is in flight (for --drain-timeout-ms at most; a second signal: at\n"
-    "once), exits 0.\n";
+    "/v1/vocab, /v1/tokenizer/merges, /v1/model, /healthz, /metrics.\n"
+    "Prints 'canopy serve: listening on http://HOST:PORT' once it accepts connections.\n"
+    "SIGTERM or SIGINT: stops accepting, answers what is in flight (for\n"
+    "--drain-timeout-ms at most; a second signal: at once), exits 0.\n";
 
 std::vector<flag_spec> serve_flags() {
   return {

@@ -3,6 +3,7 @@
 
 #include "symbol_chain.hpp"
 
+#include <algorithm>
 #include <queue>
 
 namespace canopy::backends {
@@ -20,6 +21,21 @@ std::uint64_t pair_key(token_id left, token_id right) {
 
 void bpe_merges::add(token_id left, token_id right, token_id result) {
   table_.insert_or_assign(pair_key(left, right), entry{next_rank_++, result});
+}
+
+std::vector<merge_rule> bpe_merges::rules() const {
+  std::vector<std::pair<std::uint32_t, merge_rule>> ranked;
+  ranked.reserve(table_.size());
+  for (const auto& [key, e] : table_)
+    ranked.push_back({e.rank, merge_rule{static_cast<token_id>(key >> 32),
+                                         static_cast<token_id>(key & 0xffffffffu), e.result}});
+  std::sort(ranked.begin(), ranked.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<merge_rule> out;
+  out.reserve(ranked.size());
+  for (const auto& [rank, rule] : ranked)
+    out.push_back(rule);
+  return out;
 }
 
 const bpe_merges::entry* bpe_merges::find(token_id left, token_id right) const {

@@ -9,6 +9,7 @@
 //
 // Thread contract: add() while building, then immutable; merge() from many threads.
 
+#include <canopy/backends/tokenizer.hpp>
 #include <canopy/cache/types.hpp>
 
 #include <cstdint>
@@ -24,6 +25,9 @@ public:
   void add(cache::token_id left, cache::token_id right, cache::token_id result);
 
   std::size_t size() const { return table_.size(); }
+
+  /// The table's merges by rank, lowest first (a pair added twice once, at its later rank).
+  std::vector<merge_rule> rules() const;
 
   /// Merges `symbols` (one word's initial symbols) and appends the result to `out`.
   void merge(std::vector<cache::token_id> symbols, std::vector<cache::token_id>& out) const;

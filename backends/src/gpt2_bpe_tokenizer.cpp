@@ -134,6 +134,8 @@ gpt2_bpe_tokenizer::gpt2_bpe_tokenizer(const std::filesystem::path& vocab_json,
 
 gpt2_bpe_tokenizer::~gpt2_bpe_tokenizer() = default;
 
+std::vector<merge_rule> gpt2_bpe_tokenizer::merge_rules() const { return merges_->rules(); }
+
 std::optional<cache::token_id> gpt2_bpe_tokenizer::piece_id(std::string_view piece) const {
   auto it = piece_ids_.find(std::string(piece));
   if (it == piece_ids_.end())

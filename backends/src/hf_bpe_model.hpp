@@ -46,6 +46,7 @@ public:
   bool byte_level() const { return byte_level_; }
   bool byte_fallback() const { return byte_fallback_; }
   std::optional<cache::token_id> unk() const { return unk_; }
+  std::vector<merge_rule> merge_rules() const { return merges_.rules(); }
 
 private:
   void first_symbols(std::string_view word, std::vector<cache::token_id>& symbols) const;

@@ -168,6 +168,8 @@ std::optional<std::string> hf_tokenizer::token_text(token_id id) const {
   return tokens[static_cast<std::size_t>(id)];
 }
 
+std::vector<merge_rule> hf_tokenizer::merge_rules() const { return parts_->model.merge_rules(); }
+
 std::optional<token_id> hf_tokenizer::token_id_of(std::string_view token) const {
   if (auto it = parts_->token_ids.find(std::string(token)); it != parts_->token_ids.end())
     return it->second;

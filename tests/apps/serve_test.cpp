@@ -226,6 +226,9 @@ TEST_F(served, model_health_vocab_and_metrics_describe_the_server) {
   auto vocab = exchange(port(), make_request("GET", "/v1/vocab"));
   EXPECT_EQ(vocab.status, 400);
   EXPECT_EQ(error_code(vocab), "no_tokenizer");
+  auto merges = exchange(port(), make_request("GET", "/v1/tokenizer/merges"));
+  EXPECT_EQ(merges.status, 400);
+  EXPECT_EQ(error_code(merges), "no_tokenizer");
   auto metrics = exchange(port(), make_request("GET", "/metrics"));
   EXPECT_EQ(metrics.status, 200);
   EXPECT_NE(metrics.header("content-type").find("text/plain"), std::string::npos);

@@ -20,6 +20,7 @@ using canopy::backends::byte_level_alphabet;
 using canopy::backends::byte_level_piece;
 using canopy::backends::byte_level_piece_bytes;
 using canopy::backends::gpt2_bpe_tokenizer;
+using canopy::backends::merge_rule;
 using canopy::backends::tokenizer_i;
 using canopy::cache::token_id;
 using namespace canopy::testing;
@@ -205,6 +206,29 @@ TEST(Gpt2BpeTokenizer, MergesEveryOccurrenceLeftToRight) {
   std::vector<std::string> odd(20, "aa");
   odd.back() = "aaa";
   EXPECT_EQ(bpe.pieces(std::string(41, 'a')), odd);
+}
+
+TEST(Gpt2BpeTokenizer, MergeRulesListTheMergesFirstAppliedFirst) {
+  // "a b" is listed twice: its later line is its rank, in encoding and in the listing.
+  const tiny_bpe bpe(merge_list{{"a", "b"}, {"b", "c"}, {"a", "b"}});
+  const gpt2_bpe_tokenizer tok(bpe.vocab, bpe.merges);
+  const auto id = [&](const std::string& piece) { return tok.token_id_of(piece).value(); };
+  EXPECT_EQ(tok.merge_rules(), (std::vector<merge_rule>{{id("b"), id("c"), id("bc")},
+                                                        {id("a"), id("b"), id("ab")}}));
+  EXPECT_EQ(bpe.pieces("abc"), (std::vector<std::string>{"a", "bc"}));
+}
+
+TEST(Gpt2BpeTokenizer, MergeRulesOfGpt2AreItsMergesFile) {
+  CANOPY_SHARED_PATH_OR_SKIP(oracle, "oracle/tokenizers.json");
+  const auto tok = load_gpt2(oracle);
+  const auto rules = tok.merge_rules();
+  ASSERT_EQ(rules.size(), 50000u);  // merges.txt: 50,000 lines after "#version"
+  const auto id = [&](const std::string& piece) { return tok.token_id_of(piece).value(); };
+  EXPECT_EQ(rules.front(), (merge_rule{id("\xC4\xA0"), id("t"), id("\xC4\xA0t")}));  // "Ġ t"
+  for (const auto& rule : rules)  // a merge's piece spells its two sides' bytes
+    ASSERT_EQ(*tok.byte_vocab().at(static_cast<std::size_t>(rule.result)),
+              *tok.byte_vocab().at(static_cast<std::size_t>(rule.left)) +
+                *tok.byte_vocab().at(static_cast<std::size_t>(rule.right)));
 }
 
 TEST(Gpt2BpeTokenizer, MergesNeverCrossPreTokenizerWords) {

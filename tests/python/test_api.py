@@ -54,7 +54,9 @@ class AnswerTest(unittest.TestCase):
         self.assertEqual(vocab, [b"</s>", b"\n", b" \xf0\x9f", b"", b""])
         self.assertEqual([t.token_id for t in vocab], [0, 1, 2, 3, 4])
         self.assertEqual(vocab[2].byte_string, b" \xf0\x9f")
-        self.assertEqual(str_vocab(vocab), ["</s>", "\n", " \ufffd", "", ""])
+        # Invalid UTF-8 (a cut emoji) takes the token's string, as genlm's decode_vocab.
+        strings = ["</s>", "\u010a", "\u0120\u00f0\u0141", "", "\u00a0"]
+        self.assertEqual(str_vocab(vocab, strings), ["</s>", "\n", "\u0120\u00f0\u0141", "", ""])
         with self.assertRaises(ValueError):
             genlm_byte_vocab(answer, 6)
 

@@ -13,6 +13,7 @@ import unittest
 
 import numpy as np
 
+from canopy_client import CanopyLM
 from canopy_server import ServerTestCase
 
 SHARED = os.environ.get("CANOPY_SHARED_DIR", "")
@@ -85,6 +86,28 @@ class Stories260KTest(ServerTestCase):
             expected = names[entry["id"]] if entry["hex"] is None else bytes.fromhex(entry["hex"])
             self.assertEqual(vocab[entry["id"]], expected, entry)
             self.assertEqual(vocab[entry["id"]].token_id, entry["id"])
+
+    def test_the_tokenizer_surface_genlm_reads(self):
+        # A fresh client, str_vocab first: it reads byte_vocab and the token strings,
+        # which read byte_vocab too (a lock taken twice there once hung every caller).
+        with CanopyLM(self.server.url, array="numpy", timeout=60) as lm:
+            texts = lm.str_vocab
+            tokenizer = lm.tokenizer
+            vocab = lm.byte_vocab
+            self.assertEqual(texts[2], "</s>")
+            self.assertEqual(tokenizer.get_added_vocab(), {"<unk>": 0, "<s>": 1, "</s>": 2})
+            self.assertEqual(tokenizer.all_special_ids, [0, 1, 2])
+            self.assertEqual((tokenizer.bos_token, tokenizer.eos_token), ("<s>", "</s>"))
+            self.assertEqual(tokenizer.bpe_ranks, {})  # llama2.c merges by score
+            strings = tokenizer.convert_ids_to_tokens(list(range(len(vocab))))
+            for i, (token, string) in enumerate(zip(vocab, strings)):
+                spelled = bytes(tokenizer.byte_decoder[c] for c in string) if i > 2 else token
+                self.assertEqual(spelled, bytes(token), i)
+                self.assertEqual(tokenizer.convert_tokens_to_ids(string),
+                                 min(j for j, t in enumerate(vocab) if bytes(t) == bytes(token)))
+            text = "Once upon a time, there was a tiny cat."
+            ids = tokenizer.encode(text)
+            self.assertEqual(tokenizer.batch_decode([ids], skip_special_tokens=True), [text])
 
     def test_greedy_sample_from_bos(self):
         greedy = load_json("stories260K", "greedy.json")

@@ -21,6 +21,7 @@
 // on another engine call inside it). Destroying the engine answers every query still
 // waiting with errc::shutting_down.
 
+#include <canopy/backends/tokenizer.hpp>
 #include <canopy/engine_config.hpp>
 #include <canopy/engine_stats.hpp>
 #include <canopy/error.hpp>
@@ -112,6 +113,9 @@ public:
   /// spells it with ("</s>", "<|eot_id|>"), when it names it (genlm-backend's byte
   /// vocabulary holds special tokens so). errc::no_tokenizer without a tokenizer.
   const std::vector<std::optional<std::string>>& special_token_texts() const;
+  /// The tokenizer's byte-pair merges, first applied first; empty when it merges
+  /// otherwise (llama2.c, SentencePiece). errc::no_tokenizer without a tokenizer.
+  std::vector<backends::merge_rule> merge_rules() const;
   bool has_tokenizer() const;
   /// The model's BOS id, and its EOS ids (generate's stop ids first), as its files say:
   /// config.json, generation_config.json, tokenizer_config.json, a .bin's format. None

@@ -76,7 +76,8 @@ class CanopyLM(_AsyncLM):
         self._lazy_lock = threading.Lock()
         self._model_info = None
         self._byte_vocab = None
-        self._special_ids = None
+        self._special_tokens = None
+        self._tokenizer = CanopyTokenizer(self)
         self._str_vocab = None
         self._server = None  # a LocalServer this client started (from_name)
 
@@ -214,22 +215,32 @@ class CanopyLM(_AsyncLM):
             if self._byte_vocab is None:
                 answer = self._run(self._get_json("/v1/vocab"))
                 self._byte_vocab = genlm_byte_vocab(answer, vocab_size)
-                self._special_ids = {i for i, entry in enumerate(answer["vocab"]) if entry is None}
+                self._special_tokens = {i: bytes(self._byte_vocab[i]).decode("utf-8", "replace")
+                                        for i, entry in enumerate(answer["vocab"]) if entry is None}
             return self._byte_vocab
 
     @property
+    def special_tokens(self):
+        """The control tokens (ids that stand for no bytes): ``{id: name}``, the name as
+        the tokenizer spells it ("</s>"), as in ``byte_vocab``."""
+        self.byte_vocab
+        return self._special_tokens
+
+    @property
     def str_vocab(self):
-        """Each id's text (its bytes as UTF-8, invalid bytes replaced), genlm's str_vocab."""
-        vocab = self.byte_vocab
+        """Each id's text: its bytes as UTF-8, else its token string
+        (``tokenizer.convert_ids_to_tokens``), as genlm-backend's ``decode_vocab``."""
+        # Both read byte_vocab, which takes the lock: before it, not under it.
+        vocab, strings = self.byte_vocab, self._tokenizer.token_strings()
         with self._lazy_lock:
             if self._str_vocab is None:
-                self._str_vocab = str_vocab(vocab)
+                self._str_vocab = str_vocab(vocab, strings)
             return self._str_vocab
 
     @property
     def tokenizer(self):
         """A Hugging Face-like tokenizer for genlm code (``CanopyTokenizer``)."""
-        return CanopyTokenizer(self)
+        return self._tokenizer
 
     def tokenize(self, text):
         """The model tokenizer's ids for ``text``, with its special tokens."""

@@ -76,6 +76,13 @@ def genlm_byte_vocab(answer, vocab_size):
             for i, entry in enumerate(hex_entries)]
 
 
-def str_vocab(byte_vocab):
-    """Each entry as text (invalid UTF-8 replaced by U+FFFD), as genlm's str_vocab."""
-    return [bytes(token).decode("utf-8", errors="replace") for token in byte_vocab]
+def str_vocab(byte_vocab, token_strings):
+    """Each entry as text: its bytes as UTF-8, else (invalid UTF-8) its token string, as
+    genlm-backend's ``decode_vocab`` gives it by default."""
+    texts = []
+    for token, string in zip(byte_vocab, token_strings):
+        try:
+            texts.append(bytes(token).decode("utf-8"))
+        except UnicodeDecodeError:
+            texts.append(string)
+    return texts

@@ -80,6 +80,17 @@ std::string vocab_body(const canopy::engine& engine) {
   return dump({{"vocab", std::move(vocab)}, {"special_tokens", std::move(special)}});
 }
 
+/// GET /v1/tokenizer/merges: the byte-pair merges as [left, right, result] ids, first
+/// applied first ([] when the tokenizer merges otherwise); "" without a tokenizer.
+std::string merges_body(const canopy::engine& engine) {
+  if (!engine.has_tokenizer())
+    return {};
+  json merges = json::array();
+  for (const auto& rule : engine.merge_rules())
+    merges.push_back(json::array({rule.left, rule.right, rule.result}));
+  return dump({{"merges", std::move(merges)}});
+}
+
 http_response ok(const gateway_reply&) { return json_response({{"ok", true}}); }
 
 } // namespace
@@ -91,7 +102,7 @@ api_router::api_router(canopy::engine& engine, std::vector<gateway_actor> gatewa
       metrics_(std::move(metrics)), limits_{options.max_batch, options.max_sample_tokens},
       max_rows_(options.max_rows), max_answer_bytes_(options.max_answer_bytes),
       answers_(std::make_shared<byte_budget>(options.answer_budget_bytes)),
-      vocab_body_(vocab_body(engine)), model_id_(options.served_model_name),
+      vocab_body_(vocab_body(engine)), merges_body_(merges_body(engine)), model_id_(options.served_model_name),
       started_(std::chrono::duration_cast<std::chrono::seconds>(
                  std::chrono::system_clock::now().time_since_epoch())
                  .count()) {
@@ -128,7 +139,7 @@ void api_router::dispatch(request_id id, http_request& request, respond_fn& resp
     std::string_view method;
     void (*run)(api_router&, request_id, http_request&, respond_fn&);
   };
-  static const std::array<route_entry, 12> routes{{
+  static const std::array<route_entry, 13> routes{{
       {"/v1/logprobs", "POST",
        [](api_router& r, request_id id, http_request& q, respond_fn& a) {
          r.logprobs(id, q, std::move(a));
@@ -167,6 +178,15 @@ void api_router::dispatch(request_id id, http_request& request, respond_fn& resp
                                  "the model has no tokenizer, so no byte vocabulary")));
          http_response response;
          response.body = r.vocab_body_;
+         a(std::move(response));
+       }},
+      {"/v1/tokenizer/merges", "GET",
+       [](api_router& r, request_id, http_request&, respond_fn& a) {
+         if (r.merges_body_.empty())
+           return a(to_response(from_engine_error(messages::errc::no_tokenizer,
+                                                  "the model has no tokenizer, so no merges")));
+         http_response response;
+         response.body = r.merges_body_;
          a(std::move(response));
        }},
       {"/v1/model", "GET",

@@ -42,6 +42,7 @@ public:
   std::string decode(const std::vector<cache::token_id>& ids) const override;
   const std::vector<std::optional<std::string>>& byte_vocab() const override { return byte_vocab_; }
   std::string_view kind() const override { return "gpt2-bpe"; }
+  std::vector<merge_rule> merge_rules() const override;
 
   /// The id of a vocab.json piece (alphabet spelling, e.g. "Ġworld"); std::nullopt if absent.
   std::optional<cache::token_id> piece_id(std::string_view piece) const;

@@ -49,6 +49,7 @@ public:
   /// An added token's content, or a model piece as the file spells it.
   std::optional<cache::token_id> token_id_of(std::string_view token) const override;
   std::optional<std::string> token_text(cache::token_id id) const override;
+  std::vector<merge_rule> merge_rules() const override;
 
 private:
   struct parts;

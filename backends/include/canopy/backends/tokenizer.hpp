@@ -20,6 +20,16 @@
 
 namespace canopy::backends {
 
+/// One byte-pair merge: the adjacent pieces `left` then `right` become `result`.
+struct merge_rule {
+  cache::token_id left;
+  cache::token_id right;
+  cache::token_id result;
+  bool operator==(const merge_rule& other) const {
+    return left == other.left && right == other.right && result == other.result;
+  }
+};
+
 class tokenizer_i {
 public:
   virtual ~tokenizer_i() = default;
@@ -61,6 +71,10 @@ public:
     (void)id;
     return std::nullopt;
   }
+  /// A byte-pair encoding's merges, first applied first (genlm-control's canonical
+  /// tokenization reads them); empty for formats that merge otherwise (llama2.c's and
+  /// SentencePiece's scores).
+  virtual std::vector<merge_rule> merge_rules() const { return {}; }
 };
 
 /// A tokenizer file that cannot be read or is malformed; the message names the file and
