@@ -223,7 +223,7 @@ class CanopyLM(_AsyncLM):
     def special_tokens(self):
         """The control tokens (ids that stand for no bytes): ``{id: name}``, the name as
         the tokenizer spells it ("</s>"), as in ``byte_vocab``."""
-        self.byte_vocab
+        _ = self.byte_vocab  # fetched with it
         return self._special_tokens
 
     @property
