@@ -64,9 +64,13 @@ struct engine::impl {
   void start(caf::actor_system& sys) {
     system = &sys;
     check_actor_system(sys, config, front_role(config));
+    auto tokenizer_file = actors::load_configured_tokenizer(config);
+    if (tokenizer_file && config.backend == "mock") // rows of the tokenizer's size
+      config.vocab_size = static_cast<std::int64_t>(tokenizer_file->byte_vocab().size());
     auto backends = actors::make_backends(config);
     auto model = actors::served_model(config, backends);
-    tokenizer = actors::load_model_tokenizer(config, model.vocab_size);
+    if (tokenizer_file)
+      tokenizer = actors::fit_model_tokenizer(std::move(tokenizer_file), model.vocab_size);
     special = actors::load_special_tokens(config, model.vocab_size,
                                           tokenizer ? &*tokenizer : nullptr);
     auto workers = actors::spawn_local_workers(sys, config, std::move(backends));

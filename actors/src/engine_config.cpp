@@ -76,7 +76,8 @@ const std::vector<setting>& settings() {
     make_setting("backend", "model backend: mock | torch", &c::backend),
     make_setting("model", "torch: HF directory or llama2.c .bin; empty: built-in synthetic Llama",
                  &c::model),
-    make_setting("tokenizer", "torch: tokenizer file; empty: found beside the model",
+    make_setting("tokenizer", "tokenizer file or folder; torch: empty finds the model's; "
+                              "mock: rows of its size, as genlm's MockAsyncLM(tokenizer)",
                  &c::tokenizer),
     make_setting("dtype", "torch: compute dtype float32 | float16 | bfloat16", &c::dtype),
     make_setting("kv_dtype", "torch: KV storage float32 | float16 | bfloat16 | int8 (lossy); empty: the compute dtype",

@@ -4,27 +4,30 @@
 
 namespace canopy::actors {
 
-std::optional<model_tokenizer> load_model_tokenizer(const engine_config& config,
-                                                    std::int64_t vocab_size) {
-  if (config.backend != "torch")
-    return std::nullopt;
+std::shared_ptr<const backends::tokenizer_i> load_configured_tokenizer(const engine_config& config) {
   std::filesystem::path path = config.tokenizer;
-  if (path.empty() && !config.model.empty())
+  if (path.empty() && config.backend == "torch" && !config.model.empty())
     path = backends::find_tokenizer(config.model);
-  if (path.empty())
-    return std::nullopt;
-  model_tokenizer out;
+  if (path.empty() || (config.backend != "torch" && config.backend != "mock"))
+    return nullptr;
   try {
-    out.tokenizer = backends::load_tokenizer(path);
+    return backends::load_tokenizer(path);
   } catch (const std::exception& e) {
     throw error(errc::invalid_config, std::string("tokenizer: ") + e.what());
   }
+}
+
+model_tokenizer fit_model_tokenizer(std::shared_ptr<const backends::tokenizer_i> tokenizer,
+                                    std::int64_t vocab_size) {
+  model_tokenizer out;
+  out.tokenizer = std::move(tokenizer);
   out.byte_vocab = out.tokenizer->byte_vocab();
   const auto ids = static_cast<std::int64_t>(out.byte_vocab.size());
   if (ids > vocab_size)
     throw error(errc::invalid_config,
-                "tokenizer " + path.string() + " has " + std::to_string(ids) +
-                  " ids but the model's head has " + std::to_string(vocab_size) + " rows");
+                "the " + std::string(out.tokenizer->kind()) + " tokenizer has " +
+                  std::to_string(ids) + " ids but the model's head has " +
+                  std::to_string(vocab_size) + " rows");
   out.byte_vocab.resize(static_cast<std::size_t>(vocab_size));
   out.special_texts.resize(out.byte_vocab.size());
   for (std::int64_t id = 0; id < ids; ++id)
@@ -37,10 +40,16 @@ std::optional<model_tokenizer> load_model_tokenizer(const engine_config& config,
 backends::special_tokens load_special_tokens(const engine_config& config,
                                              std::int64_t vocab_size,
                                              const model_tokenizer* tokenizer) {
-  if (config.backend != "torch")
+  std::filesystem::path files = config.model;
+  if (config.backend == "mock" && !config.tokenizer.empty()) {
+    files = config.tokenizer;
+    if (!std::filesystem::is_directory(files))
+      files = files.parent_path();
+  } else if (config.backend != "torch") {
     return {};
+  }
   try {
-    return backends::read_special_tokens(config.model, vocab_size,
+    return backends::read_special_tokens(files, vocab_size,
                                          tokenizer ? tokenizer->tokenizer.get() : nullptr);
   } catch (const std::exception& e) {
     throw error(errc::invalid_config, std::string("special tokens: ") + e.what());

@@ -14,11 +14,12 @@ namespace canopy::app {
 namespace {
 
 const char* const usage =
-    "Usage: canopy tokenize [--model PATH] --text TEXT [--format text|json]\n"
-    "                       [engine settings]\n\n"
+    "Usage: canopy tokenize [--model PATH | --tokenizer FILE] --text TEXT\n"
+    "                       [--format text|json] [engine settings]\n\n"
     "Prints the ids of TEXT under the model's tokenizer, in its own convention\n"
     "(llama2.c: BOS and the dummy-prefix space; GPT-2: nothing added). A .bin model\n"
-    "finds tokenizer.bin or tok512.bin beside it unless --tokenizer FILE names one.\n"
+    "finds tokenizer.bin or tok512.bin beside it unless --tokenizer FILE names one;\n"
+    "--tokenizer without --model needs no model (the mock backend carries it).\n"
     "text: the ids comma-separated on one line (as --tokens takes them; an empty line\n"
     "when there are none); json: {\"ids\": [...]}.\n";
 
@@ -45,8 +46,12 @@ int tokenize_command(const std::vector<std::string>& argv) {
     throw usage_error("--format: unknown '" + format + "' (known: text, json)");
 
   // The engine, not a tokenizer loaded here, so that the tokenizer is found exactly as
-  // for logprobs and sample; on the small models this is built for, that is fast.
-  const engine lm{args.config};
+  // for logprobs and sample; on the small models this is built for, that is fast. A
+  // tokenizer alone needs no model: the mock backend serves it.
+  auto config = args.config;
+  if (config.model.empty() && !config.tokenizer.empty())
+    config.backend = "mock";
+  const engine lm{config};
   const auto ids = lm.tokenize(args.text("text", ""));
   if (format == "json")
     std::cout << json_line({{"ids", ids}});

@@ -68,6 +68,31 @@ TEST(CliTokenizer, TokenizeGpt2) {
   EXPECT_EQ(r.out, "18435,995\n");
 }
 
+TEST(CliTokenizer, ATokenizerAloneNeedsNoModel) {
+  CANOPY_SHARED_PATH_OR_SKIP(gpt2, "models/gpt2-synthetic");
+  CANOPY_SHARED_PATH_OR_SKIP(tok512, "models/stories260K/tok512.bin");
+  auto r = run_canopy({"tokenize", "--tokenizer", gpt2, "--text", " Hello world"});
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  EXPECT_EQ(r.out, "18435,995\n");
+  r = run_canopy({"tokenize", "--tokenizer", tok512, "--text", "Once upon a time"});
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  EXPECT_EQ(r.out, "1,403,407,261,378\n");
+}
+
+TEST(CliTokenizer, TheMockWithATokenizerHasItsVocabulary) {
+  // As genlm's MockAsyncLM(tokenizer): rows of the tokenizer's size, every id's bytes.
+  CANOPY_SHARED_PATH_OR_SKIP(gpt2, "models/gpt2-synthetic");
+  auto r = run_canopy({"vocab", "--backend", "mock", "--tokenizer", gpt2});
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  std::size_t lines = 0;
+  const auto hex = parse_vocab(r.out, lines);
+  EXPECT_EQ(lines, 50257u);
+  expect_known_bytes(hex, "gpt2");
+  r = run_canopy({"detokenize", "--backend", "mock", "--tokenizer", gpt2, "--tokens", "15496,995"});
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  EXPECT_EQ(r.out, "Hello world");
+}
+
 TEST(CliTokenizer, DetokenizeWritesExactBytesWithoutNewline) {
   CANOPY_SHARED_PATH_OR_SKIP(stories, "models/stories260K/stories260K.bin");
   CANOPY_SHARED_PATH_OR_SKIP(gpt2, "models/gpt2-synthetic");

@@ -20,7 +20,8 @@ struct engine_config {
   std::string backend = "torch";       // "torch" (a LibTorch Llama or GPT-2) | "mock"
   std::string model;                   // torch: HF directory or llama2.c .bin; empty:
                                        // the built-in seeded synthetic Llama
-  std::string tokenizer;               // torch: tokenizer file; empty: found beside model
+  std::string tokenizer;               // tokenizer file; torch, empty: found beside model;
+                                       // mock: rows of its size (vocab_size unused)
   std::string dtype = "float32";       // torch: compute dtype float32 | float16 | bfloat16
   std::string kv_dtype;                // torch: KV storage float32 | float16 | bfloat16 |
                                        // int8 (lossy); empty: the compute dtype

@@ -2,8 +2,10 @@
 // The tokenizer of an engine's model: the one its configuration names, or the one
 // found beside the model, checked against the model's head; and the model's BOS and EOS
 // ids (backends/special_tokens.hpp).
-// Thread contract: load_model_tokenizer is a pure function of the file system; a
-// model_tokenizer is immutable and may be read from any thread.
+// The mock backend takes a tokenizer too (`tokenizer`), as genlm's MockAsyncLM(tokenizer)
+// does: it then serves rows of the tokenizer's size, and text.
+// Thread contract: load_configured_tokenizer and load_special_tokens are pure functions
+// of the file system; a model_tokenizer is immutable and may be read from any thread.
 
 #include <canopy/backends/special_tokens.hpp>
 #include <canopy/backends/tokenizer.hpp>
@@ -27,15 +29,20 @@ struct model_tokenizer {
   std::vector<std::optional<std::string>> special_texts;
 };
 
-/// No tokenizer (nullopt) for the mock backend, the built-in synthetic model, or a
-/// model with none beside it. Throws canopy::error(errc::invalid_config) for a
-/// tokenizer file that cannot be read, or one with more ids than the model's head
-/// has rows (its ids past the head could never be scored).
-std::optional<model_tokenizer> load_model_tokenizer(const engine_config& config,
-                                                    std::int64_t vocab_size);
+/// The tokenizer the configuration names (`tokenizer`), else, for the torch backend, the
+/// one found beside the model; null for the built-in synthetic model, a model with none
+/// beside it, or the mock without `tokenizer`. Throws canopy::error(errc::invalid_config)
+/// for a tokenizer file that cannot be read.
+std::shared_ptr<const backends::tokenizer_i> load_configured_tokenizer(const engine_config& config);
 
-/// What the model's files say of BOS and EOS (none for the mock and the built-in
-/// synthetic model). Throws canopy::error(errc::invalid_config) for malformed files.
+/// `tokenizer` over a head of `vocab_size` rows. Throws canopy::error(errc::invalid_config)
+/// when it has more ids than the head has rows (its ids past the head could never be scored).
+model_tokenizer fit_model_tokenizer(std::shared_ptr<const backends::tokenizer_i> tokenizer,
+                                    std::int64_t vocab_size);
+
+/// What the model's files say of BOS and EOS; for the mock with a tokenizer, the files in
+/// the tokenizer's folder; none for the built-in synthetic model. Throws
+/// canopy::error(errc::invalid_config) for malformed files.
 backends::special_tokens load_special_tokens(const engine_config& config,
                                              std::int64_t vocab_size,
                                              const model_tokenizer* tokenizer);
