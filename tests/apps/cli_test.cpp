@@ -49,6 +49,23 @@ void expect_known_bytes(const std::map<long, std::string>& got, const char* tabl
   }
 }
 
+/// `canopy ARGS...` exits 0 having printed exactly `out`.
+void expect_prints(const std::vector<std::string>& args, const std::string& out) {
+  const auto r = run_canopy(args);
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  EXPECT_EQ(r.out, out);
+}
+
+/// `canopy ARGS...` (a vocab command) lists `size` ids, with tokenizers.json's bytes.
+void expect_vocab(const std::vector<std::string>& args, std::size_t size, const char* table) {
+  const auto r = run_canopy(args);
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  std::size_t lines = 0;
+  const auto hex = parse_vocab(r.out, lines);
+  EXPECT_EQ(lines, size);
+  expect_known_bytes(hex, table);
+}
+
 TEST(CliTokenizer, TokenizeStoriesTextAndJson) {
   CANOPY_SHARED_PATH_OR_SKIP(model, "models/stories260K/stories260K.bin");
   auto r = run_canopy({"tokenize", "--model", model, "--text", "Once upon a time"});
@@ -71,26 +88,17 @@ TEST(CliTokenizer, TokenizeGpt2) {
 TEST(CliTokenizer, ATokenizerAloneNeedsNoModel) {
   CANOPY_SHARED_PATH_OR_SKIP(gpt2, "models/gpt2-synthetic");
   CANOPY_SHARED_PATH_OR_SKIP(tok512, "models/stories260K/tok512.bin");
-  auto r = run_canopy({"tokenize", "--tokenizer", gpt2, "--text", " Hello world"});
-  ASSERT_EQ(r.exit_code, 0) << describe(r);
-  EXPECT_EQ(r.out, "18435,995\n");
-  r = run_canopy({"tokenize", "--tokenizer", tok512, "--text", "Once upon a time"});
-  ASSERT_EQ(r.exit_code, 0) << describe(r);
-  EXPECT_EQ(r.out, "1,403,407,261,378\n");
+  expect_prints({"tokenize", "--tokenizer", gpt2, "--text", " Hello world"}, "18435,995\n");
+  expect_prints({"tokenize", "--tokenizer", tok512, "--text", "Once upon a time"},
+                "1,403,407,261,378\n");
 }
 
 TEST(CliTokenizer, TheMockWithATokenizerHasItsVocabulary) {
   // As genlm's MockAsyncLM(tokenizer): rows of the tokenizer's size, every id's bytes.
   CANOPY_SHARED_PATH_OR_SKIP(gpt2, "models/gpt2-synthetic");
-  auto r = run_canopy({"vocab", "--backend", "mock", "--tokenizer", gpt2});
-  ASSERT_EQ(r.exit_code, 0) << describe(r);
-  std::size_t lines = 0;
-  const auto hex = parse_vocab(r.out, lines);
-  EXPECT_EQ(lines, 50257u);
-  expect_known_bytes(hex, "gpt2");
-  r = run_canopy({"detokenize", "--backend", "mock", "--tokenizer", gpt2, "--tokens", "15496,995"});
-  ASSERT_EQ(r.exit_code, 0) << describe(r);
-  EXPECT_EQ(r.out, "Hello world");
+  expect_vocab({"vocab", "--backend", "mock", "--tokenizer", gpt2}, 50257, "gpt2");
+  expect_prints({"detokenize", "--backend", "mock", "--tokenizer", gpt2, "--tokens", "15496,995"},
+                "Hello world");
 }
 
 TEST(CliTokenizer, DetokenizeWritesExactBytesWithoutNewline) {
@@ -98,33 +106,20 @@ TEST(CliTokenizer, DetokenizeWritesExactBytesWithoutNewline) {
   CANOPY_SHARED_PATH_OR_SKIP(gpt2, "models/gpt2-synthetic");
   // "café 😊 naïve" (an oracle decode case): BOS, the dropped space after it,
   // multi-byte characters and byte fallback. (CliSample checks plain text too.)
-  auto r = run_canopy({"detokenize", "--model", stories, "--tokens",
-                       "1,280,412,431,485,410,243,162,155,141,297,412,198,178,360"});
-  ASSERT_EQ(r.exit_code, 0) << describe(r);
-  EXPECT_EQ(r.out, "caf\xc3\xa9 \xf0\x9f\x98\x8a na\xc3\xafve");
-  r = run_canopy({"detokenize", "--model", gpt2, "--tokens", "15496,995"});
-  ASSERT_EQ(r.exit_code, 0) << describe(r);
-  EXPECT_EQ(r.out, "Hello world");
+  expect_prints({"detokenize", "--model", stories, "--tokens",
+                 "1,280,412,431,485,410,243,162,155,141,297,412,198,178,360"},
+                "caf\xc3\xa9 \xf0\x9f\x98\x8a na\xc3\xafve");
+  expect_prints({"detokenize", "--model", gpt2, "--tokens", "15496,995"}, "Hello world");
 }
 
 TEST(CliTokenizer, VocabStoriesListsEveryIdWithItsBytes) {
   CANOPY_SHARED_PATH_OR_SKIP(model, "models/stories260K/stories260K.bin");
-  const auto r = run_canopy({"vocab", "--model", model});
-  ASSERT_EQ(r.exit_code, 0) << describe(r);
-  std::size_t lines = 0;
-  const auto hex = parse_vocab(r.out, lines);
-  EXPECT_EQ(lines, 512u);
-  expect_known_bytes(hex, "llama2c_tok512");
+  expect_vocab({"vocab", "--model", model}, 512, "llama2c_tok512");
 }
 
 TEST(CliTokenizer, VocabGpt2ListsEveryIdWithItsBytes) {
   CANOPY_SHARED_PATH_OR_SKIP(model, "models/gpt2-synthetic");
-  const auto r = run_canopy({"vocab", "--model", model});
-  ASSERT_EQ(r.exit_code, 0) << describe(r);
-  std::size_t lines = 0;
-  const auto hex = parse_vocab(r.out, lines);
-  EXPECT_EQ(lines, 50257u);
-  expect_known_bytes(hex, "gpt2");
+  expect_vocab({"vocab", "--model", model}, 50257, "gpt2");
 }
 
 // -- bad input: exit 2 and a message naming the problem -------------------------------
