@@ -32,18 +32,6 @@ _BYTE_TO_CHAR = _byte_level_alphabet()
 _CHAR_TO_BYTE = {char: byte for byte, char in enumerate(_BYTE_TO_CHAR)}
 
 
-class _SentencePieceSpelling:
-    """``sp_model.id_to_piece`` as genlm reads it: the token's bytes with spaces as
-    U+2581 and each byte outside valid UTF-8 as ``<0xXX>``, which genlm turns back into
-    the same bytes."""
-
-    def __init__(self, tokenizer):
-        self._tokenizer = tokenizer
-
-    def id_to_piece(self, token_id):
-        return self._tokenizer.sentencepiece_piece(token_id)
-
-
 _UTF8_OR_BYTE = re.compile(rb"[\x00-\x7f]|[\xc2-\xdf][\x80-\xbf]|[\xe0-\xef][\x80-\xbf]{2}"
                            rb"|[\xf0-\xf4][\x80-\xbf]{3}|.", re.DOTALL)
 
@@ -51,6 +39,28 @@ _UTF8_OR_BYTE = re.compile(rb"[\x00-\x7f]|[\xc2-\xdf][\x80-\xbf]|[\xe0-\xef][\x8
 # A literal U+2581 would come back as a space, and "<" could start a "<0xXX>": both are
 # spelled as their bytes, so that every piece reads back as exactly the token's bytes.
 _SPELLED_AS_BYTES = {"\u2581", "<"}
+
+
+class _SentencePieceSpelling:
+    """``sp_model.id_to_piece`` as genlm reads it: the token's bytes with spaces as
+    U+2581 and each byte outside valid UTF-8 as ``<0xXX>``, which genlm turns back into
+    the same bytes."""
+
+    def __init__(self, lm):
+        self._lm = lm
+
+    def id_to_piece(self, token_id):
+        pieces = []
+        for unit in _UTF8_OR_BYTE.findall(bytes(self._lm.byte_vocab[token_id])):
+            try:
+                text = unit.decode("utf-8")
+            except UnicodeDecodeError:
+                text = None
+            if text is None or text in _SPELLED_AS_BYTES:
+                pieces.append("".join(f"<0x{byte:02X}>" for byte in unit))
+            else:
+                pieces.append("\u2581" if text == " " else text)
+        return "".join(pieces)
 
 
 class CanopyTokenizer:
@@ -63,8 +73,9 @@ class CanopyTokenizer:
     def __init__(self, lm):
         self._lm = lm
         self._strings = None
+        self._ids = None
         self._bpe_ranks = None
-        self.sp_model = _SentencePieceSpelling(self)
+        self.sp_model = _SentencePieceSpelling(lm)
 
     # -- text ------------------------------------------------------------------------
 
@@ -97,40 +108,33 @@ class CanopyTokenizer:
                              for i, token in enumerate(self._lm.byte_vocab)]
         return self._strings
 
-    def sentencepiece_piece(self, token_id):
-        """The token as a SentencePiece piece (see ``_SentencePieceSpelling``)."""
-        pieces = []
-        for unit in _UTF8_OR_BYTE.findall(bytes(self._lm.byte_vocab[token_id])):
-            try:
-                text = unit.decode("utf-8")
-            except UnicodeDecodeError:
-                text = None
-            if text is None or text in _SPELLED_AS_BYTES:
-                pieces.append("".join(f"<0x{byte:02X}>" for byte in unit))
-            else:
-                pieces.append("\u2581" if text == " " else text)
-        return "".join(pieces)
-
     def convert_ids_to_tokens(self, token_ids):
         strings = self.token_strings()
         if isinstance(token_ids, int):
             return strings[token_ids]
         return [strings[int(i)] for i in token_ids]
 
+    def _ids_by_string(self):
+        """``{token string: id}``, built once; where ids share a string, the lowest id."""
+        if self._ids is None:
+            ids = {}
+            for i, string in enumerate(self.token_strings()):
+                ids.setdefault(string, i)
+            self._ids = ids
+        return self._ids
+
     def convert_tokens_to_ids(self, tokens):
         """Ids of token strings (None for a string that is no token). Ids that spell the
         same bytes share a string, which names the lowest of them."""
-        vocab = self.get_vocab()
+        ids = self._ids_by_string()
         if isinstance(tokens, str):
-            return vocab.get(tokens)
-        return [vocab.get(token) for token in tokens]
+            return ids.get(tokens)
+        return [ids.get(token) for token in tokens]
 
     def get_vocab(self):
-        """``{token string: id}``; where ids share a string, the lowest id."""
-        vocab = {}
-        for i, string in enumerate(self.token_strings()):
-            vocab.setdefault(string, i)
-        return vocab
+        """``{token string: id}`` (a fresh dict, as transformers gives); where ids share a
+        string, the lowest id."""
+        return dict(self._ids_by_string())
 
     @property
     def bpe_ranks(self):
