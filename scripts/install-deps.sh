@@ -20,6 +20,7 @@ packages=(
   libjemalloc-dev       # the canopy program's allocator: 1.3-1.7x the queries/s of glibc's malloc
   openssl               # the tests' TLS certificates (the README's TLS example too)
   python3-numpy         # the Python client (apps/python/canopy_client) and its tests
+  python3-jinja2        # apply_chat_template renders chat templates with Jinja2, as transformers does
   python3-venv python3-pip python3-setuptools  # the test of `pip install ./apps/python`
   curl                  # the quick start's request against canopy serve
   # genlm's own tests over CanopyLM (tests/python/genlm; ../shared/third_party/README.md):

@@ -64,13 +64,15 @@ struct engine::impl {
   void start(caf::actor_system& sys) {
     system = &sys;
     check_actor_system(sys, config, front_role(config));
-    auto tokenizer_file = actors::load_configured_tokenizer(config);
+    const auto tokenizer_path = actors::configured_tokenizer_path(config);
+    auto tokenizer_file = actors::load_configured_tokenizer(tokenizer_path);
     if (tokenizer_file && config.backend == "mock") // rows of the tokenizer's size
       config.vocab_size = static_cast<std::int64_t>(tokenizer_file->byte_vocab().size());
     auto backends = actors::make_backends(config);
     auto model = actors::served_model(config, backends);
     if (tokenizer_file)
-      tokenizer = actors::fit_model_tokenizer(std::move(tokenizer_file), model.vocab_size);
+      tokenizer = actors::fit_model_tokenizer(std::move(tokenizer_file), tokenizer_path,
+                                              model.vocab_size);
     special = actors::load_special_tokens(config, model.vocab_size,
                                           tokenizer ? &*tokenizer : nullptr);
     auto workers = actors::spawn_local_workers(sys, config, std::move(backends));
@@ -255,6 +257,10 @@ const std::vector<std::optional<std::string>>& engine::special_token_texts() con
 
 std::vector<backends::merge_rule> engine::merge_rules() const {
   return impl_->need_tokenizer().tokenizer->merge_rules();
+}
+
+const backends::chat_templates& engine::chat_templates() const {
+  return impl_->need_tokenizer().chat_templates;
 }
 
 bool engine::has_tokenizer() const { return impl_->tokenizer.has_value(); }

@@ -4,11 +4,27 @@
 
 namespace canopy::actors {
 
-std::shared_ptr<const backends::tokenizer_i> load_configured_tokenizer(const engine_config& config) {
-  std::filesystem::path path = config.tokenizer;
-  if (path.empty() && config.backend == "torch" && !config.model.empty())
-    path = backends::find_tokenizer(config.model);
-  if (path.empty() || (config.backend != "torch" && config.backend != "mock"))
+namespace {
+
+/// The folder whose files come with a tokenizer at `path` (a file or a folder).
+std::filesystem::path folder_of(const std::filesystem::path& path) {
+  std::error_code ec;
+  return std::filesystem::is_directory(path, ec) ? path : path.parent_path();
+}
+
+} // namespace
+
+std::filesystem::path configured_tokenizer_path(const engine_config& config) {
+  if (config.backend != "torch" && config.backend != "mock")
+    return {};
+  if (!config.tokenizer.empty() || config.backend != "torch" || config.model.empty())
+    return config.tokenizer;
+  return backends::find_tokenizer(config.model);
+}
+
+std::shared_ptr<const backends::tokenizer_i> load_configured_tokenizer(
+  const std::filesystem::path& path) {
+  if (path.empty())
     return nullptr;
   try {
     return backends::load_tokenizer(path);
@@ -18,7 +34,7 @@ std::shared_ptr<const backends::tokenizer_i> load_configured_tokenizer(const eng
 }
 
 model_tokenizer fit_model_tokenizer(std::shared_ptr<const backends::tokenizer_i> tokenizer,
-                                    std::int64_t vocab_size) {
+                                    const std::filesystem::path& path, std::int64_t vocab_size) {
   model_tokenizer out;
   out.tokenizer = std::move(tokenizer);
   out.byte_vocab = out.tokenizer->byte_vocab();
@@ -34,6 +50,11 @@ model_tokenizer fit_model_tokenizer(std::shared_ptr<const backends::tokenizer_i>
     if (!out.byte_vocab[static_cast<std::size_t>(id)])
       out.special_texts[static_cast<std::size_t>(id)] =
         out.tokenizer->token_text(static_cast<cache::token_id>(id));
+  try {
+    out.chat_templates = backends::read_chat_templates(folder_of(path));
+  } catch (const std::exception& e) {
+    throw error(errc::invalid_config, std::string("chat template: ") + e.what());
+  }
   return out;
 }
 
@@ -41,13 +62,10 @@ backends::special_tokens load_special_tokens(const engine_config& config,
                                              std::int64_t vocab_size,
                                              const model_tokenizer* tokenizer) {
   std::filesystem::path files = config.model;
-  if (config.backend == "mock" && !config.tokenizer.empty()) {
-    files = config.tokenizer;
-    if (!std::filesystem::is_directory(files))
-      files = files.parent_path();
-  } else if (config.backend != "torch") {
+  if (config.backend == "mock" && !config.tokenizer.empty())
+    files = folder_of(config.tokenizer);
+  else if (config.backend != "torch")
     return {};
-  }
   try {
     return backends::read_special_tokens(files, vocab_size,
                                          tokenizer ? tokenizer->tokenizer.get() : nullptr);

@@ -3,7 +3,7 @@
 
 #include <canopy/backends/checkpoint.hpp>
 
-#include "tokenizer_files.hpp"
+#include "json_object_file.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -15,23 +15,6 @@ namespace {
 
 using json = nlohmann::json;
 namespace fs = std::filesystem;
-
-/// The JSON object in `file`, or null when there is no such file.
-json read_object(const fs::path& file) {
-  std::error_code ec;
-  if (!fs::is_regular_file(file, ec))
-    return nullptr;
-  try {
-    auto doc = json::parse(tokenizer_detail::read_file(file));
-    if (!doc.is_object())
-      throw checkpoint_error(file.string() + ": not a JSON object");
-    return doc;
-  } catch (const json::exception& e) {
-    throw checkpoint_error(file.string() + ": not valid JSON: " + e.what());
-  } catch (const tokenizer_error& e) {
-    throw checkpoint_error(e.what());
-  }
-}
 
 class collector {
 public:
@@ -112,9 +95,9 @@ special_tokens read_special_tokens(const fs::path& model, std::int64_t vocab_siz
   const auto generation_file = model / "generation_config.json";
   const auto config_file = model / "config.json";
   const auto tokenizer_file = model / "tokenizer_config.json";
-  const auto generation = read_object(generation_file);
-  const auto config = read_object(config_file);
-  const auto tokenizer_config = read_object(tokenizer_file);
+  const auto generation = detail::read_json_object(generation_file);
+  const auto config = detail::read_json_object(config_file);
+  const auto tokenizer_config = detail::read_json_object(tokenizer_file);
   found.add_eos(found.ids(generation, "eos_token_id", generation_file));
   found.add_eos(found.ids(config, "eos_token_id", config_file));
   found.add_eos(named_token(tokenizer_config, "eos_token", tokenizer, vocab_size));

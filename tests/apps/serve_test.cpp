@@ -223,12 +223,11 @@ TEST_F(served, model_health_vocab_and_metrics_describe_the_server) {
   EXPECT_EQ(
       json::parse(exchange(port(), make_request("GET", "/healthz")).body).at("status"),
       "ok");
-  auto vocab = exchange(port(), make_request("GET", "/v1/vocab"));
-  EXPECT_EQ(vocab.status, 400);
-  EXPECT_EQ(error_code(vocab), "no_tokenizer");
-  auto merges = exchange(port(), make_request("GET", "/v1/tokenizer/merges"));
-  EXPECT_EQ(merges.status, 400);
-  EXPECT_EQ(error_code(merges), "no_tokenizer");
+  for (const char* document : {"/v1/vocab", "/v1/tokenizer/merges", "/v1/tokenizer/chat_templates"}) {
+    auto reply = exchange(port(), make_request("GET", document));
+    EXPECT_EQ(reply.status, 400) << document;
+    EXPECT_EQ(error_code(reply), "no_tokenizer") << document;
+  }
   auto metrics = exchange(port(), make_request("GET", "/metrics"));
   EXPECT_EQ(metrics.status, 200);
   EXPECT_NE(metrics.header("content-type").find("text/plain"), std::string::npos);

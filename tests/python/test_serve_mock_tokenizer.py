@@ -2,6 +2,7 @@
 genlm-backend's MockAsyncLM(tokenizer). Needs CANOPY_SHARED_DIR (GPT-2's tokenizer in
 models/gpt2-synthetic); skips without it, or fails when CANOPY_REQUIRE_FIXTURES=1."""
 
+import json
 import os
 import unittest
 
@@ -30,6 +31,13 @@ class MockWithTokenizerTest(ServerTestCase):
         self.assertEqual(self.lm.next_token_logprobs_sync(ids).shape, (50257,))
         self.assertEqual(bytes(self.lm.byte_vocab[50256]), b"<|endoftext|>")
         self.assertEqual(self.lm.tokenizer.decode(ids), " Hello world")
+
+    def test_a_tokenizer_without_a_chat_template_says_so(self):
+        status, _, body = self.server.fetch("GET", "/v1/tokenizer/chat_templates")
+        self.assertEqual((status, json.loads(body)), (200, {"chat_templates": {}}))
+        self.assertIsNone(self.lm.tokenizer.chat_template)
+        with self.assertRaisesRegex(ValueError, "chat_template is not set"):
+            self.lm.tokenizer.apply_chat_template([{"role": "user", "content": "Hi"}])
 
 
 if __name__ == "__main__":

@@ -11,7 +11,8 @@ TEST(server_metrics, route_label_keeps_known_paths_without_query_and_folds_the_r
   for (const char* route :
        {"/v1/logprobs", "/v1/sample", "/v1/tokenize", "/v1/detokenize", "/v1/vocab",
         "/v1/model", "/v1/cache/kv", "/v1/cache/clear", "/healthz", "/metrics",
-        "/v1/completions", "/v1/models", "/v1/tokenizer/merges"}) {
+        "/v1/completions", "/v1/models", "/v1/tokenizer/merges",
+        "/v1/tokenizer/chat_templates"}) {
     EXPECT_EQ(server_metrics::route_label(route), route);
     EXPECT_EQ(server_metrics::route_label(std::string(route) + "?a=1&b"), route);
   }

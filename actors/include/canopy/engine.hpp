@@ -21,6 +21,7 @@
 // on another engine call inside it). Destroying the engine answers every query still
 // waiting with errc::shutting_down.
 
+#include <canopy/backends/chat_template.hpp>
 #include <canopy/backends/tokenizer.hpp>
 #include <canopy/engine_config.hpp>
 #include <canopy/engine_stats.hpp>
@@ -116,6 +117,11 @@ public:
   /// The tokenizer's byte-pair merges, first applied first; empty when it merges
   /// otherwise (llama2.c, SentencePiece). errc::no_tokenizer without a tokenizer.
   std::vector<backends::merge_rule> merge_rules() const;
+  /// The tokenizer's chat templates (Jinja source, by name; a lone one is "default"),
+  /// as transformers finds them beside it; empty when it has none. Canopy does not
+  /// render them (the Python client's apply_chat_template does, with Jinja2).
+  /// errc::no_tokenizer without a tokenizer.
+  const backends::chat_templates& chat_templates() const;
   bool has_tokenizer() const;
   /// The model's BOS id, and its EOS ids (generate's stop ids first), as its files say:
   /// config.json, generation_config.json, tokenizer_config.json, a .bin's format. None

@@ -12,6 +12,8 @@ way it gets exactly ``CanopyLM.byte_vocab``.
 
 import re
 
+from . import chat_template
+
 
 def _byte_level_alphabet():
     """GPT-2's byte-level alphabet: a byte that is a printable Latin-1 character stands
@@ -75,6 +77,7 @@ class CanopyTokenizer:
         self._strings = None
         self._ids = None
         self._bpe_ranks = None
+        self._chat_templates = None
         self.sp_model = _SentencePieceSpelling(lm)
 
     # -- text ------------------------------------------------------------------------
@@ -96,6 +99,33 @@ class CanopyTokenizer:
 
     def batch_decode(self, sequences, skip_special_tokens=False):
         return [self.decode(ids, skip_special_tokens) for ids in sequences]
+
+    # -- chats -------------------------------------------------------------------------
+
+    def _templates(self):
+        """``{name: Jinja source}`` from ``GET /v1/tokenizer/chat_templates``, fetched once."""
+        if self._chat_templates is None:
+            answer = self._lm._run(self._lm._get_json("/v1/tokenizer/chat_templates"))
+            self._chat_templates = answer["chat_templates"]
+        return self._chat_templates
+
+    @property
+    def chat_template(self):
+        """The model's chat template as transformers holds it: its source, ``{name:
+        source}`` when the tokenizer_config.json names several, None when it has none."""
+        templates = self._templates()
+        if not templates:
+            return None
+        return templates["default"] if list(templates) == ["default"] else dict(templates)
+
+    def apply_chat_template(self, conversation, **kwargs):
+        """transformers' ``apply_chat_template`` with the model's template (rendered
+        with Jinja2 in a sandbox, see ``chat_template``): the chat's token ids by
+        default, its text with ``tokenize=False``; ``add_generation_prompt``,
+        ``continue_final_message``, ``tools``, ``documents``, ``chat_template`` (a name
+        or a template), ``return_dict`` and the template's own variables
+        (``enable_thinking``) as there."""
+        return chat_template.apply(self, self._templates(), conversation, **kwargs)
 
     # -- the vocabulary ----------------------------------------------------------------
 
@@ -182,6 +212,12 @@ class CanopyTokenizer:
     @property
     def bos_token(self):
         return None if self.bos_token_id is None else self.convert_ids_to_tokens(self.bos_token_id)
+
+    @property
+    def special_tokens_map(self):
+        """The special tokens' strings by role, as a template reads them (``bos_token``)."""
+        named = {"bos_token": self.bos_token, "eos_token": self.eos_token}
+        return {role: token for role, token in named.items() if token is not None}
 
     @property
     def name_or_path(self):

@@ -91,6 +91,24 @@ std::string merges_body(const canopy::engine& engine) {
   return dump({{"merges", std::move(merges)}});
 }
 
+/// GET /v1/tokenizer/chat_templates: {"chat_templates": {name: Jinja source}} ({} when
+/// the tokenizer has none); "" without a tokenizer.
+std::string chat_templates_body(const canopy::engine& engine) {
+  if (!engine.has_tokenizer())
+    return {};
+  return dump({{"chat_templates", engine.chat_templates()}});
+}
+
+/// A tokenizer document fixed at start-up; `body` is "" when the model has no tokenizer.
+void answer_document(const std::string& body, const std::string& what, respond_fn& respond) {
+  if (body.empty())
+    return respond(to_response(from_engine_error(
+      messages::errc::no_tokenizer, "the model has no tokenizer, so no " + what)));
+  http_response response;
+  response.body = body;
+  respond(std::move(response));
+}
+
 http_response ok(const gateway_reply&) { return json_response({{"ok", true}}); }
 
 } // namespace
@@ -102,7 +120,8 @@ api_router::api_router(canopy::engine& engine, std::vector<gateway_actor> gatewa
       metrics_(std::move(metrics)), limits_{options.max_batch, options.max_sample_tokens},
       max_rows_(options.max_rows), max_answer_bytes_(options.max_answer_bytes),
       answers_(std::make_shared<byte_budget>(options.answer_budget_bytes)),
-      vocab_body_(vocab_body(engine)), merges_body_(merges_body(engine)), model_id_(options.served_model_name),
+      vocab_body_(vocab_body(engine)), merges_body_(merges_body(engine)),
+      chat_templates_body_(chat_templates_body(engine)), model_id_(options.served_model_name),
       started_(std::chrono::duration_cast<std::chrono::seconds>(
                  std::chrono::system_clock::now().time_since_epoch())
                  .count()) {
@@ -139,7 +158,7 @@ void api_router::dispatch(request_id id, http_request& request, respond_fn& resp
     std::string_view method;
     void (*run)(api_router&, request_id, http_request&, respond_fn&);
   };
-  static const std::array<route_entry, 13> routes{{
+  static const std::array<route_entry, 14> routes{{
       {"/v1/logprobs", "POST",
        [](api_router& r, request_id id, http_request& q, respond_fn& a) {
          r.logprobs(id, q, std::move(a));
@@ -172,22 +191,15 @@ void api_router::dispatch(request_id id, http_request& request, respond_fn& resp
        }},
       {"/v1/vocab", "GET",
        [](api_router& r, request_id, http_request&, respond_fn& a) {
-         if (r.vocab_body_.empty())
-           return a(to_response(
-               from_engine_error(messages::errc::no_tokenizer,
-                                 "the model has no tokenizer, so no byte vocabulary")));
-         http_response response;
-         response.body = r.vocab_body_;
-         a(std::move(response));
+         answer_document(r.vocab_body_, "byte vocabulary", a);
        }},
       {"/v1/tokenizer/merges", "GET",
        [](api_router& r, request_id, http_request&, respond_fn& a) {
-         if (r.merges_body_.empty())
-           return a(to_response(from_engine_error(messages::errc::no_tokenizer,
-                                                  "the model has no tokenizer, so no merges")));
-         http_response response;
-         response.body = r.merges_body_;
-         a(std::move(response));
+         answer_document(r.merges_body_, "merges", a);
+       }},
+      {"/v1/tokenizer/chat_templates", "GET",
+       [](api_router& r, request_id, http_request&, respond_fn& a) {
+         answer_document(r.chat_templates_body_, "chat templates", a);
        }},
       {"/v1/model", "GET",
        [](api_router& r, request_id, http_request&, respond_fn& a) {

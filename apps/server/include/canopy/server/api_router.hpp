@@ -72,6 +72,7 @@ private:
   std::shared_ptr<byte_budget> answers_; // answers being computed or written
   std::string vocab_body_;  // GET /v1/vocab, fixed at start ("" without a tokenizer)
   std::string merges_body_; // GET /v1/tokenizer/merges, likewise
+  std::string chat_templates_body_; // GET /v1/tokenizer/chat_templates, likewise
   std::string model_id_;    // the OpenAI routes' model id
   std::int64_t started_;    // Unix seconds at start (/v1/models' "created")
   std::size_t longest_token_bytes_ = 0; // of the byte vocabulary (answer size bounds)
