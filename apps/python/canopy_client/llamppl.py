@@ -37,3 +37,7 @@ class CanopyCausalLM(CachedCausalLM):
         """A local ``canopy serve`` for ``model_id`` (``CanopyLM.from_name``), llamppl's
         constructor by name; ``backend`` is ignored (Canopy is the backend)."""
         return cls(CanopyLM.from_name(model_id, **kwargs))
+
+    def close(self):
+        """Closes the client (and stops the server ``from_pretrained`` started)."""
+        self.model.close()

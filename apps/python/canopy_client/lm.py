@@ -15,6 +15,7 @@ from .loop_thread import LoopThread
 from .local_server import LocalServer
 from .pool import ConnectionPool
 from .tokenizer import CanopyTokenizer
+from .turn_batcher import TurnBatcher
 from .vocab import genlm_byte_vocab, str_vocab
 from .wire import decode_logprobs
 
@@ -40,6 +41,9 @@ class CanopyLM(_AsyncLM):
         max_batch: sequences (or sampled prompts) per request; larger batches are split
             into requests sent concurrently (the server refuses more than its limit,
             1024 by default).
+        coalesce: ``next_token_logprobs`` calls made in one turn of the caller's
+            event loop (an SMC step's particles) go to the server as one batch
+            request (``turn_batcher``); False sends each alone.
 
     It is a subclass of genlm-backend's ``AsyncLM`` when genlm-backend imports (the
     same methods either way). Bad input (an empty sequence, an id outside the
@@ -55,7 +59,7 @@ class CanopyLM(_AsyncLM):
     """
 
     def __init__(self, url="http://127.0.0.1:8080", auth_token=None, max_connections=64,
-                 array="auto", timeout=300.0, dtype="float32", max_batch=1024):
+                 array="auto", timeout=300.0, dtype="float32", max_batch=1024, coalesce=True):
         parts = urlsplit(url)
         if parts.scheme != "http" or not parts.hostname:
             raise ValueError(f"url must be http://HOST[:PORT], not {url!r}")
@@ -72,6 +76,7 @@ class CanopyLM(_AsyncLM):
         self._auth = {} if auth_token is None else {"Authorization": f"Bearer {auth_token}"}
         self._pool = ConnectionPool(parts.hostname, parts.port or 80, max_connections)
         self._io = LoopThread(name=f"canopy-client {parts.netloc}")
+        self._turns = TurnBatcher(self._rows, self._row) if coalesce else None
         self._closed = False
         self._lazy_lock = threading.Lock()
         self._model_info = None
@@ -105,9 +110,11 @@ class CanopyLM(_AsyncLM):
     # -- next-token log-probabilities ------------------------------------------------
 
     async def next_token_logprobs(self, token_ids):
-        """Log-probabilities of the token after ``token_ids``: float32 ``[vocab]``."""
-        rows = await self._run_async(self._score([api.token_list(token_ids)], batch=False))
-        return self._to_array(rows[0])
+        """Log-probabilities of the token after ``token_ids``: float32 ``[vocab]``.
+        Calls made in one turn of the event loop share one request (``coalesce``)."""
+        tokens = api.token_list(token_ids)
+        row = await (self._turns.submit(tokens) if self._turns else self._row(tokens))
+        return self._to_array(row)
 
     def next_token_logprobs_sync(self, token_ids):
         """``next_token_logprobs``, blocking."""
@@ -117,7 +124,7 @@ class CanopyLM(_AsyncLM):
     async def batch_next_token_logprobs(self, token_ids_list):
         """One row per sequence: float32 ``[len(token_ids_list), vocab]``."""
         sequences = [api.token_list(token_ids) for token_ids in token_ids_list]
-        return self._to_array(await self._run_async(self._score_batch(sequences)))
+        return self._to_array(await self._rows(sequences))
 
     def batch_next_token_logprobs_sync(self, token_ids_list):
         """``batch_next_token_logprobs``, blocking."""
@@ -138,8 +145,9 @@ class CanopyLM(_AsyncLM):
         return self.next_token_logprobs_sync(token_ids)
 
     def reset_async_queries(self):
-        """genlm-backend drops its queued queries here; this client queues none (each
-        call is its own request), so there is nothing to drop."""
+        """genlm-backend drops its queued queries here; this client's wait at most
+        until the end of their event-loop turn and are then sent, so there is nothing
+        to drop."""
 
     # -- sampling --------------------------------------------------------------------
 
@@ -296,6 +304,14 @@ class CanopyLM(_AsyncLM):
         if self._closed:
             coroutine.close()  # never started: close it rather than warn it was never awaited
             raise RuntimeError("this CanopyLM is closed")
+
+    async def _row(self, tokens):
+        """The row after ``tokens``, asked from the caller's loop."""
+        return (await self._run_async(self._score([tokens], batch=False)))[0]
+
+    async def _rows(self, sequences):
+        """A row per sequence, asked from the caller's loop."""
+        return await self._run_async(self._score_batch(sequences))
 
     # The coroutines below run on the client's loop.
 

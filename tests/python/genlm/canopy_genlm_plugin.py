@@ -21,10 +21,10 @@ import sys
 
 import hypothesis
 import pytest
-import torch
 
 from canopy_client import CanopyLM
 from canopy_client.local_server import LocalServer
+from debian_torch import route_csr_products_through_coo
 
 _server = None
 _clients = []
@@ -42,24 +42,6 @@ def canopy_lm(name=None, backend=None, **_options):
     lm = CanopyLM(_server.url, array="torch", timeout=300)
     _clients.append(lm)
     return lm
-
-
-def route_csr_products_through_coo():
-    """Debian's torch 1.13 has no MKL, and without it ``torch.sparse.mm(dense, csr)``
-    raises on the CPU ("addmm ... SparseCsr ... without MKL"); genlm-backend's
-    ``ParallelTokenCharacterTrie`` and genlm-bytes' trie call it. Here that one product
-    is computed as ``(csr^T @ dense^T)^T`` with the matrix in COO form: the same sums."""
-    if torch.backends.mkl.is_available():
-        return
-    product = torch.sparse.mm
-
-    def mm(left, right):
-        if (left.layout == torch.strided and right.layout == torch.sparse_csr
-                and right.device.type == "cpu"):
-            return product(right.to_sparse_coo().t(), left.t()).t()
-        return product(left, right)
-
-    torch.sparse.mm = mm
 
 
 def pytest_configure(config):
