@@ -174,8 +174,8 @@ void engine_actors::stop() const {
     caf::anon_send_exit(w, caf::exit_reason::user_shutdown);
   for (const auto& l : links)
     caf::anon_send_exit(l, caf::exit_reason::user_shutdown);
-  if (tls_middleman)
-    caf::anon_send_exit(tls_middleman, caf::exit_reason::kill); // it ignores the others
+  if (middleman)
+    caf::anon_send_exit(middleman, caf::exit_reason::kill); // it ignores the others
 }
 
 } // namespace canopy::actors

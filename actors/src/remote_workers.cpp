@@ -1,7 +1,7 @@
 #include <canopy/actors/remote_workers.hpp>
 
 #include <canopy/actors/cluster_auth.hpp>
-#include <canopy/actors/tls_middleman.hpp>
+#include <canopy/actors/cluster_middleman.hpp>
 #include <canopy/actors/worker_link_actor.hpp>
 
 #include <caf/io/middleman.hpp>
@@ -26,10 +26,16 @@ void spawn_worker_links(caf::actor_system& system, const engine_config& config,
                         engine_actors& actors) {
   const std::string secret =
     config.cluster_token_file.empty() ? std::string{} : read_cluster_secret(config.cluster_token_file);
-  if (config.tls())
-    actors.tls_middleman = spawn_tls_middleman(system);
-  const auto middleman =
-    config.tls() ? actors.tls_middleman : system.middleman().actor_handle();
+  gate_settings settings;
+  settings.secret = secret;
+  settings.tls = config.tls();
+  settings.handshake_timeout =
+    std::chrono::duration_cast<std::chrono::milliseconds>(from_ms(config.worker_timeout_ms));
+  auto refusals = std::make_shared<gate_refusals>();
+  settings.on_refused = [refusals](const std::string& peer, const std::string& why) {
+    refusals->record(peer, why);
+  };
+  actors.middleman = spawn_cluster_middleman(system, std::move(settings));
   for (std::size_t i = 0; i < config.remote_workers.size(); ++i) {
     link_options options;
     options.address = config.remote_workers[i];
@@ -37,7 +43,8 @@ void spawn_worker_links(caf::actor_system& system, const engine_config& config,
     options.node_index = i;
     options.timeout = from_ms(config.worker_timeout_ms);
     options.secret = secret;
-    options.middleman = middleman;
+    options.middleman = actors.middleman;
+    options.refusals = refusals;
     actors.links.push_back(
       system.spawn(worker_link, options, actors.batcher, actors.metrics));
   }

@@ -230,9 +230,15 @@ void connect(link_pointer self) {
           greet(self, ptr, interface);
       },
       [=](const caf::error& e) {
-        if (self->state.attempt == attempt)
-          give_up(self, "unreachable", "cannot connect to " + self->state.options.address +
-                                         ": " + self->system().render(e));
+        if (self->state.attempt != attempt)
+          return;
+        const auto& o = self->state.options;
+        // The gate (cluster_middleman.hpp) says why it turned the node away, if it did.
+        const auto why = o.refusals ? o.refusals->take(peer_label(o.host, o.port)) : "";
+        if (!why.empty())
+          return give_up(self, "refused", "the node at " + o.address + " " + why);
+        give_up(self, "unreachable",
+                "cannot connect to " + o.address + ": " + self->system().render(e));
       });
 }
 

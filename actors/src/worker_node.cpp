@@ -5,7 +5,7 @@
 #include <canopy/actors/engine_actors.hpp>
 #include <canopy/actors/node_device_actor.hpp>
 #include <canopy/actors/node_gate_actor.hpp>
-#include <canopy/actors/tls_middleman.hpp>
+#include <canopy/actors/cluster_middleman.hpp>
 #include <canopy/error.hpp>
 #include <canopy/messages/node_messages.hpp>
 
@@ -29,16 +29,26 @@ struct worker_node::impl {
   backends::model_info model;
   std::vector<std::string> devices;
   node_gate_actor gate;
-  caf::io::middleman_actor tls_middleman; // publishes the gate with TLS (tls_middleman.hpp)
+  caf::io::middleman_actor middleman; // publishes the gate (cluster_middleman.hpp)
   std::uint64_t owner_key = actors::random_session_token(); // never leaves the process
   bool drained = false;
 
-  /// Publishes the gate on `listen`, through TLS when configured; the port bound. Both
-  /// ways ask a middleman actor as caf::io::publish does: CAF's, or the TLS one.
-  caf::expected<std::uint16_t> publish_gate() {
-    if (config.tls())
-      tls_middleman = actors::spawn_tls_middleman(*system);
-    const auto middleman = config.tls() ? tls_middleman : system->middleman().actor_handle();
+  /// Publishes the gate on `listen`, every connection behind the cluster token's
+  /// challenge-response (and TLS when configured), `log` told of each peer turned
+  /// away; the port bound. Asks the middleman
+  /// actor as caf::io::publish asks CAF's.
+  caf::expected<std::uint16_t> publish_gate(const std::string& secret,
+                                            std::function<void(const std::string&)> log) {
+    actors::gate_settings settings;
+    settings.secret = secret;
+    if (log)
+      settings.on_refused = [log](const std::string& peer, const std::string& why) {
+        log("turned away a peer at " + peer + ": it " + why);
+      };
+    settings.tls = config.tls();
+    settings.handshake_timeout = std::chrono::milliseconds(
+      static_cast<std::int64_t>(config.worker_timeout_ms));
+    middleman = actors::spawn_cluster_middleman(*system, std::move(settings));
     caf::expected<std::uint16_t> port = caf::sec::runtime_error;
     caf::scoped_actor self{*system};
     self
@@ -50,15 +60,15 @@ struct worker_node::impl {
     return port;
   }
 
-  /// Drains (see worker_node::drain), then ends the gate and the TLS middleman, which
+  /// Drains (see worker_node::drain), then ends the gate and the middleman, which
   /// live until told, and the system, whose destructor waits for every actor.
   void shut_down(worker_node& node) {
     node.drain();
     caf::anon_send_exit(gate, caf::exit_reason::user_shutdown);
     gate = nullptr;
-    if (tls_middleman)
-      caf::anon_send_exit(tls_middleman, caf::exit_reason::kill); // it ignores the others
-    tls_middleman = nullptr; // its thread ends only once nothing holds it
+    if (middleman)
+      caf::anon_send_exit(middleman, caf::exit_reason::kill); // it ignores the others
+    middleman = nullptr; // its thread ends only once nothing holds it
     system.reset();
   }
 };
@@ -94,7 +104,7 @@ worker_node::worker_node(engine_config config, listen_address listen,
   actors::gate_options gate;
   gate.secret = secret;
   gate.owner_key = d.owner_key;
-  gate.log = std::move(log);
+  gate.log = log;
   for (std::size_t i = 0; i < backends.size(); ++i) {
     device_announcement a;
     a.device = d.devices.at(i);
@@ -106,7 +116,7 @@ worker_node::worker_node(engine_config config, listen_address listen,
     gate.devices.push_back(std::move(a));
   }
   d.gate = d.system->spawn(actors::node_gate, std::move(gate));
-  auto published = d.publish_gate();
+  auto published = d.publish_gate(secret, std::move(log));
   if (!published) {
     const auto why = d.system->render(published.error());
     d.shut_down(*this);

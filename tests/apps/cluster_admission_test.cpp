@@ -4,13 +4,17 @@
 // of another protocol gets nothing from a node; TLS between nodes works and a front
 // without it is not let in; strangers who reach a node's port (silent, noise, the wrong
 // transport) and a TLS front's failed handshakes with one node disturb no admitted
-// front; a node listening beyond loopback without a token refuses to start.
+// front; a node listening beyond loopback without a token refuses to start. Before the
+// cluster token is proved, a node reads 64 bytes of a peer at most and none reaches
+// CAF: a BASP header claiming 4 GiB costs it nothing, a stranger speaking CAF finds no
+// actor, and a peer that never answers the challenge is dropped in time.
 
 #include "cluster_support.hpp"
 #include "http_test_client.hpp"
 #include "scratch_files.hpp"
 
 #include <canopy/actor_system_setup.hpp>
+#include <canopy/actors/cluster_middleman.hpp>
 #include <canopy/backends/model_fingerprint.hpp>
 #include <canopy/messages/errors.hpp>
 #include <canopy/messages/node_messages.hpp>
@@ -20,6 +24,9 @@
 #include <caf/scoped_actor.hpp>
 
 #include <cstdlib>
+#include <fstream>
+#include <optional>
+#include <set>
 
 using namespace canopy::testing;
 using namespace std::chrono_literals;
@@ -120,9 +127,16 @@ TEST(cluster_admission, a_front_of_another_protocol_gets_nothing_from_a_node) {
   caf::actor_system_config system_config;
   canopy::configure_actor_system(system_config, config, canopy::network_role::front);
   caf::actor_system system{system_config};
-  auto gate = system.middleman().remote_actor<msg::node_gate_actor>("127.0.0.1", node.port());
-  ASSERT_TRUE(gate) << system.render(gate.error());
+  // Through the cluster gate (no token, as the node has none), as a front connects.
+  auto middleman = canopy::actors::spawn_cluster_middleman(system, {});
   caf::scoped_actor self{system};
+  std::optional<msg::node_gate_actor> gate;
+  self->request(middleman, 5s, caf::connect_atom::value, std::string("127.0.0.1"), node.port())
+    .receive([&](const caf::node_id&, caf::strong_actor_ptr& ptr, const std::set<std::string>&) {
+               gate = caf::actor_cast<msg::node_gate_actor>(ptr);
+             },
+             [&](const caf::error& e) { ADD_FAILURE() << system.render(e); });
+  ASSERT_TRUE(gate);
   auto link = caf::actor_cast<msg::worker_link_actor>(self);
   std::string refused;
   self->request(*gate, 5s, msg::hello_atom::value,
@@ -140,6 +154,7 @@ TEST(cluster_admission, a_front_of_another_protocol_gets_nothing_from_a_node) {
     .receive([](bool) { ADD_FAILURE() << "a made-up session answered"; },
              [&](const caf::error& e) { refused = msg::message_of(e); });
   EXPECT_NE(refused.find("no such session"), std::string::npos) << refused;
+  caf::anon_send_exit(middleman, caf::exit_reason::kill); // it ignores the others
 }
 
 /// A CA and a certificate it signed, made with the openssl command (installed by
@@ -281,6 +296,82 @@ TEST(cluster_admission, a_node_beyond_loopback_without_a_token_refuses_to_start)
   const auto r = run_canopy(worker_args(flags_with({"--listen", "0.0.0.0:0"})));
   EXPECT_EQ(r.exit_code, 2) << describe(r);
   EXPECT_NE(r.err.find("needs cluster_token_file"), std::string::npos) << describe(r);
+}
+
+/// The resident memory of process `pid`, in bytes (VmRSS).
+std::size_t resident_bytes(pid_t pid) {
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  for (std::string line; std::getline(status, line);)
+    if (line.rfind("VmRSS:", 0) == 0)
+      return std::stoull(line.substr(6)) * 1024;
+  return 0;
+}
+
+/// A front with the token file `secret` serves through the node at `address`.
+void expect_serving_with_token(const std::string& address, const std::string& secret) {
+  auto config = front_config({address});
+  config.cluster_token_file = secret;
+  engine front{config};
+  expect_serving(front);
+}
+
+/// Reads the node's challenge on `peer`: the gate's magic, then more.
+std::string challenge_of(test_client& peer) {
+  std::string got;
+  for (int i = 0; i < 20 && got.size() < 48; ++i)
+    got = peer.unread_within(100ms);
+  EXPECT_EQ(got.size(), 48u);
+  EXPECT_EQ(got.substr(0, 13), "canopy-gate/1") << "the node speaks first, and only this";
+  return got;
+}
+
+TEST(cluster_admission, a_basp_header_claiming_4_gib_never_reaches_basp_and_costs_the_node_nothing) {
+  scratch_dir dir;
+  const auto secret = token_file(dir, "token", "a secret");
+  worker_process node(flags_with({"--cluster_token_file", secret}));
+  const auto before = resident_bytes(node.pid());
+  // CAF 0.17's BASP header: payload_len (bytes 4..7) sizes the next read; 0xFFFFFFFF
+  // made a node allocate 4 GiB before any check. Here it is the gate's 64-byte answer.
+  std::string header(64, '\0');
+  header[0] = 1; // client_handshake
+  for (int i = 4; i < 8; ++i)
+    header[static_cast<std::size_t>(i)] = '\xff';
+  for (int i = 0; i < 6; ++i) {
+    test_client stranger(node.port());
+    challenge_of(stranger);
+    ASSERT_TRUE(stranger.send(header));
+    EXPECT_TRUE(stranger.closed_within(3s)) << "a wrong proof ends the connection";
+  }
+  EXPECT_LT(resident_bytes(node.pid()), before + (16u << 20))
+    << "from " << before << " bytes";
+  expect_serving_with_token(node.address(), secret);
+}
+
+TEST(cluster_admission, a_stranger_speaking_caf_finds_no_actor_to_message_or_kill) {
+  scratch_dir dir;
+  const auto secret = token_file(dir, "token", "a secret");
+  worker_process node(flags_with({"--cluster_token_file", secret}));
+  {
+    // CAF's own middleman, as a stranger's small CAF program connects: it would get the
+    // gate's handle and could send it exit_msg{kill}, which no CAF actor survives.
+    canopy::engine_config config = front_config({node.address()});
+    caf::actor_system_config system_config;
+    canopy::configure_actor_system(system_config, config, canopy::network_role::front);
+    caf::actor_system system{system_config};
+    auto gate = system.middleman().remote_actor<msg::node_gate_actor>("127.0.0.1", node.port());
+    EXPECT_FALSE(gate) << "a stranger got the gate's handle";
+  }
+  expect_serving_with_token(node.address(), secret);
+}
+
+TEST(cluster_admission, a_peer_that_never_answers_the_challenge_is_dropped_within_the_timeout) {
+  worker_process node(flags_with({"--worker_timeout_ms", "500"}));
+  test_client silent(node.port());
+  challenge_of(silent);
+  const auto started = std::chrono::steady_clock::now();
+  EXPECT_TRUE(silent.closed_within(5s));
+  EXPECT_LT(std::chrono::steady_clock::now() - started, 2s)
+    << "500 ms to answer, checked every 125 ms";
 }
 
 } // namespace

@@ -1,15 +1,17 @@
 // A stand-in for a worker node of another protocol version, for the tests: it publishes
-// a gate with Canopy's interface on a free loopback port, prints
+// a gate with Canopy's interface on a free loopback port, behind the cluster gate
+// (cluster_middleman.hpp, no token), prints
 // "fake worker node: listening on 127.0.0.1:PORT", and answers every hello with the
 // protocol number it was given, until it is killed.
 //   fake_worker_node 999
 
 #include <canopy/actor_system_setup.hpp>
+#include <canopy/actors/cluster_middleman.hpp>
 #include <canopy/messages/node_messages.hpp>
 
 #include <caf/actor_system.hpp>
 #include <caf/io/middleman.hpp>
-#include <caf/io/publish.hpp>
+#include <caf/scoped_actor.hpp>
 
 #include <cstdlib>
 #include <iostream>
@@ -33,12 +35,19 @@ int main(int argc, char** argv) {
       [](drain_atom, std::uint64_t) { return true; },
     };
   });
-  auto port = caf::io::publish(gate, 0, "127.0.0.1", true);
-  if (!port) {
-    std::cerr << "fake worker node: " << system.render(port.error()) << std::endl;
-    return 1;
-  }
-  std::cout << "fake worker node: listening on 127.0.0.1:" << *port << std::endl;
+  auto middleman = canopy::actors::spawn_cluster_middleman(system, {});
+  caf::scoped_actor self{system};
+  std::uint16_t port = 0;
+  self
+    ->request(middleman, caf::infinite, caf::publish_atom::value, std::uint16_t{0},
+              caf::actor_cast<caf::strong_actor_ptr>(gate), system.message_types(gate),
+              std::string("127.0.0.1"), true)
+    .receive([&](std::uint16_t bound) { port = bound; },
+             [&](caf::error& e) {
+               std::cerr << "fake worker node: " << system.render(e) << std::endl;
+               std::exit(1);
+             });
+  std::cout << "fake worker node: listening on 127.0.0.1:" << port << std::endl;
   for (;;)
     std::this_thread::sleep_for(std::chrono::hours(1));
 }

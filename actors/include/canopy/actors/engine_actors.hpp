@@ -36,7 +36,7 @@ struct engine_actors {
   messages::batcher_actor batcher;
   std::vector<messages::engine_actor> fronts;
   std::vector<messages::worker_link_actor> links; // to remote nodes (remote_workers.hpp)
-  caf::io::middleman_actor tls_middleman;          // the links' with TLS (tls_middleman.hpp)
+  caf::io::middleman_actor middleman;              // the links' (cluster_middleman.hpp)
 
   /// Asks every actor to stop; fronts first, so they answer what they hold.
   void stop() const;

@@ -1,6 +1,6 @@
 #pragma once
 // A front's link to one worker node (an entry of remote_workers). It connects through
-// CAF's middleman (or, with TLS, tls_middleman.hpp's), runs the handshake (node_messages.hpp):
+// cluster_middleman.hpp's middleman, runs the handshake (node_messages.hpp):
 // same protocol, each side proving the cluster secret; then makes every device of the
 // node join the batcher through a local proxy (remote_worker_proxy.hpp), which admits
 // it only if it serves the engine's model. Admitted, it sends heartbeats (Note [loss
@@ -12,6 +12,8 @@
 
 #include <canopy/actors/engine_metrics.hpp>
 #include <canopy/messages/node_messages.hpp>
+
+#include <canopy/actors/cluster_middleman.hpp>
 
 #include <caf/actor_clock.hpp>
 #include <caf/io/middleman_actor.hpp>
@@ -31,7 +33,8 @@ struct link_options {
   std::size_t node_index = 0; // the node's entry in engine_metrics
   caf::timespan timeout{std::chrono::seconds(2)}; // worker_timeout_ms
   std::string secret;       // empty: the front has none
-  caf::io::middleman_actor middleman; // connects: the system's, or a TLS one (tls_middleman.hpp)
+  caf::io::middleman_actor middleman; // connects (cluster_middleman.hpp)
+  std::shared_ptr<gate_refusals> refusals; // why its gate turned a node away
 };
 
 struct worker_link_state {
