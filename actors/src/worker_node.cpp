@@ -3,6 +3,7 @@
 #include <canopy/actor_system_setup.hpp>
 #include <canopy/actors/cluster_auth.hpp>
 #include <canopy/actors/engine_actors.hpp>
+#include <canopy/actors/gate_shield.hpp>
 #include <canopy/actors/node_device_actor.hpp>
 #include <canopy/actors/node_gate_actor.hpp>
 #include <canopy/actors/cluster_middleman.hpp>
@@ -33,10 +34,10 @@ struct worker_node::impl {
   std::uint64_t owner_key = actors::random_session_token(); // never leaves the process
   bool drained = false;
 
-  /// Publishes the gate on `listen`, every connection behind the cluster token's
-  /// challenge-response (and TLS when configured), `log` told of each peer turned
-  /// away; the port bound. Asks the middleman
-  /// actor as caf::io::publish asks CAF's.
+  /// Publishes the gate, behind its shield (gate_shield.hpp), on `listen`: every
+  /// connection behind the cluster token's challenge-response (and TLS when
+  /// configured), `log` told of each peer turned away. Returns the port bound. Asks the
+  /// middleman actor as caf::io::publish asks CAF's.
   caf::expected<std::uint16_t> publish_gate(const std::string& secret,
                                             std::function<void(const std::string&)> log) {
     actors::gate_settings settings;
@@ -53,7 +54,7 @@ struct worker_node::impl {
     caf::scoped_actor self{*system};
     self
       ->request(middleman, caf::infinite, caf::publish_atom::value, listen.port,
-                caf::actor_cast<caf::strong_actor_ptr>(gate), system->message_types(gate),
+                actors::shield_gate(*system, gate), system->message_types(gate),
                 listen.host, true)
       .receive([&](std::uint16_t bound) { port = bound; },
                [&](caf::error& e) { port = std::move(e); });

@@ -7,7 +7,8 @@
 // front; a node listening beyond loopback without a token refuses to start. Before the
 // cluster token is proved, a node reads 64 bytes of a peer at most and none reaches
 // CAF: a BASP header claiming 4 GiB costs it nothing, a stranger speaking CAF finds no
-// actor, and a peer that never answers the challenge is dropped in time.
+// actor, and a peer that never answers the challenge is dropped in time. Past the gate,
+// a peer with the token can neither kill the gate nor end another front's session.
 
 #include "cluster_support.hpp"
 #include "http_test_client.hpp"
@@ -251,7 +252,8 @@ void strangers_knock(std::uint16_t port) {
 /// The front still has its first session with the node at `address`: admitted once,
 /// never lost, and serving.
 void expect_undisturbed(engine& front, const std::string& address) {
-  const auto* node = node_at(front.stats(), address);
+  const auto stats = front.stats(); // node_at points into it
+  const auto* node = node_at(stats, address);
   ASSERT_NE(node, nullptr);
   EXPECT_EQ(node->state, "admitted") << node->last_error;
   EXPECT_EQ(node->admissions, 1u) << node->last_error;
@@ -372,6 +374,45 @@ TEST(cluster_admission, a_peer_that_never_answers_the_challenge_is_dropped_withi
   EXPECT_TRUE(silent.closed_within(5s));
   EXPECT_LT(std::chrono::steady_clock::now() - started, 2s)
     << "500 ms to answer, checked every 125 ms";
+}
+
+TEST(cluster_admission, a_peer_with_the_token_can_neither_kill_the_gate_nor_end_a_session) {
+  scratch_dir dir;
+  const auto secret = token_file(dir, "token", "a secret");
+  worker_process node(flags_with({"--cluster_token_file", secret}));
+  auto config = front_config({node.address()});
+  config.cluster_token_file = secret;
+  engine front{config};
+  ASSERT_TRUE(eventually(front, [&](const engine_stats& s) {
+    return node_at(s, node.address())->state == "admitted";
+  }));
+  {
+    // Past the token's gate, as any cluster member gets: the published handle.
+    caf::actor_system_config system_config;
+    canopy::configure_actor_system(system_config, config, canopy::network_role::front);
+    caf::actor_system system{system_config};
+    canopy::actors::gate_settings settings;
+    settings.secret = "a secret";
+    auto middleman = canopy::actors::spawn_cluster_middleman(system, settings);
+    caf::scoped_actor self{system};
+    caf::actor gate;
+    self->request(middleman, 5s, caf::connect_atom::value, std::string("127.0.0.1"), node.port())
+      .receive([&](const caf::node_id&, caf::strong_actor_ptr& ptr,
+                   const std::set<std::string>&) { gate = caf::actor_cast<caf::actor>(ptr); },
+               [&](const caf::error& e) { ADD_FAILURE() << system.render(e); });
+    ASSERT_TRUE(gate);
+    // exit_msg{kill} ends any CAF actor before its handlers run; a forged down_msg would
+    // end the session of the link it names.
+    caf::anon_send_exit(gate, caf::exit_reason::kill);
+    self->send_exit(gate, caf::exit_reason::kill);
+    caf::anon_send(gate, caf::down_msg{caf::actor_cast<caf::actor_addr>(self),
+                                       caf::exit_reason::kill});
+    std::this_thread::sleep_for(500ms);
+    caf::anon_send_exit(middleman, caf::exit_reason::kill);
+  }
+  std::this_thread::sleep_for(1s); // heartbeats every 200 ms
+  expect_undisturbed(front, node.address());
+  expect_serving_with_token(node.address(), secret);
 }
 
 } // namespace
