@@ -186,4 +186,50 @@ TEST(serve_memory, a_flood_of_hostile_clients_keeps_the_process_under_the_readme
   EXPECT_EQ(server.stop(10s), 0) << server.err();
 }
 
+// Every row of an all_positions sequence is a query carrying its prefix: asked all at
+// once, 2 x 4,096 tokens held 64 MiB of queries per request, outside every budget.
+TEST(serve_memory, long_all_positions_sequences_keep_the_process_under_the_readme_bound) {
+  canopy::server::server_options limits;
+  limits.max_connections = 64;
+  limits.answer_budget_bytes = 64u << 20;
+  limits.body_budget_bytes = 16u << 20;
+  const std::size_t logprob_budget = 64u << 20, kv_budget = 16u << 20;
+  serve_process server(flags_with(
+    {"--max-connections", std::to_string(limits.max_connections), "--answer-budget-bytes",
+     std::to_string(limits.answer_budget_bytes), "--body-budget-bytes",
+     std::to_string(limits.body_budget_bytes), "--logprob_budget_bytes",
+     std::to_string(logprob_budget), "--kv_budget_bytes", std::to_string(kv_budget)},
+    {"--backend", "mock", "--vocab_size", "64", "--context_length", "4096"}));
+  ASSERT_EQ(exchange(server.port(), logprobs_request(2, false)).status, 200);
+  const auto baseline = proc_status_bytes(server.pid(), "VmRSS");
+  const auto bound =
+    baseline + canopy::server::server_memory_bound(limits) + logprob_budget + kv_budget;
+
+  std::vector<std::unique_ptr<test_client>> clients;
+  for (int i = 0; i < 40; ++i) {
+    std::vector<std::vector<int>> batch(2, std::vector<int>(4096));
+    for (std::size_t s = 0; s < batch.size(); ++s)
+      for (std::size_t t = 0; t < 4096; ++t)
+        batch[s][t] = static_cast<int>((i * 7 + s * 3 + t) % 64); // distinct: no hits
+    json body = {{"batch", batch}, {"all_positions", true}, {"top_k", 1}};
+    clients.push_back(std::make_unique<test_client>(server.port()));
+    clients.back()->send(make_request("POST", "/v1/logprobs", body.dump(),
+                                      "Content-Type: application/json\r\n"));
+  }
+  std::size_t answered = 0;
+  for (auto& c : clients) {
+    const auto reply = c->read_response(120s);
+    ASSERT_TRUE(reply) << "every request gets an answer";
+    EXPECT_TRUE(reply->status == 200 || reply->status == 503) << reply->status;
+    answered += reply->status == 200;
+  }
+  EXPECT_GT(answered, 0u);
+  const auto peak = proc_status_bytes(server.pid(), "VmHWM");
+  EXPECT_LE(peak, bound) << "baseline " << baseline << ", peak " << peak;
+  std::fprintf(stderr, "answered %zu of 40; baseline %zu MB, peak %zu MB, bound %zu MB\n",
+               answered, baseline >> 20, peak >> 20, bound >> 20);
+  clients.clear();
+  EXPECT_EQ(server.stop(10s), 0) << server.err();
+}
+
 } // namespace

@@ -274,8 +274,10 @@ void api_router::logprobs(request_id id, const http_request& request,
   const bool binary = wants_binary(request);
   answer_shape shape{job.sequences.size(), 0, rows,
                      static_cast<std::size_t>(engine_.vocab_size())};
-  for (const auto& s : job.sequences)
+  for (const auto& s : job.sequences) {
     shape.tokens += s.size();
+    shape.longest = std::max(shape.longest, s.size());
+  }
   auto reserved = reserve_answer(shape, format, binary);
   if (auto* refusal = std::get_if<http_response>(&reserved))
     return respond(std::move(*refusal));
@@ -300,19 +302,23 @@ void api_router::logprobs(request_id id, const http_request& request,
 std::variant<byte_reservation, http_response>
 api_router::reserve_answer(const answer_shape& shape, const row_format& format,
                            bool binary) const {
-  return reserve_bytes(encoded_size_bound(shape, format, binary), shape.rows);
+  return reserve_bytes(encoded_size_bound(shape, format, binary), shape.rows,
+                       std::min(shape.rows, rows_in_flight_per_job), shape.longest);
 }
 
-std::variant<byte_reservation, http_response> api_router::reserve_bytes(std::size_t encoded,
-                                                                        std::size_t rows) const {
+std::variant<byte_reservation, http_response>
+api_router::reserve_bytes(std::size_t encoded, std::size_t rows, std::size_t queries,
+                          std::size_t query_tokens) const {
   if (encoded > max_answer_bytes_)
     return to_response(
         {413, "answer_too_large",
          "the answer could take " + std::to_string(encoded) + " bytes, more than the limit of " +
              std::to_string(max_answer_bytes_) +
              " (--max-answer-bytes); ask for top_k, the binary format (float16) or fewer rows"});
-  // While it is encoded, the rows it is made of are held as well.
-  const auto held = encoded + 4 * rows * static_cast<std::size_t>(engine_.vocab_size());
+  // While it is encoded, the rows it is made of are held as well; while it is computed,
+  // its queries in flight (each carries its tokens: Note [rows in flight]).
+  const auto held = encoded + 4 * rows * static_cast<std::size_t>(engine_.vocab_size()) +
+                    queries * query_tokens * query_bytes_per_token;
   auto reservation = answers_->reservation();
   if (!reservation.resize(held))
     return budget_full(*answers_, held, "answers being computed or written",

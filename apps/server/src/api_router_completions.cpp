@@ -221,7 +221,14 @@ void api_router::completions(request_id id, const http_request& request, respond
   const auto per_token = json_bytes_per_token(longest_token_bytes_, logprobs ? *r.logprobs : 0) +
                          (r.stream ? 128 + model_id_.size() : 0);
   const auto encoded = 512 + r.n * (choice_tokens + r.prompts.size()) * per_token;
-  auto reserved = reserve_bytes(encoded, prompt_rows ? prompt_tokens : 0);
+  // In flight at once: a window of the prompts' rows, or a step of every choice.
+  std::size_t longest_prompt = 0;
+  for (const auto& prompt : run->prompts)
+    longest_prompt = std::max(longest_prompt, prompt.size());
+  const auto queries = std::max(prompt_rows ? std::min(prompt_tokens, rows_in_flight_per_job) : 0,
+                                r.n * run->prompts.size());
+  auto reserved = reserve_bytes(encoded, prompt_rows ? prompt_tokens : 0, queries,
+                                longest_prompt + r.max_tokens);
   if (auto* refusal = std::get_if<http_response>(&reserved))
     return respond(std::move(*refusal));
   run->held = std::make_shared<byte_reservation>(std::move(std::get<byte_reservation>(reserved)));

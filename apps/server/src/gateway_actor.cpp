@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <unordered_map>
+#include <unordered_set>
 
 namespace canopy::server {
 
@@ -20,16 +21,20 @@ using steady = std::chrono::steady_clock;
 
 enum class job_kind { logprobs, sample, cache_kv };
 
-/// A job in flight. Its queries of the current step have the ids
-/// [first_query, first_query + queries); `remaining` of them are unanswered.
+/// A job in flight, with the ids of its queries sent and not answered.
 struct open_job {
   job_kind kind = job_kind::logprobs;
   gateway_done done;
   steady::time_point started;
-  std::uint64_t first_query = 0;
-  std::uint32_t queries = 0;
-  std::uint32_t remaining = 0;
+  std::unordered_set<std::uint64_t> outstanding;
   std::vector<scored_sequence> answers;    // logprobs
+  // logprobs: the next row to ask for (sequence, row in it); at most
+  // rows_in_flight_per_job are asked at once (Note [rows in flight])
+  std::uint32_t next_sequence = 0;
+  std::uint32_t next_row = 0;
+  bool all_positions = false;
+  std::int32_t priority = 0;
+  caf::timespan timeout{0};
   std::optional<actors::sampling_run> run; // sample
   std::optional<std::size_t> top_logprobs;                 // sample: score with this many
   std::function<bool(const sampled_token&)> on_token;      // sample
@@ -60,18 +65,12 @@ api_error to_api_error(const caf::error& e) {
   return from_engine_error(code, message_of(e));
 }
 
-/// Starts a step: the job's queries get consecutive ids from here.
-void begin_step(gateway_pointer self, open_job& job, std::uint32_t queries) {
-  job.first_query = self->state.next_query;
-  job.queries = queries;
-  job.remaining = queries;
-}
-
-void send_query(gateway_pointer self, request_id request, query q, std::uint32_t sequence,
-                std::uint32_t row) {
+void send_query(gateway_pointer self, request_id request, open_job& job, query q,
+                std::uint32_t sequence, std::uint32_t row) {
   auto& st = self->state;
   auto id = st.next_query++;
   st.queries.emplace(id, query_slot{request, sequence, row});
+  job.outstanding.insert(id);
   self->send(st.engine, logprobs_atom::value, std::move(q), id,
              caf::actor_cast<answer_sink>(self));
 }
@@ -79,10 +78,9 @@ void send_query(gateway_pointer self, request_id request, query q, std::uint32_t
 /// Withdraws a job's unanswered queries from the engine.
 void cancel_queries(gateway_pointer self, const open_job& job) {
   auto& st = self->state;
-  std::vector<std::uint64_t> ids;
-  for (auto id = job.first_query; id < job.first_query + job.queries; ++id)
-    if (st.queries.erase(id) > 0)
-      ids.push_back(id);
+  std::vector<std::uint64_t> ids(job.outstanding.begin(), job.outstanding.end());
+  for (auto id : ids)
+    st.queries.erase(id);
   if (!ids.empty())
     self->send(st.engine, cancel_atom::value, caf::actor_cast<answer_sink>(self),
                std::move(ids));
@@ -117,36 +115,47 @@ open_job& open(gateway_pointer self, request_id request, job_kind kind,
   return self->state.jobs.insert_or_assign(request, std::move(job)).first->second;
 }
 
+// Note [rows in flight]: every query carries its whole token sequence, so the rows of an
+// all_positions sequence of L tokens asked at once would hold L^2/2 tokens in queries
+// (32 MiB for 4,096 tokens), none of it in the answer's byte reservation. A job asks
+// for rows_in_flight_per_job at most and the next as each comes back: the queries
+// it holds are bounded by that many sequences, which the reservation counts
+// (api_router::reserve_bytes). The rows still merge into shared passes.
+
+/// Asks for the job's next rows, up to rows_in_flight_per_job in flight.
+void ask_more_rows(gateway_pointer self, request_id request, open_job& job) {
+  while (job.outstanding.size() < rows_in_flight_per_job &&
+         job.next_sequence < job.answers.size()) {
+    const auto s = job.next_sequence;
+    const auto r = job.next_row;
+    const auto& tokens = job.answers[s].tokens;
+    const auto end = job.all_positions ? tokens.begin() + r + 1 : tokens.end();
+    send_query(self, request, job, query{{tokens.begin(), end}, job.priority, false, job.timeout},
+               s, r);
+    if (++job.next_row == job.answers[s].rows.size()) {
+      ++job.next_sequence;
+      job.next_row = 0;
+    }
+  }
+}
+
 void start_logprobs(gateway_pointer self, request_id request, logprobs_job& in) {
   auto& job = open(self, request, job_kind::logprobs, std::move(in.done));
-  std::uint32_t rows = 0;
-  for (std::size_t s = 0; s < in.sequences.size(); ++s) {
+  for (std::size_t s = 0; s < in.sequences.size(); ++s)
     if (in.sequences[s].empty())
       return fail(
           self, request,
           {400, "empty_sequence", "sequence " + std::to_string(s) + " has no tokens"});
-    rows += in.all_positions ? static_cast<std::uint32_t>(in.sequences[s].size()) : 1;
-  }
-  begin_step(self, job, rows);
-  job.answers.resize(in.sequences.size());
-  auto timeout = std::chrono::duration_cast<caf::timespan>(
+  job.all_positions = in.all_positions;
+  job.priority = in.priority;
+  job.timeout = std::chrono::duration_cast<caf::timespan>(
       std::chrono::duration<double, std::milli>(in.deadline_ms));
-  for (std::uint32_t s = 0; s < in.sequences.size(); ++s) {
-    auto& tokens = in.sequences[s];
-    auto& answer = job.answers[s];
-    if (in.all_positions) {
-      answer.rows.resize(tokens.size());
-      for (std::uint32_t r = 0; r < tokens.size(); ++r)
-        send_query(
-            self, request,
-            query{{tokens.begin(), tokens.begin() + r + 1}, in.priority, false, timeout},
-            s, r);
-    } else {
-      answer.rows.resize(1);
-      send_query(self, request, query{tokens, in.priority, false, timeout}, s, 0);
-    }
-    answer.tokens = std::move(tokens);
+  job.answers.resize(in.sequences.size());
+  for (std::size_t s = 0; s < in.sequences.size(); ++s) {
+    job.answers[s].rows.resize(in.all_positions ? in.sequences[s].size() : 1);
+    job.answers[s].tokens = std::move(in.sequences[s]);
   }
+  ask_more_rows(self, request, job);
 }
 
 /// Sends the sampling run's next step, or finishes the job when every prompt is done.
@@ -159,9 +168,8 @@ void step_sampling(gateway_pointer self, request_id request, open_job& job) {
       reply.stopped.push_back(job.run->stopped(i));
     return finish(self, request, std::move(reply));
   }
-  begin_step(self, job, static_cast<std::uint32_t>(next.size()));
   for (auto& [prompt, context] : next)
-    send_query(self, request, query{std::move(context)},
+    send_query(self, request, job, query{std::move(context)},
                static_cast<std::uint32_t>(prompt), 0);
 }
 
@@ -185,11 +193,12 @@ void on_row(gateway_pointer self, std::uint64_t query_id, const shared_logprobs&
   if (it == st.jobs.end())
     return;
   auto& job = it->second;
-  --job.remaining;
+  job.outstanding.erase(query_id);
   switch (job.kind) {
   case job_kind::logprobs:
     job.answers[slot.sequence].rows[slot.row] = answer.row;
-    if (job.remaining == 0) {
+    ask_more_rows(self, slot.request, job);
+    if (job.outstanding.empty()) {
       gateway_reply reply;
       reply.answers = std::move(job.answers);
       finish(self, slot.request, std::move(reply));
@@ -218,7 +227,7 @@ void on_row(gateway_pointer self, std::uint64_t query_id, const shared_logprobs&
       if (stop)
         job.run->stop(i);
     }
-    if (job.remaining == 0)
+    if (job.outstanding.empty())
       step_sampling(self, slot.request, job);
     break;
   }
@@ -274,8 +283,7 @@ gateway_actor::behavior_type gateway(gateway_pointer self, engine_actor engine) 
       },
       [=](cache_kv_atom, request_id request, cache_kv_job& in) {
         auto& job = open(self, request, job_kind::cache_kv, std::move(in.done));
-        begin_step(self, job, 1);
-        send_query(self, request, query{std::move(in.prompt), 0, true, caf::timespan{0}},
+        send_query(self, request, job, query{std::move(in.prompt), 0, true, caf::timespan{0}},
                    0, 0);
       },
       [=](clear_atom, clear_job& job) {

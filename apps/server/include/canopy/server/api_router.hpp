@@ -57,9 +57,11 @@ private:
   /// refusal: 413 past max_answer_bytes, 503 when the budget has no room.
   std::variant<byte_reservation, http_response>
   reserve_answer(const answer_shape& shape, const row_format& format, bool binary) const;
-  /// The same for an answer of `encoded` bytes at most, made of `rows` full rows.
-  std::variant<byte_reservation, http_response> reserve_bytes(std::size_t encoded,
-                                                              std::size_t rows) const;
+  /// The same for an answer of `encoded` bytes at most, made of `rows` full rows, whose
+  /// job holds `queries` engine queries of `query_tokens` tokens at most at once.
+  std::variant<byte_reservation, http_response>
+  reserve_bytes(std::size_t encoded, std::size_t rows, std::size_t queries,
+                std::size_t query_tokens) const;
   /// Token ids of a sequence given as ids or text; an error names sequence `index`.
   parsed<cache::token_seq> resolve(const sequence_input& input) const;
 

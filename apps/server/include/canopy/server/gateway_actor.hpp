@@ -43,6 +43,16 @@ struct gateway_reply {
 
 using gateway_done = std::function<void(gateway_reply)>;
 
+/// The rows a logprobs job asks the engine for at once; it asks for the next as each
+/// comes back (each query carries its whole sequence: this bounds what a job's queries
+/// hold, Note [rows in flight] in the source).
+inline constexpr std::size_t rows_in_flight_per_job = 64;
+
+/// What one token of a query in flight costs: its copies in the query message, the
+/// request actor and the batcher's key (4 bytes each), with room for their vectors'
+/// slack and the maps that hold them.
+inline constexpr std::size_t query_bytes_per_token = 32;
+
 /// Next-token rows after each sequence, or after every prefix (all_positions).
 struct logprobs_job {
   std::vector<cache::token_seq> sequences;

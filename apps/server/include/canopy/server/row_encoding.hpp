@@ -54,6 +54,7 @@ struct answer_shape {
   std::size_t tokens = 0; // of all sequences
   std::size_t rows = 0;
   std::size_t vocab = 0;
+  std::size_t longest = 0; // tokens of the longest sequence (its queries carry them)
 };
 
 /// The most bytes the answer can take once encoded (binary: exactly its size), so a
