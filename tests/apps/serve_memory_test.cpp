@@ -132,26 +132,50 @@ TEST(serve_memory, bodies_past_the_body_budget_get_503_before_they_are_read) {
   EXPECT_EQ(server.stop(10s), 0) << server.err();
 }
 
+/// A server under the budgets of `limits` and these cache budgets, warmed by one answer,
+/// and the README's bound on its memory from its resident size then.
+struct budgeted_server {
+  static constexpr std::size_t logprob_budget = 64u << 20, kv_budget = 16u << 20;
+
+  budgeted_server(const canopy::server::server_options& limits,
+                  const std::vector<std::string>& model, std::vector<std::string> more = {})
+    : server(flags_with(with_budgets(limits, std::move(more)), model)) {
+    // One ordinary answer first, so the baseline has the engine and its threads warm.
+    EXPECT_EQ(exchange(server.port(), logprobs_request(2, false)).status, 200);
+    baseline = proc_status_bytes(server.pid(), "VmRSS");
+    bound = baseline + canopy::server::server_memory_bound(limits) + logprob_budget + kv_budget;
+  }
+
+  static std::vector<std::string> with_budgets(const canopy::server::server_options& limits,
+                                               std::vector<std::string> more) {
+    for (const auto& [flag, value] :
+         std::vector<std::pair<std::string, std::size_t>>{
+           {"--max-connections", limits.max_connections},
+           {"--answer-budget-bytes", limits.answer_budget_bytes},
+           {"--body-budget-bytes", limits.body_budget_bytes},
+           {"--max-body-bytes", limits.max_body_bytes},
+           {"--logprob_budget_bytes", logprob_budget},
+           {"--kv_budget_bytes", kv_budget}}) {
+      more.push_back(flag);
+      more.push_back(std::to_string(value));
+    }
+    return more;
+  }
+
+  serve_process server;
+  std::size_t baseline = 0;
+  std::size_t bound = 0;
+};
+
 TEST(serve_memory, a_flood_of_hostile_clients_keeps_the_process_under_the_readme_bound) {
   canopy::server::server_options limits;
   limits.max_connections = 300;
   limits.answer_budget_bytes = 200u << 20;
   limits.body_budget_bytes = 30u << 20; // three of the 8 MB bodies, and room for small ones
   limits.max_body_bytes = 8u << 20;
-  const std::size_t logprob_budget = 64u << 20, kv_budget = 16u << 20;
-  serve_process server(flags_with(
-    {"--max-connections", std::to_string(limits.max_connections), "--answer-budget-bytes",
-     std::to_string(limits.answer_budget_bytes), "--body-budget-bytes",
-     std::to_string(limits.body_budget_bytes), "--max-body-bytes",
-     std::to_string(limits.max_body_bytes), "--logprob_budget_bytes",
-     std::to_string(logprob_budget), "--kv_budget_bytes", std::to_string(kv_budget),
-     "--write-stall-timeout-ms", "30000"},
-    big_vocab));
-  // One ordinary answer first, so the baseline has the engine and its threads warm.
-  ASSERT_EQ(exchange(server.port(), logprobs_request(2, false)).status, 200);
-  const auto baseline = proc_status_bytes(server.pid(), "VmRSS");
-  const auto bound =
-    baseline + canopy::server::server_memory_bound(limits) + logprob_budget + kv_budget;
+  budgeted_server budgeted(limits, big_vocab, {"--write-stall-timeout-ms", "30000"});
+  auto& server = budgeted.server;
+  const auto baseline = budgeted.baseline, bound = budgeted.bound;
 
   std::vector<std::unique_ptr<test_client>> flood;
   // Readers that never read answers of 64 MB each (distinct, so none is a cache hit).
@@ -193,17 +217,10 @@ TEST(serve_memory, long_all_positions_sequences_keep_the_process_under_the_readm
   limits.max_connections = 64;
   limits.answer_budget_bytes = 64u << 20;
   limits.body_budget_bytes = 16u << 20;
-  const std::size_t logprob_budget = 64u << 20, kv_budget = 16u << 20;
-  serve_process server(flags_with(
-    {"--max-connections", std::to_string(limits.max_connections), "--answer-budget-bytes",
-     std::to_string(limits.answer_budget_bytes), "--body-budget-bytes",
-     std::to_string(limits.body_budget_bytes), "--logprob_budget_bytes",
-     std::to_string(logprob_budget), "--kv_budget_bytes", std::to_string(kv_budget)},
-    {"--backend", "mock", "--vocab_size", "64", "--context_length", "4096"}));
-  ASSERT_EQ(exchange(server.port(), logprobs_request(2, false)).status, 200);
-  const auto baseline = proc_status_bytes(server.pid(), "VmRSS");
-  const auto bound =
-    baseline + canopy::server::server_memory_bound(limits) + logprob_budget + kv_budget;
+  budgeted_server budgeted(limits, {"--backend", "mock", "--vocab_size", "64",
+                                    "--context_length", "4096"});
+  auto& server = budgeted.server;
+  const auto baseline = budgeted.baseline, bound = budgeted.bound;
 
   std::vector<std::unique_ptr<test_client>> clients;
   for (int i = 0; i < 40; ++i) {
