@@ -44,6 +44,8 @@ std::vector<flag_spec> serve_flags() {
      "require 'Authorization: Bearer <token>' (the file's first line) on every request "
      "but GET /healthz"},
     {"io-threads", "N", "threads running the connections (default 1)"},
+    {"handler-threads", "N",
+     "threads that parse and tokenize request bodies, off the connections' (default 2)"},
     {"gateways", "N", "gateway actors turning requests into queries (default: cores)"},
     {"max-body-bytes", "N", "larger request bodies get 413 unread (default 16 MiB)"},
     {"max-header-bytes", "N", "larger header sections get 431 (default 16 KiB)"},
@@ -98,6 +100,8 @@ server::server_options options_from(const parsed_args& args) {
   if (args.has("auth-token-file"))
     o.auth_token = read_token_file(args.text("auth-token-file", ""));
   o.io_threads = static_cast<std::uint32_t>(args.count("io-threads", o.io_threads, 1));
+  o.handler_threads =
+    static_cast<std::uint32_t>(args.count("handler-threads", o.handler_threads, 1));
   o.max_body_bytes = args.count("max-body-bytes", o.max_body_bytes, 1);
   o.max_header_bytes = args.count("max-header-bytes", o.max_header_bytes, 256);
   auto ms = [&](const char* flag, std::chrono::milliseconds fallback) {

@@ -4,6 +4,8 @@
 
 #include <pcre2.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <stdexcept>
 
 namespace canopy::backends {
@@ -50,10 +52,23 @@ std::vector<pcre2_pattern::match> pcre2_pattern::find_all(std::string_view text)
     pcre2_match_data_create_from_pattern(compiled_->code, nullptr), &pcre2_match_data_free);
   if (!data)
     throw std::bad_alloc();
+  // PCRE2's default match limit (10 million steps) fails one match over a long run of
+  // whitespace: Llama 3's `\s*[\r\n]+` backtracks over the whole run before `\s+(?!\S)`
+  // takes it, so a 12 MB run of spaces was "match limit exceeded". The steps one match
+  // takes grow with the text it can span: the limit does too (a bound on runaway
+  // patterns still, never a refusal of ordinary text).
+  std::unique_ptr<pcre2_match_context, decltype(&pcre2_match_context_free)> context(
+    pcre2_match_context_create(nullptr), &pcre2_match_context_free);
+  if (!context)
+    throw std::bad_alloc();
+  pcre2_set_match_limit(context.get(),
+                        static_cast<std::uint32_t>(std::min<std::size_t>(
+                          UINT32_MAX, 10'000'000 + 16 * text.size())));
   const auto* subject = reinterpret_cast<PCRE2_SPTR>(text.data());
   std::size_t at = 0;
   while (at < text.size()) {
-    const int rc = pcre2_match(compiled_->code, subject, text.size(), at, 0, data.get(), nullptr);
+    const int rc =
+      pcre2_match(compiled_->code, subject, text.size(), at, 0, data.get(), context.get());
     if (rc == PCRE2_ERROR_NOMATCH)
       break;
     if (rc < 0)

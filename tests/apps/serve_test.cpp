@@ -7,6 +7,7 @@
 #include "api_error_body.hpp"
 #include "canopy_process.hpp"
 #include "http_test_client.hpp"
+#include "shared_fixtures.hpp"
 
 #include <canopy/actors/engine_actors.hpp>
 #include <canopy/backends/mock_backend.hpp>
@@ -249,6 +250,25 @@ TEST_F(served, sample_with_a_seed_is_reproducible_and_greedy_follows_the_argmax)
     EXPECT_EQ(token, std::max_element(row.begin(), row.end()) - row.begin());
     context.push_back(token);
   }
+}
+
+// Parsing and tokenizing run on handler threads: a body that takes seconds to tokenize
+// (Llama 3's pre-tokenizer on 4 MB of spaces: seconds) holds no I/O thread.
+TEST(serve_threads, a_slow_body_leaves_health_and_other_requests_prompt) {
+  CANOPY_SHARED_PATH_OR_SKIP(tokenizer, "models/tokenizers/llama3/tokenizer.json");
+  serve_process server(flags_with({"--tokenizer", tokenizer.string()}, {"--backend", "mock"}));
+  test_client slow(server.port());
+  ASSERT_TRUE(slow.send(json_post("/v1/tokenize",
+                                  json{{"text", std::string(4u << 20, ' ')}}.dump())));
+  std::this_thread::sleep_for(300ms); // its body is in, and being tokenized
+  const auto started = std::chrono::steady_clock::now();
+  EXPECT_EQ(exchange(server.port(), make_request("GET", "/healthz")).status, 200);
+  EXPECT_EQ(exchange(server.port(), json_post("/v1/tokenize", R"({"text": "Hello"})")).status, 200);
+  const auto waited = std::chrono::steady_clock::now() - started;
+  EXPECT_LT(waited, 1s) << "the I/O thread was held";
+  const auto reply = slow.read_response(120s);
+  ASSERT_TRUE(reply);
+  EXPECT_EQ(reply->status, 200);
 }
 
 TEST(serve_auth, a_bearer_token_guards_everything_but_health) {

@@ -134,6 +134,25 @@ TEST(hf_tokenizer, a_minimal_byte_level_file_encodes_each_byte_as_itself) {
   EXPECT_EQ(tok.decode({0xC3, 'x'}), "\xEF\xBF\xBDx") << "invalid UTF-8 becomes U+FFFD";
 }
 
+// Llama 3's split regex backtracks over a whole whitespace run (`\s*[\r\n]+` fails at
+// its end before `\s+(?!\S)` takes it): past PCRE2's default 10 million steps a 12 MB
+// run of spaces, a client's text, failed with "match limit exceeded".
+TEST(hf_tokenizer, a_12_mb_run_of_spaces_is_one_piece_not_a_match_limit_error) {
+  canopy::testing::scratch_dir dir;
+  auto doc = minimal_tokenizer();
+  const json split = {{"type", "Split"},
+                      {"pattern", {{"Regex", "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"}}},
+                      {"behavior", "Isolated"}};
+  doc["pre_tokenizer"] = {{"type", "Sequence"},
+                          {"pretokenizers", json::array({split, doc["pre_tokenizer"]})}};
+  const hf_tokenizer tok(dir.write("tokenizer.json", doc.dump()));
+  const std::string spaces(12u << 20, ' ');
+  const auto ids = tok.encode(spaces + "x", false);
+  ASSERT_EQ(ids.size(), spaces.size() + 1);
+  EXPECT_EQ(ids.front(), ' ');
+  EXPECT_EQ(ids.back(), 'x');
+}
+
 TEST(hf_tokenizer, every_unimplemented_component_is_refused_by_name) {
   struct refusal {
     std::function<void(json&)> edit;

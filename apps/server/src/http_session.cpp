@@ -294,8 +294,19 @@ void http_session::dispatch() {
   keep_for_answer_ = shared_from_this();
   work_.emplace(strand_.get_inner_executor());
   start_request();
-  context_.handler.handle(id, std::move(request), responder(id));
-  body_reserved_.reset(); // the handler has read the body and let it go
+  if (request.body.empty()) { // cheap: answered here (GET /healthz stays prompt)
+    context_.handler.handle(id, std::move(request), responder(id));
+    return;
+  }
+  // Parsing and tokenizing a body take time in proportion to it: on a handler thread.
+  // The body's reservation goes with it until the handler has let it go.
+  auto body = std::make_shared<byte_reservation>(std::move(body_reserved_));
+  body_reserved_ = context_.bodies->reservation();
+  boost::asio::post(context_.handlers, [&handler = context_.handler, id, body,
+                                        request = std::move(request),
+                                        respond = responder(id)]() mutable {
+    handler.handle(id, std::move(request), std::move(respond));
+  });
 }
 
 void http_session::start_request() {

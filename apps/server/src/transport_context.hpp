@@ -10,6 +10,9 @@
 #include <canopy/server/server_metrics.hpp>
 #include <canopy/server/server_options.hpp>
 
+#include <boost/asio/thread_pool.hpp>
+
+#include <algorithm>
 #include <atomic>
 #include <memory>
 #include <utility>
@@ -31,6 +34,9 @@ struct transport_context {
       std::make_shared<byte_budget>(options.body_budget_bytes);
   connection_registry connections;
   std::atomic<request_id> next_id{1};
+  /// Runs the handler for requests with a body (parsing, tokenizing), so that no body
+  /// holds an I/O thread; joined by the server before anything here goes.
+  boost::asio::thread_pool handlers{std::max<std::uint32_t>(1, options.handler_threads)};
 };
 
 } // namespace canopy::server

@@ -6,8 +6,9 @@
 // detokenize) are answered at once from the engine's own thread-safe methods and
 // answers prepared at start. Unknown paths get 404, known paths with the wrong method
 // 405.
-// Thread contract: handle() and cancel() from any number of I/O threads at once; the
-// router holds no mutable state of its own beyond what it was given.
+// Thread contract: handle() and cancel() from any number of threads at once (the
+// transport's I/O threads and its handler threads); the router holds no mutable state
+// of its own beyond what it was given.
 
 #include <canopy/engine.hpp>
 #include <canopy/server/api_requests.hpp>

@@ -50,8 +50,9 @@ using request_id = std::uint64_t;
 class request_handler {
 public:
   virtual ~request_handler() = default;
-  /// Answers `request` through `respond`, now or later. Authentication and the
-  /// transport's size and time limits have already been enforced.
+  /// Answers `request` through `respond`, now or later, on an I/O thread (no body) or
+  /// a handler thread (a body). Authentication and the transport's size and time
+  /// limits have already been enforced.
   virtual void handle(request_id id, http_request request, respond_fn respond) = 0;
   /// The client of request `id` went away before its answer: drop the work. A
   /// `respond` that still comes is ignored by the transport.

@@ -18,6 +18,9 @@ struct server_options {
   std::uint16_t port = 8080;        // 0: any free port (the server reports it)
   std::string auth_token;           // empty: no auth; else "Authorization: Bearer <it>"
   std::uint32_t io_threads = 1;     // Asio threads running the connections
+  std::uint32_t handler_threads = 2; // threads that parse and tokenize request bodies
+                                     // (off the I/O threads: a 15 MB text must not
+                                     // stall /healthz)
   std::size_t max_body_bytes = 16u << 20;   // larger bodies: 413, before reading them
   std::size_t max_header_bytes = 16u << 10; // larger header sections: 431
   std::chrono::milliseconds header_timeout{10000}; // whole header section must arrive
