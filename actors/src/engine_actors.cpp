@@ -1,5 +1,7 @@
 #include <canopy/actors/engine_actors.hpp>
 
+#include "exception_text.hpp"
+
 #include <canopy/actors/batcher_actor.hpp>
 #include <canopy/actors/cache_actor.hpp>
 #include <canopy/actors/request_actor.hpp>
@@ -71,7 +73,7 @@ std::vector<std::unique_ptr<backends::backend_i>> make_backends(const engine_con
     } catch (const canopy::error&) {
       throw;
     } catch (const std::exception& e) {
-      throw canopy::error(errc::invalid_config, "device " + devices[i] + ": " + e.what());
+      throw canopy::error(errc::invalid_config, "device " + devices[i] + ": " + exception_text(e));
     }
     if (!out.back())
       throw canopy::error(errc::invalid_config, "backend_factory returned no backend");

@@ -1,5 +1,7 @@
 #include <canopy/actors/pass_runner.hpp>
 
+#include "exception_text.hpp"
+
 #include <canopy/messages/errors.hpp>
 
 #include <exception>
@@ -34,7 +36,7 @@ caf::expected<computed_pass> run_pass(backends::backend_i& backend,
   try {
     return computed(backend.run(request), backend.info().vocab_size, rows);
   } catch (const std::exception& e) {
-    return make_error(errc::backend_failure, e.what());
+    return make_error(errc::backend_failure, exception_text(e));
   } catch (...) {
     return make_error(errc::backend_failure, "unknown exception in the backend");
   }

@@ -77,13 +77,12 @@ private:
 
 } // namespace
 
-direct_llama_forward::direct_llama_forward(const llama_model& model) : c_(model.config()) {
+direct_llama_forward::direct_llama_forward(const llama_model& model)
+    : model_(model), c_(model.config()) {
   const auto& w = model.weights();
   embed_ = floats(w.embed);
   head_ = floats(w.head);
   norm_ = floats(w.norm);
-  cos_ = floats(w.cos);
-  sin_ = floats(w.sin);
   for (const auto& L : w.layers)
     layers_.push_back({floats(L.input_norm), floats(L.qkv), floats(L.qkv_bias),
                        floats(L.q_norm), floats(L.k_norm), floats(L.out), floats(L.post_norm),
@@ -154,6 +153,9 @@ const float* direct_llama_forward::forward(const std::vector<std::int64_t>& toke
   const auto q = at::from_blob(q_.data(), {T, H, hd}, at::kFloat);
   auto attention = at::from_blob(attention_.data(), {T, H * hd}, at::kFloat);
   const auto& positions = layout.host->positions;
+  const auto& rope = model_.rope_for(positions);
+  cos_ = floats(rope.cos());
+  sin_ = floats(rope.sin());
   clock.lap("embed");
   for (std::int64_t l = 0; l < c_.num_layers; ++l) {
     const auto& L = layers_[static_cast<std::size_t>(l)];

@@ -2,8 +2,8 @@
 // The Llama family's forward for float32 on the CPU without LibTorch's per-op
 // dispatch: CBLAS products and plain loops on buffers kept from pass to pass, new KV
 // written straight into the worker's storage in its format (kv_storage). The same
-// arithmetic as llama_model's ATen forward (RMSNorm, RoPE from the same float64-made
-// tables, SwiGLU, the same attention kernels, log-softmax); sums of squares accumulate
+// arithmetic as llama_model's ATen forward (RMSNorm, RoPE from the model's own
+// float64-made tables, SwiGLU, the same attention kernels, log-softmax); sums of squares accumulate
 // in double, sums of exponentials in float lanes added in double (vector_math.hpp).
 //
 // Why: a one-token pass on stories260K ran about 150 small ATen ops in ~200 us, so the
@@ -53,8 +53,10 @@ private:
     const float *input_norm, *qkv, *qkv_bias, *q_norm, *k_norm, *out, *post_norm, *gate_up,
       *down;
   };
+  const llama_model& model_;
   const model_config& c_;
-  const float *embed_, *head_, *norm_, *cos_, *sin_;
+  const float *embed_, *head_, *norm_;
+  const float *cos_ = nullptr, *sin_ = nullptr; // this pass's RoPE tables (they grow)
   std::vector<layer_weights> layers_;
   // Per pass, grown to the largest pass so far ([T, width] row-major).
   std::vector<float> x_, normed_, qkv_, q_, key_, attention_, gate_up_, swiglu_, last_, logits_,

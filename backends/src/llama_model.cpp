@@ -2,6 +2,7 @@
 
 #include "torch_weights.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -17,16 +18,6 @@ namespace {
 // the same permutation).
 at::Tensor to_rotate_half(const at::Tensor& w, std::int64_t heads, std::int64_t hd) {
   return w.view({heads, hd / 2, 2, w.size(1)}).transpose(1, 2).reshape({heads * hd, w.size(1)});
-}
-
-// Float32 angle tables alone cost ~6e-5 at position 400 (oracle README): float64.
-std::pair<at::Tensor, at::Tensor> rope_tables(const model_config& c, at::ScalarType dtype,
-                                              at::Device device) {
-  const auto inv_freq = rope_inverse_frequencies(c);                      // [hd/2]
-  auto positions = at::arange(c.context_length, at::kDouble).unsqueeze(1); // [C, 1]
-  auto angles = positions * inv_freq.unsqueeze(0);                          // [C, hd/2]
-  angles = at::cat({angles, angles}, 1);                                    // [C, hd]
-  return {angles.cos().to(device, dtype), angles.sin().to(device, dtype)};
 }
 
 } // namespace
@@ -64,13 +55,13 @@ at::Tensor rope_inverse_frequencies(const model_config& c) {
 }
 
 llama_model::llama_model(const checkpoint& ckpt, at::ScalarType dtype, at::Device device)
-    : config_(ckpt.config) {
+    : config_(ckpt.config),
+      rope_(rope_inverse_frequencies(ckpt.config), ckpt.config.context_length, dtype, device) {
   auto w = [&](const std::string& name) { return load_weight(ckpt, name, dtype, device); };
   const auto& c = config_;
   w_.embed = w("model.embed_tokens.weight");
   w_.head = in_out(c.tied_embeddings ? w_.embed : w("lm_head.weight"));
   w_.norm = w("model.norm.weight");
-  std::tie(w_.cos, w_.sin) = rope_tables(c, dtype, device);
   for (std::int64_t l = 0; l < c.num_layers; ++l) {
     const auto p = "model.layers." + std::to_string(l) + ".";
     auto q = w(p + "self_attn.q_proj.weight");
@@ -101,6 +92,12 @@ at::Tensor llama_model::rms_norm(const at::Tensor& x, const at::Tensor& weight) 
   return (xf * scale).to(x.scalar_type()) * weight;
 }
 
+const rope_table& llama_model::rope_for(const std::vector<std::int64_t>& positions) const {
+  if (!positions.empty())
+    rope_.cover(*std::max_element(positions.begin(), positions.end()) + 1);
+  return rope_;
+}
+
 at::Tensor llama_model::rotate(const at::Tensor& x, const at::Tensor& cos,
                                const at::Tensor& sin) const {
   const auto half = config_.head_dim / 2;
@@ -113,8 +110,9 @@ at::Tensor llama_model::forward(const at::Tensor& tokens, const device_layout& l
   const auto& c = config_;
   const auto T = tokens.size(0);
   const auto H = c.num_heads, KV = c.num_kv_heads, hd = c.head_dim;
-  const auto cos = w_.cos.index_select(0, layout.positions).unsqueeze(1); // [T, 1, hd]
-  const auto sin = w_.sin.index_select(0, layout.positions).unsqueeze(1);
+  const auto& rope = rope_for(layout.host->positions);
+  const auto cos = rope.cos().index_select(0, layout.positions).unsqueeze(1); // [T, 1, hd]
+  const auto sin = rope.sin().index_select(0, layout.positions).unsqueeze(1);
   auto x = w_.embed.index_select(0, tokens); // [T, D]
   for (std::int64_t l = 0; l < c.num_layers; ++l) {
     const auto& L = w_.layers[static_cast<std::size_t>(l)];

@@ -7,6 +7,7 @@
 // Thread contract: see transformer.
 
 #include "llama_weights.hpp"
+#include "rope_table.hpp"
 #include "transformer.hpp"
 
 namespace canopy::backends {
@@ -22,6 +23,9 @@ public:
   at::Tensor forward(const at::Tensor& tokens, const device_layout& layout, const pass_kv& kv,
                      const at::Tensor& rows) const override;
   const llama_weights& weights() const { return w_; }
+  /// RoPE's tables, covering every position of `positions` (grown on demand: Note in
+  /// rope_table.hpp); valid until the next call. The worker's thread only.
+  const rope_table& rope_for(const std::vector<std::int64_t>& positions) const;
 
 private:
   at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight) const;
@@ -29,6 +33,7 @@ private:
 
   model_config config_;
   llama_weights w_;
+  mutable rope_table rope_; // grows in const passes, one thread (the worker's)
 };
 
 } // namespace canopy::backends

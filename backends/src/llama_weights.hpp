@@ -27,7 +27,6 @@ struct llama_weights {
   at::Tensor embed;      // [V, D]
   at::Tensor head;       // [D, V] (a transposed copy of the embedding when tied)
   at::Tensor norm;       // [D]
-  at::Tensor cos, sin;   // [context, hd], computed in float64 then cast
   std::vector<llama_layer> layers;
 };
 

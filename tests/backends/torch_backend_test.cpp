@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <fstream>
 #include <stdexcept>
 #include <string>
 #include <tuple>
@@ -180,6 +181,37 @@ TEST(torch_backend_window, only_a_sliding_window_model_may_serve_past_its_contex
   pass_request request;
   request.items.push_back(item(token_seq(9, 5)));
   EXPECT_THROW(backend->run(request), std::invalid_argument);
+}
+
+/// This process's resident memory, in bytes (VmRSS).
+std::size_t resident_bytes() {
+  std::ifstream status("/proc/self/status");
+  for (std::string line; std::getline(status, line);)
+    if (line.rfind("VmRSS:", 0) == 0)
+      return std::stoull(line.substr(6)) * 1024;
+  return 0;
+}
+
+// RoPE tables were built for every position the config declares, in float64: 2^31
+// positions took 22.9 GB at load. They grow with the positions passes reach, block by
+// block, so a position's values do not depend on the declared context.
+TEST(torch_backend_rope, a_context_of_2_to_the_30_costs_nothing_at_load_and_changes_no_row) {
+  CANOPY_SHARED_PATH_OR_SKIP(path, "models/stories260K/stories260K.bin");
+  const auto ckpt = load_checkpoint(path);
+  auto huge = ckpt;
+  huge.config.context_length = std::int64_t{1} << 30;
+  const auto before = resident_bytes();
+  auto wide = make_torch_backend(huge, "cpu", torch_options{});
+  EXPECT_LT(resident_bytes(), before + (64u << 20)) << "from " << before << " bytes";
+  EXPECT_EQ(wide->info().context_length, std::int64_t{1} << 30);
+  auto narrow = make_torch_backend(ckpt, "cpu", torch_options{});
+  const token_seq tokens = {1, 403, 407, 261, 378, 8, 9, 10};
+  pass_request request;
+  request.items.push_back(item(tokens));
+  const auto a = wide->run(request), b = narrow->run(request);
+  ASSERT_EQ(a.items.size(), 1u);
+  EXPECT_EQ(a.items[0].logprobs, b.items[0].logprobs)
+    << "the same positions, the same tables, whatever the declared context";
 }
 
 INSTANTIATE_TEST_SUITE_P(shared_models, torch_backend_fidelity,

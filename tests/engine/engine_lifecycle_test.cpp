@@ -5,6 +5,7 @@
 
 #include <canopy/engine.hpp>
 
+#include <c10/util/Exception.h>
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -76,8 +77,8 @@ TEST(engine_lifecycle, a_throwing_host_backend_fails_its_queries_and_not_the_eng
     int passes = 0;
     const canopy::backends::model_info& info() const override { return inner->info(); }
     canopy::backends::pass_result run(const canopy::backends::pass_request& r) override {
-      if (passes++ == 0)
-        throw std::runtime_error("device fell over");
+      // As LibTorch throws: a c10::Error, whose what() carries a C++ backtrace.
+      TORCH_CHECK(passes++ != 0, "device fell over");
       return inner->run(r);
     }
     void release_kv(const std::vector<canopy::cache::kv_handle>& h) override {
@@ -98,6 +99,8 @@ TEST(engine_lifecycle, a_throwing_host_backend_fails_its_queries_and_not_the_eng
   } catch (const canopy::error& e) {
     EXPECT_EQ(e.code(), errc::backend_failure);
     EXPECT_NE(std::string(e.what()).find("device fell over"), std::string::npos);
+    EXPECT_EQ(std::string(e.what()).find("Exception raised from"), std::string::npos)
+      << "the client gets no LibTorch stack trace: " << e.what();
   }
   EXPECT_EQ(lm.next_token_logprobs_sync({1, 2}).size(0), lm.vocab_size());
 }
