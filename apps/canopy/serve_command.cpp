@@ -69,6 +69,10 @@ std::vector<flag_spec> serve_flags() {
     {"body-budget-bytes", "N",
      "bytes all request bodies being read may take; past it, 503 (default 256 MiB)"},
     {"max-sample-tokens", "N", "max_tokens of one sample request (default 4096)"},
+    {"max-generated-tokens", "N",
+     "prompts x n x max_tokens of one sample or completion request (default 262144)"},
+    {"generation-budget-tokens", "N",
+     "those of every sample and completion in flight; past it, 503 (default 1048576)"},
     {"served-model-name", "NAME",
      "the model's id in the OpenAI routes (/v1/models, /v1/completions' \"model\"); "
      "default: the model's file or folder name"},
@@ -119,6 +123,9 @@ server::server_options options_from(const parsed_args& args) {
   o.answer_budget_bytes = args.count("answer-budget-bytes", o.answer_budget_bytes, 1);
   o.body_budget_bytes = args.count("body-budget-bytes", o.body_budget_bytes, 1);
   o.max_sample_tokens = args.count("max-sample-tokens", o.max_sample_tokens, 1);
+  o.max_generated_tokens = args.count("max-generated-tokens", o.max_generated_tokens, 1);
+  o.generation_budget_tokens =
+    args.count("generation-budget-tokens", o.generation_budget_tokens, 1);
   o.served_model_name = args.text("served-model-name", o.served_model_name);
   return o;
 }

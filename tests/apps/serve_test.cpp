@@ -349,6 +349,89 @@ TEST(serve_lifecycle, a_client_that_leaves_has_its_queries_cancelled) {
   EXPECT_EQ(server.stop(10s), 0);
 }
 
+// A client that closes normally (FIN, as HTTP libraries do on a timeout) reads as a
+// half-close; the probes tell it from one that still reads (Note [departed clients]).
+TEST(serve_lifecycle, a_client_that_closes_normally_stops_its_generation) {
+  // 100 ms a pass: 400 tokens would take 40 s.
+  serve_process server(with({"--mock_cost_per_pass_us", "100000", "--context_length", "1024"}));
+  {
+    test_client c(server.port());
+    ASSERT_TRUE(c.send(json_post("/v1/sample", R"({"tokens": [1, 2], "max_tokens": 400})")));
+    std::this_thread::sleep_for(200ms);
+  } // closed: FIN, no reset
+  std::this_thread::sleep_for(4s); // two probes, the second fails
+  auto passes = [&] {
+    const auto metrics = exchange(server.port(), make_request("GET", "/metrics")).body;
+    const auto at = metrics.find("\ncanopy_tokens_computed_total ");
+    return at == std::string::npos ? -1 : std::stol(metrics.substr(at + 30));
+  };
+  const auto after_leaving = passes();
+  ASSERT_GT(after_leaving, 0) << "the generation had started";
+  std::this_thread::sleep_for(1s);
+  EXPECT_EQ(passes(), after_leaving) << "it stopped computing, at " << after_leaving;
+  EXPECT_LT(after_leaving, 60) << "stopped within seconds, not after 400 tokens";
+  EXPECT_EQ(server.stop(10s), 0);
+}
+
+TEST(serve_lifecycle, a_half_closed_client_still_gets_its_answer_after_the_probes) {
+  serve_process server(with({"--mock_cost_per_pass_us", "100000"}));
+  test_client c(server.port());
+  ASSERT_TRUE(c.send(json_post("/v1/sample", R"({"tokens": [1, 2], "max_tokens": 25})")));
+  c.shutdown_send(); // still reading
+  std::optional<test_response> reply;
+  int interim = 0;
+  while ((reply = c.read_response(10s)) && reply->status == 100)
+    ++interim;
+  ASSERT_TRUE(reply);
+  EXPECT_EQ(reply->status, 200) << reply->body;
+  EXPECT_EQ(json::parse(reply->body).at("tokens").size(), 25u);
+  EXPECT_GE(interim, 1) << "2.5 s of computing: probed at least once";
+}
+
+// One 84-byte request asked for 1024 x 511 tokens; all requests together are bounded
+// too, as their answers' bytes are.
+TEST(serve_limits, generation_is_bounded_per_request_and_in_all) {
+  serve_process server(with({"--max-generated-tokens", "100", "--generation-budget-tokens",
+                             "120", "--mock_cost_per_pass_us", "100000", "--context_length",
+                             "1024"}));
+  auto big = exchange(server.port(), json_post("/v1/sample", R"({"batch": [[1], [2]],
+                                                   "max_tokens": 51})"));
+  EXPECT_EQ(big.status, 400);
+  EXPECT_EQ(error_code(big), "generation_too_large");
+  EXPECT_NE(big.body.find("102 tokens"), std::string::npos) << big.body;
+  // 100 tokens in flight (10 s at 100 ms a pass); 30 more do not fit in 120.
+  test_client first(server.port());
+  ASSERT_TRUE(first.send(json_post("/v1/sample", R"({"tokens": [1], "max_tokens": 100})")));
+  std::this_thread::sleep_for(300ms);
+  auto second = exchange(server.port(), json_post("/v1/sample", R"({"tokens": [2],
+                                                    "max_tokens": 30})"));
+  EXPECT_EQ(second.status, 503);
+  EXPECT_EQ(error_code(second), "server_busy");
+  EXPECT_NE(second.body.find("tokens (--generation-budget-tokens)"), std::string::npos)
+    << second.body;
+  first.reset(); // leaves: its tokens go back to the budget
+  std::this_thread::sleep_for(500ms);
+  EXPECT_EQ(exchange(server.port(), json_post("/v1/sample", R"({"tokens": [2],
+                                                 "max_tokens": 3})")).status, 200);
+}
+
+TEST(serve_limits, a_completion_counts_every_choice_it_generates) {
+  CANOPY_SHARED_PATH_OR_SKIP(gpt2, "models/gpt2-synthetic");
+  serve_process server(
+    flags_with({"--tokenizer", gpt2.string(), "--max-generated-tokens", "100"}, {"--backend", "mock"}));
+  const auto ask = [&](int n) {
+    return exchange(server.port(),
+                    json_post("/v1/completions", json{{"model", "mock"},
+                                                      {"prompt", {1, 2}},
+                                                      {"n", n},
+                                                      {"max_tokens", 30}}.dump()));
+  };
+  const auto many = ask(4);
+  EXPECT_EQ(many.status, 400) << many.body;
+  EXPECT_EQ(error_code(many), "generation_too_large");
+  EXPECT_EQ(ask(3).status, 200) << "90 tokens fit";
+}
+
 TEST(serve_startup, a_port_in_use_is_a_clear_error) {
   serve_process first(mock_flags);
   auto taken = run_canopy({"serve", "--port", std::to_string(first.port()), "--backend", "mock"});

@@ -120,6 +120,8 @@ api_router::api_router(canopy::engine& engine, std::vector<gateway_actor> gatewa
       metrics_(std::move(metrics)), limits_{options.max_batch, options.max_sample_tokens},
       max_rows_(options.max_rows), max_answer_bytes_(options.max_answer_bytes),
       answers_(std::make_shared<byte_budget>(options.answer_budget_bytes)),
+      max_generated_tokens_(options.max_generated_tokens),
+      generation_(std::make_shared<byte_budget>(options.generation_budget_tokens)),
       vocab_body_(vocab_body(engine)), merges_body_(merges_body(engine)),
       chat_templates_body_(chat_templates_body(engine)), model_id_(options.served_model_name),
       started_(std::chrono::duration_cast<std::chrono::seconds>(
@@ -326,6 +328,20 @@ api_router::reserve_bytes(std::size_t encoded, std::size_t rows, std::size_t que
   return reservation;
 }
 
+std::variant<byte_reservation, http_response>
+api_router::reserve_generation(std::size_t tokens) const {
+  if (tokens > max_generated_tokens_)
+    return to_response({400, "generation_too_large",
+                        "the request asks to generate " + std::to_string(tokens) +
+                          " tokens (prompts x n x max_tokens), more than the limit of " +
+                          std::to_string(max_generated_tokens_) + " (--max-generated-tokens)"});
+  auto reservation = generation_->reservation();
+  if (!reservation.resize(tokens))
+    return budget_full(*generation_, tokens, "generations in flight",
+                       "--generation-budget-tokens", "tokens");
+  return reservation;
+}
+
 void api_router::sample(request_id id, const http_request& request, respond_fn respond) {
   auto result = parse_sample_request(request.body, limits_);
   auto* req = parsed_or_respond(result, respond);
@@ -339,11 +355,16 @@ void api_router::sample(request_id id, const http_request& request, respond_fn r
       return;
     job.prompts.push_back(std::move(*ids));
   }
+  auto generation = reserve_generation(job.prompts.size() * req->max_tokens);
+  if (auto* refusal = std::get_if<http_response>(&generation))
+    return respond(std::move(*refusal));
   job.max_tokens = req->max_tokens;
   job.eos_token_ids = req->eos_token_ids;
   job.temperature = req->temperature;
   job.seed = req->seed;
-  job.done = answer_with(std::move(respond), [this, batch = req->batch](
+  job.done = answer_with(std::move(respond), [this, batch = req->batch,
+                                              held = std::make_shared<byte_reservation>(
+                                                std::move(std::get<byte_reservation>(generation)))](
                                                const gateway_reply& reply) {
     json results = json::array();
     for (const auto& generated : reply.generated) {

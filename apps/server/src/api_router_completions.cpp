@@ -45,6 +45,7 @@ struct completion_run {
   nlohmann::json head;                                 // what every answer chunk carries
   respond_fn respond;
   std::shared_ptr<byte_reservation> held; // the answer's bytes, till written
+  byte_reservation generation;            // its tokens to generate, till it ends
   std::vector<choice_pieces> choices;     // [prompts x n]
   std::vector<std::vector<token_piece>> kept; // [choices], not streamed: every piece
   std::vector<const char*> finish;            // [choices]: null while it runs
@@ -231,6 +232,10 @@ void api_router::completions(request_id id, const http_request& request, respond
                                 longest_prompt + r.max_tokens);
   if (auto* refusal = std::get_if<http_response>(&reserved))
     return respond(std::move(*refusal));
+  auto generation = reserve_generation(run->prompts.size() * r.n * r.max_tokens);
+  if (auto* refusal = std::get_if<http_response>(&generation))
+    return respond(std::move(*refusal));
+  run->generation = std::move(std::get<byte_reservation>(generation));
   run->held = std::make_shared<byte_reservation>(std::move(std::get<byte_reservation>(reserved)));
   run->respond = std::move(respond);
   run->head = {{"id", completion_id(id)},

@@ -57,6 +57,9 @@ namespace {
 
 // The longest wait for a client to close after its last answer.
 constexpr std::chrono::milliseconds linger_limit{1000};
+// How often a half-closed client whose request is in flight is probed (Note [departed
+// clients]).
+constexpr std::chrono::milliseconds departure_probe_interval{1000};
 
 std::string_view to_std(beast::string_view s) {
   return {s.data(), s.size()};
@@ -154,7 +157,7 @@ void frame(std::string& out, const std::string& bytes, bool chunked) {
 
 http_session::http_session(socket peer, transport_context& context)
     : context_(context), strand_(peer.get_executor()), socket_(std::move(peer)),
-      read_deadline_(strand_), write_deadline_(strand_),
+      read_deadline_(strand_), write_deadline_(strand_), probe_(strand_),
       buffer_(header_limit(context.options) + read_chunk_bytes),
       body_reserved_(context.bodies->reservation()) {
   start_request();
@@ -352,8 +355,12 @@ void http_session::on_response(request_id id, http_response response) {
   auto done = std::move(*in_flight_);
   in_flight_.reset();
   work_.reset();
+  probe_.disarm();
   auto keep = std::move(keep_for_answer_); // the write holds it from here
-  write(std::move(done), std::move(response));
+  if (writing_) // a departure probe is on its way: the answer follows it
+    after_probe_.emplace(std::move(done), std::move(response));
+  else
+    write(std::move(done), std::move(response));
   advance();
 }
 
@@ -447,6 +454,28 @@ void http_session::write_continue() {
   start_write();
 }
 
+// Note [departed clients]
+// A client that leaves while its request is computed usually closes normally: its FIN
+// reads as an end of stream, which is also what a client that only half-closed (it
+// still reads) sends. Only a write tells them apart: to a socket its peer closed, the
+// first write draws a reset and the next fails. So while a half-closed HTTP/1.1
+// client's request is in flight, "100 Continue" goes out every second (a client must
+// read past 1xx answers it did not expect, RFC 9110 15.2); when one fails, the
+// connection closes and the request is cancelled, as for a reset. Streams write their
+// own pieces; HTTP/1.0 allows no 1xx, and its requests run to the end (bounded by
+// --max-generated-tokens and the generation budget).
+void http_session::probe_departure() {
+  if (closed_ || !in_flight_ || in_flight_->version != 11)
+    return;
+  probe_.arm(departure_probe_interval, [self = shared_from_this()] {
+    if (self->closed_ || !self->in_flight_)
+      return;
+    if (!self->writing_ && !self->stream_)
+      self->write_continue();
+    self->probe_departure();
+  });
+}
+
 void http_session::start_write() {
   writing_ = true;
   serializer_.emplace(response_);
@@ -477,8 +506,16 @@ void http_session::on_written_some(error_code ec) {
     return;
   if (ec)
     return close_now();
-  if (!written_) // "100 Continue": the request's own answer is still to come
+  if (!written_) { // "100 Continue": the request's own answer may have come meanwhile
+    if (after_probe_) {
+      auto [done, response] = std::move(*after_probe_);
+      after_probe_.reset();
+      write(std::move(done), std::move(response));
+    } else if (stream_) {
+      write_stream();
+    }
     return advance();
+  }
   answered(std::move(*written_), status, body_bytes);
 }
 
@@ -521,6 +558,7 @@ void http_session::on_read(error_code ec, std::size_t bytes) {
   // answered. A reset (or any other failure) means it left: that is abandoned.
   if (ec == asio::error::eof) {
     peer_done_ = true;
+    probe_departure();
     return advance();
   }
   if (ec)
@@ -610,6 +648,8 @@ void http_session::close_now() {
   auto keep = std::move(keep_for_answer_);
   read_deadline_.disarm();
   write_deadline_.disarm();
+  probe_.disarm();
+  after_probe_.reset();
   error_code ignored;
   socket_.close(ignored);
 }

@@ -91,6 +91,11 @@ private:
   void end_stream();
   void write(exchange done, http_response response);
   void write_continue();
+  /// While a half-closed HTTP/1.1 client's request is computed, sends it "100
+  /// Continue" every departure_probe_interval: a client that merely half-closed reads
+  /// past them; one that left makes the second write fail, and the request is
+  /// cancelled (Note [departed clients] in the source).
+  void probe_departure();
   void start_write();
   void write_some();
   void on_written_some(error_code ec);
@@ -114,6 +119,7 @@ private:
   socket socket_;
   expiry_timer<strand> read_deadline_;  // armed_ for the read side
   expiry_timer<strand> write_deadline_; // a write that makes no progress
+  expiry_timer<strand> probe_;          // the next departure probe
 
   // Bytes read and not yet given to the parser are [parsed_, size()). It is only
   // consumed while no read is pending (a read fills its prepared tail).
@@ -126,6 +132,8 @@ private:
   clock::time_point read_done_;   // of the complete request not yet dispatched
 
   std::optional<exchange> in_flight_; // handed to the handler, not answered yet
+  // An answer that came while a departure probe was being written: written after it.
+  std::optional<std::pair<exchange, http_response>> after_probe_;
   // The connection itself while a request is in flight. Its respond callback holds it
   // weakly (it may come after the server is gone), and with the read buffer full no
   // read or timer may hold it either: without this it would vanish, and its socket

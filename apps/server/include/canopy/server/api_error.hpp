@@ -28,9 +28,10 @@ struct api_error {
 http_response to_response(const api_error& error);
 
 /// 503 server_busy with "Retry-After: 1": `budget` (held by `holders`, set by `flag`)
-/// has no room for the `needed` bytes of a request.
+/// has no room for the `needed` bytes (or other `unit`s) of a request.
 http_response budget_full(const byte_budget& budget, std::size_t needed,
-                          std::string_view holders, std::string_view flag);
+                          std::string_view holders, std::string_view flag,
+                          std::string_view unit = "bytes");
 
 /// An engine error as an API error: the errc's name as the code, and its HTTP status:
 /// 400 for input the client can fix (empty_sequence, token_out_of_range,

@@ -63,6 +63,10 @@ private:
   std::variant<byte_reservation, http_response>
   reserve_bytes(std::size_t encoded, std::size_t rows, std::size_t queries,
                 std::size_t query_tokens) const;
+  /// Holds a sample's or completion's `tokens` to generate (prompts x n x max_tokens)
+  /// against the generation budget, or the refusal: 400 past max_generated_tokens,
+  /// 503 when the budget has no room.
+  std::variant<byte_reservation, http_response> reserve_generation(std::size_t tokens) const;
   /// Token ids of a sequence given as ids or text; an error names sequence `index`.
   parsed<cache::token_seq> resolve(const sequence_input& input) const;
 
@@ -73,6 +77,8 @@ private:
   std::size_t max_rows_;
   std::size_t max_answer_bytes_;
   std::shared_ptr<byte_budget> answers_; // answers being computed or written
+  std::size_t max_generated_tokens_;
+  std::shared_ptr<byte_budget> generation_; // counts tokens: generation in flight
   std::string vocab_body_;  // GET /v1/vocab, fixed at start ("" without a tokenizer)
   std::string merges_body_; // GET /v1/tokenizer/merges, likewise
   std::string chat_templates_body_; // GET /v1/tokenizer/chat_templates, likewise

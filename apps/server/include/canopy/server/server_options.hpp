@@ -48,6 +48,10 @@ struct server_options {
                                               // connections: past it, 503
   std::size_t max_sample_tokens = 4096;     // max_tokens of one sample request (and
                                             // of a completion)
+  std::size_t max_generated_tokens = 1u << 18; // prompts x n x max_tokens of one
+                                               // sample or completion request: 400
+  std::size_t generation_budget_tokens = 1u << 20; // those of every request in flight:
+                                                   // past it, 503
   std::string served_model_name;            // the OpenAI routes' model id; empty: the
                                             // model's file or folder name
 };
