@@ -96,12 +96,31 @@ void flush_if_due(batcher_pointer self) {
   if (st.preparing || st.pending.empty())
     return;
   if (!st.workers.any_alive()) {
+    // Note [rejoin patience]: a front whose nodes are all lost (or not joined yet) keeps
+    // its queries for rejoin_patience; a node back within it (restarted, reconnected)
+    // takes them. Past it, or with no remote nodes, they fail.
+    const auto patience = st.options.rejoin_patience;
+    if (!st.workerless_since)
+      st.workerless_since = now(self);
+    if (now(self) < *st.workerless_since + patience) {
+      st.flush_timer.arm(self, *st.workerless_since + patience, flush_atom::value);
+      return;
+    }
     fail_pending(self, make_error(errc::no_workers,
                                   (st.workers.size() == 0 ? "no worker has joined the engine"
                                                           : "every worker was lost") +
+                                    (patience.count() > 0
+                                       ? " and none came back within " +
+                                           std::to_string(std::chrono::duration_cast<
+                                                            std::chrono::milliseconds>(patience)
+                                                            .count()) +
+                                           " ms"
+                                       : std::string{}) +
                                     st.metrics->remote_nodes_summary()));
+    st.workerless_since.reset();
     return;
   }
+  st.workerless_since.reset();
   // Note [idle flush]: queries sent together (the particles of an SMC step) reach us
   // one message after another. Flushing for an idle worker at the first would send it
   // alone and the rest a pass later; a message to ourselves queues behind those

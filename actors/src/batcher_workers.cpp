@@ -102,11 +102,11 @@ void lose_worker(batcher_pointer self, cache::worker_id w, const worker_actor& h
       jobs.push_back(id);
   for (auto id : jobs)
     send_uncached(self, id);
-  if (!st.workers.any_alive())
+  if (!st.workers.any_alive() && st.options.rejoin_patience.count() == 0)
     fail_pending(self, make_error(errc::worker_lost, label(st.workers, w) + " was lost (" +
                                                        why + ") and no worker is left" +
                                                        st.metrics->remote_nodes_summary()));
-  maybe_flush(self);
+  maybe_flush(self); // with rejoin patience, the queries wait (Note [rejoin patience])
 }
 
 void on_worker_down(batcher_pointer self, const caf::actor_addr& source,

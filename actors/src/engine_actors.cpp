@@ -147,6 +147,9 @@ engine_actors spawn_engine_actors(caf::actor_system& sys, const engine_config& c
   batch_opts.plan.rows_at_every_position = config.rows_at_every_position && config.cache_enabled;
   batch_opts.plan.kv_reuse = config.cache_enabled && config.kv_reuse;
   batch_opts.pass_timeout = from_ms(config.pass_timeout_ms);
+  // A lost node that comes back within the timeout takes the queries that waited.
+  if (!config.remote_workers.empty())
+    batch_opts.rejoin_patience = from_ms(config.worker_timeout_ms);
   out.batcher = sys.spawn(batcher, batch_opts, out.cache, out.metrics);
   // Before any front exists, so the wiring and the workers precede every lookup.
   caf::anon_send(out.cache, connect_atom::value, out.batcher);

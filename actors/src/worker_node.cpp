@@ -131,6 +131,9 @@ worker_node::~worker_node() { impl_->shut_down(*this); }
 
 std::uint16_t worker_node::port() const { return impl_->listen.port; }
 const std::string& worker_node::host() const { return impl_->listen.host; }
+std::string worker_node::address() const {
+  return actors::peer_label(impl_->listen.host, impl_->listen.port);
+}
 const backends::model_info& worker_node::model() const { return impl_->model; }
 const std::vector<std::string>& worker_node::devices() const { return impl_->devices; }
 

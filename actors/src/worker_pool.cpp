@@ -16,8 +16,8 @@ std::string admission_problem(const backends::model_info& served,
                               const messages::worker_description& worker) {
   const auto& m = worker.model;
   auto differs = [&](const char* what, const std::string& theirs, const std::string& ours) {
-    return describe(worker) + " serves " + what + " " + theirs + " (" + m.name +
-           ") but this engine serves " + ours + " (" + served.name + ")";
+    return describe(worker) + " serves " + what + " " + theirs + " (" + backends::public_name(m) +
+           ") but this engine serves " + ours + " (" + backends::public_name(served) + ")";
   };
   if (!served.architecture.empty() && m.architecture != served.architecture)
     return differs("architecture", m.architecture, served.architecture);

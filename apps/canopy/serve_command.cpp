@@ -30,8 +30,9 @@ const char* const usage =
     "Usage: canopy serve [--host H] [--port P] [--auth-token-file F] [options]\n"
     "                    [engine settings]\n\n"
     "Serves the engine over HTTP/1.1 (README: \"HTTP API\"): POST /v1/logprobs,\n"
-    "/v1/sample, /v1/tokenize, /v1/detokenize, /v1/cache/kv, /v1/cache/clear; GET\n"
-    "/v1/vocab, /v1/tokenizer/merges, /v1/model, /healthz, /metrics.\n"
+    "/v1/sample, /v1/completions, /v1/tokenize, /v1/detokenize, /v1/cache/kv,\n"
+    "/v1/cache/clear; GET /v1/vocab, /v1/tokenizer/merges, /v1/tokenizer/chat_templates,\n"
+    "/v1/model, /v1/models, /healthz, /metrics.\n"
     "Prints 'canopy serve: listening on http://HOST:PORT' once it accepts connections.\n"
     "SIGTERM or SIGINT: stops accepting, answers what is in flight (for\n"
     "--drain-timeout-ms at most; a second signal: at once), exits 0.\n";
@@ -78,6 +79,9 @@ std::vector<flag_spec> serve_flags() {
      "default: the model's file or folder name"},
   };
 }
+
+/// Fewer characters than this in an auth token get a warning at start.
+constexpr std::size_t min_auth_token_chars = 16;
 
 std::string read_token_file(const std::string& path) {
   std::ifstream in(path);
@@ -151,6 +155,11 @@ int serve_command(const std::vector<std::string>& argv) {
     std::cerr << "canopy serve: WARNING: listening on " << options.host
               << " with no --auth-token-file: anyone who can reach this port can use the "
                  "engine\n";
+  // A short token is guessed: a client may try many per second, unthrottled.
+  if (!options.auth_token.empty() && options.auth_token.size() < min_auth_token_chars)
+    std::cerr << "canopy serve: WARNING: the auth token has " << options.auth_token.size()
+              << " characters; one that is not guessed has " << min_auth_token_chars
+              << " or more random ones (openssl rand -hex 16)\n";
   const auto gateway_count = args.count("gateways", core_count(), 1);
   // A client that closes its socket mid-answer must not kill the server.
   std::signal(SIGPIPE, SIG_IGN);

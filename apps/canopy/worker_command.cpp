@@ -94,7 +94,7 @@ int worker_command(const std::vector<std::string>& argv) {
   action.sa_handler = on_stop_signal;
   sigaction(SIGTERM, &action, nullptr);
   sigaction(SIGINT, &action, nullptr);
-  std::cout << "canopy worker: listening on " << node.host() << ':' << node.port() << ", model "
+  std::cout << "canopy worker: listening on " << node.address() << ", model "
             << node.model().name << ", devices [" << joined(node.devices()) << "]" << std::endl;
   const int received = wait_for_stop_signal();
   std::cerr << "canopy worker: " << (received == SIGTERM ? "SIGTERM" : "SIGINT")

@@ -4,6 +4,7 @@
 #include <canopy/backends/model_fingerprint.hpp>
 #include <canopy/backends/torch_backend.hpp>
 
+#include <filesystem>
 #include <stdexcept>
 
 namespace canopy::backends {
@@ -72,6 +73,14 @@ model_info describe_model(const backend_spec& spec) {
   info.dtype = spec.torch.dtype;
   info.kv_dtype = served_kv_dtype(spec.torch);
   return info;
+}
+
+std::string public_name(const model_info& info) {
+  const auto space = info.name.find(' ');
+  if (space == std::string::npos)
+    return info.name;
+  return info.name.substr(0, space + 1) +
+         std::filesystem::path(info.name.substr(space + 1)).filename().string();
 }
 
 } // namespace canopy::backends

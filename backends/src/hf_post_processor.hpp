@@ -17,6 +17,9 @@ class post_processor {
 public:
   /// A null spec adds nothing.
   explicit post_processor(const json_node& spec);
+  /// Throws (through `spec`, this post-processor's node) when a special token's id is
+  /// not one of the tokenizer's `vocab` ids: every text would fail to encode.
+  void require_ids_below(std::size_t vocab, const json_node& spec) const;
   /// The ids of one encoded sequence with the template's special tokens around them.
   std::vector<cache::token_id> apply(std::vector<cache::token_id> ids) const;
 

@@ -40,6 +40,7 @@ struct hf_tokenizer::parts {
     if (root.has("truncation"))
       root.at("truncation").fail("is set; truncating encodings is not supported");
     build_tokens();
+    post.require_ids_below(tokens.size(), root.at("post_processor"));
   }
 
   static hf::bpe_model read_model(const hf::json_node& root, bool byte_level) {

@@ -26,6 +26,11 @@ at::Tensor load_weight(const checkpoint& ckpt, const std::string& name, at::Scal
   const auto& view = found->second;
   auto host = at::empty(view.shape, at::TensorOptions().dtype(scalar_type(view.dtype)));
   std::memcpy(host.data_ptr(), view.data, host.numel() * element_size(view.dtype));
+  // A NaN or infinite weight makes every answer NaN (null in JSON) with no error: refused
+  // here, by name, while the bytes are in cache anyway.
+  if (!at::isfinite(host).all().item<bool>())
+    throw checkpoint_error(ckpt.source + ": tensor '" + name +
+                           "' holds NaN or infinite values; its every answer would be NaN");
   return host.to(device, dtype);
 }
 

@@ -13,6 +13,7 @@
 #include "cluster_support.hpp"
 #include "http_test_client.hpp"
 #include "scratch_files.hpp"
+#include "shared_fixtures.hpp"
 
 #include <canopy/actor_system_setup.hpp>
 #include <canopy/actors/cluster_middleman.hpp>
@@ -28,6 +29,9 @@
 #include <fstream>
 #include <optional>
 #include <set>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 using namespace canopy::testing;
 using namespace std::chrono_literals;
@@ -74,6 +78,26 @@ TEST(cluster_admission, a_node_serving_another_model_is_refused_naming_both_fing
   EXPECT_NE(why.find(other.address()), std::string::npos) << why;
   expect_serving(front);
   EXPECT_EQ(front.stats().workers.size(), 1u) << "only the good node's device joined";
+}
+
+TEST(cluster_admission, refusals_name_models_by_file_never_by_where_they_live) {
+  CANOPY_SHARED_PATH_OR_SKIP(stories, "models/stories260K/stories260K.bin");
+  CANOPY_SHARED_PATH_OR_SKIP(aidreams, "models/aidreams260K/aidreams260K.bin");
+  worker_process node({"--model", stories.string()});
+  auto config = front_config({node.address()}, canopy::engine_config{});
+  config.model = aidreams.string();
+  engine front{config};
+  const auto why = refusal_of(front, node.address());
+  EXPECT_NE(why.find("(llama stories260K.bin)"), std::string::npos) << why;
+  EXPECT_NE(why.find("(llama aidreams260K.bin)"), std::string::npos) << why;
+  EXPECT_EQ(why.find(stories.parent_path().string()), std::string::npos) << why;
+  try {
+    front.next_token_logprobs_sync({1, 2});
+    ADD_FAILURE() << "a front with no admitted worker answered";
+  } catch (const canopy::error& e) {
+    EXPECT_EQ(std::string(e.what()).find(aidreams.parent_path().string()), std::string::npos)
+      << e.what();
+  }
 }
 
 TEST(cluster_admission, a_node_with_another_vocabulary_is_refused_even_by_a_front_with_no_fingerprint) {
@@ -292,6 +316,24 @@ TEST(cluster_admission, failed_tls_handshakes_disturb_no_other_tls_connection) {
   std::this_thread::sleep_for(3s); // the plain node is retried meanwhile
   expect_undisturbed(front, tls_node.address());
   EXPECT_NE(node_at(front.stats(), plain_node.address())->state, "admitted");
+}
+
+TEST(cluster_admission, a_node_on_ipv6_loopback_names_itself_in_brackets_and_serves) {
+  const int probe = ::socket(AF_INET6, SOCK_STREAM, 0);
+  sockaddr_in6 loopback{};
+  loopback.sin6_family = AF_INET6;
+  loopback.sin6_addr = in6addr_loopback;
+  const bool ipv6 = probe >= 0 && ::bind(probe, reinterpret_cast<sockaddr*>(&loopback),
+                                         sizeof loopback) == 0;
+  if (probe >= 0)
+    ::close(probe);
+  if (!ipv6)
+    GTEST_SKIP() << "no IPv6 loopback on this machine";
+  // The marker holds the brackets: without them the node is never seen listening.
+  canopy_process node(worker_args(flags_with({"--listen", "[::1]:0"})),
+                      "canopy worker: listening on [::1]:");
+  engine front{front_config({"[::1]:" + std::to_string(node.port())})};
+  expect_serving(front);
 }
 
 TEST(cluster_admission, a_node_beyond_loopback_without_a_token_refuses_to_start) {

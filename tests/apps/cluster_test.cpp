@@ -11,6 +11,7 @@
 #include <canopy/engine.hpp>
 
 #include <csignal>
+#include <future>
 #include <map>
 #include <mutex>
 #include <regex>
@@ -225,6 +226,31 @@ TEST(cluster, a_restarted_worker_is_admitted_again_on_its_port_and_takes_passes)
   const auto s = front.stats();
   EXPECT_GT(worker_on(s, address)->passes, before);
   EXPECT_EQ(worker_on(s, address)->kv_budget_bytes, canopy::engine_config{}.kv_budget_bytes);
+}
+
+// A front whose only node is lost holds its queries for worker_timeout_ms: a node back
+// within it (here restarted on its port) answers them; they failed at once before.
+TEST(cluster, queries_wait_for_a_lost_node_that_comes_back_within_the_timeout) {
+  auto node = std::make_unique<worker_process>(cluster_mock_flags);
+  const auto address = node->address();
+  const auto port = std::to_string(node->port());
+  auto config = front_config({address});
+  config.worker_timeout_ms = 8000;
+  engine front{config};
+  ASSERT_TRUE(eventually(front, [&](const engine_stats& s) {
+    return worker_on(s, address) && worker_on(s, address)->state == "active";
+  }));
+  node->signal(SIGKILL);
+  node->wait(5s);
+  ASSERT_TRUE(eventually(front, [&](const engine_stats& s) {
+    return worker_on(s, address)->state == "lost";
+  }));
+  const token_seq tokens = {5, 6, 7};
+  auto waiting = front.next_token_logprobs(tokens);
+  std::this_thread::sleep_for(300ms);
+  node = std::make_unique<worker_process>(flags_with({"--listen", "127.0.0.1:" + port}));
+  ASSERT_EQ(waiting.wait_for(15s), std::future_status::ready);
+  EXPECT_TRUE(is_mock_row(waiting.get(), tokens));
 }
 
 TEST(cluster, sigterm_finishes_the_pass_in_flight_and_exits_0) {

@@ -82,6 +82,18 @@ TEST(serve_memory, a_reader_that_stalls_holds_the_answer_budget_until_it_is_clos
   EXPECT_NE(busy.body.find("--answer-budget-bytes"), std::string::npos) << busy.body;
   // Small answers still fit beside it.
   EXPECT_EQ(exchange(server.port(), logprobs_request(1, false)).status, 200);
+  // /metrics shows what it holds.
+  const auto metrics = exchange(server.port(), make_request("GET", "/metrics")).body;
+  const std::string used = "canopy_http_budget_used{budget=\"answers\",unit=\"bytes\"} ";
+  const auto at = metrics.find(used);
+  ASSERT_NE(at, std::string::npos) << metrics;
+  EXPECT_GT(std::stoull(metrics.substr(at + used.size())), 60'000'000u);
+  EXPECT_NE(metrics.find("canopy_http_budget_limit{budget=\"answers\",unit=\"bytes\"} 120000000"),
+            std::string::npos);
+  EXPECT_NE(metrics.find("canopy_http_budget_used{budget=\"bodies\",unit=\"bytes\"}"),
+            std::string::npos);
+  EXPECT_NE(metrics.find("canopy_http_budget_used{budget=\"generation\",unit=\"tokens\"} 0"),
+            std::string::npos);
   // The stalled reader is closed after a second; then the same answer fits again.
   const auto start = std::chrono::steady_clock::now();
   int status = 0;

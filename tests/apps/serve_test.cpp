@@ -296,6 +296,19 @@ TEST(serve_auth, a_bearer_token_guards_everything_but_health) {
   EXPECT_EQ(server.stop(10s), 0);
 }
 
+TEST(serve_auth, a_short_token_is_warned_about_at_start) {
+  scratch_dir dir;
+  const auto short_token = dir.path() / "short";
+  std::ofstream(short_token) << "s3cret\n";
+  serve_process warned(with({"--auth-token-file", short_token.string()}));
+  EXPECT_NE(warned.err().find("the auth token has 6 characters"), std::string::npos)
+    << warned.err();
+  const auto long_token = dir.path() / "long";
+  std::ofstream(long_token) << std::string(32, 'k') << "\n";
+  serve_process quiet(with({"--auth-token-file", long_token.string()}));
+  EXPECT_EQ(quiet.err().find("auth token has"), std::string::npos) << quiet.err();
+}
+
 TEST(serve_auth, a_token_file_with_surrounding_whitespace_holds_the_token_alone) {
   scratch_dir dir;
   const auto token_file = dir.path() / "token";
@@ -430,6 +443,33 @@ TEST(serve_limits, a_completion_counts_every_choice_it_generates) {
   EXPECT_EQ(many.status, 400) << many.body;
   EXPECT_EQ(error_code(many), "generation_too_large");
   EXPECT_EQ(ask(3).status, 200) << "90 tokens fit";
+}
+
+TEST(serve_limits, a_prompt_id_outside_the_vocabulary_is_refused_before_anything_is_sent) {
+  CANOPY_SHARED_PATH_OR_SKIP(gpt2, "models/gpt2-synthetic");
+  serve_process server(flags_with({"--tokenizer", gpt2.string()}, {"--backend", "mock"}));
+  for (const bool stream : {false, true}) {
+    const auto reply = exchange(
+      server.port(), json_post("/v1/completions", json{{"model", "mock"},
+                                                       {"prompt", {1, 99999}},
+                                                       {"echo", true},
+                                                       {"max_tokens", 0},
+                                                       {"stream", stream}}.dump()));
+    EXPECT_EQ(reply.status, 400) << "stream " << stream << ": " << reply.body;
+    EXPECT_EQ(error_code(reply), "token_out_of_range");
+    EXPECT_NE(reply.body.find("token id 99999 at position 1"), std::string::npos) << reply.body;
+  }
+}
+
+TEST(serve_limits, an_unknown_model_is_named_back_but_not_whole) {
+  serve_process server(mock_flags);
+  const auto reply = exchange(server.port(),
+                              json_post("/v1/completions", json{{"model", std::string(1u << 20, 'm')},
+                                                                {"prompt", "x"}}.dump()));
+  EXPECT_EQ(reply.status, 404);
+  EXPECT_EQ(error_code(reply), "model_not_found");
+  EXPECT_LT(reply.body.size(), 1000u) << "the 1 MB name was echoed";
+  EXPECT_NE(reply.body.find("mmm..."), std::string::npos) << reply.body;
 }
 
 TEST(serve_startup, a_port_in_use_is_a_clear_error) {

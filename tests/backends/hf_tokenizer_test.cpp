@@ -196,6 +196,14 @@ TEST(hf_tokenizer, every_unimplemented_component_is_refused_by_name) {
      },
      {"byte <0x61>", "has none"}},
     {[](json& t) { t["model"]["vocab"]["x1"] = 0; }, {"id 0 is given to two pieces"}},
+    {[](json& t) {
+       t["post_processor"] = {
+         {"type", "TemplateProcessing"},
+         {"single", {{{"SpecialToken", {{"id", "<s>"}, {"type_id", 0}}}},
+                     {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}}},
+         {"special_tokens", {{"<s>", {{"id", "<s>"}, {"ids", {99999}}, {"tokens", {"<s>"}}}}}}};
+     },
+     {"post_processor", "special token id 99999", "outside the vocabulary of 256 ids"}},
   };
   for (const auto& c : cases) {
     canopy::testing::scratch_dir dir;

@@ -13,6 +13,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <vector>
 #include <fstream>
 #include <stdexcept>
 #include <string>
@@ -212,6 +216,25 @@ TEST(torch_backend_rope, a_context_of_2_to_the_30_costs_nothing_at_load_and_chan
   ASSERT_EQ(a.items.size(), 1u);
   EXPECT_EQ(a.items[0].logprobs, b.items[0].logprobs)
     << "the same positions, the same tables, whatever the declared context";
+}
+
+TEST(torch_backend_load, a_nan_weight_is_refused_naming_its_tensor) {
+  CANOPY_SHARED_PATH_OR_SKIP(path, "models/stories260K/stories260K.bin");
+  auto ckpt = load_checkpoint(path);
+  auto& norm = ckpt.tensors.at("model.norm.weight");
+  ASSERT_EQ(norm.dtype, weight_dtype::f32);
+  auto poisoned = std::make_shared<std::vector<float>>(static_cast<std::size_t>(numel(norm)));
+  std::memcpy(poisoned->data(), norm.data, byte_size(norm));
+  (*poisoned)[3] = std::numeric_limits<float>::quiet_NaN();
+  norm.data = reinterpret_cast<const std::byte*>(poisoned->data());
+  try {
+    make_torch_backend(ckpt, "cpu", torch_options{});
+    ADD_FAILURE() << "a NaN weight loaded";
+  } catch (const checkpoint_error& e) {
+    EXPECT_NE(std::string(e.what()).find("'model.norm.weight' holds NaN or infinite values"),
+              std::string::npos)
+      << e.what();
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(shared_models, torch_backend_fidelity,

@@ -50,6 +50,24 @@ TEST(http_limits, chunked_bodies_are_read_whole_within_the_limit_and_refused_ove
   EXPECT_EQ(handler.calls(0).size(), 1u);
 }
 
+// A chunk extension (or a trailer) longer than the read buffer cannot be parsed however
+// long the server reads: it waited for the body timeout, then answered 408.
+TEST(http_limits, a_chunk_line_longer_than_the_read_buffer_gets_400_at_once) {
+  scripted_handler handler;
+  auto options = test_options();
+  options.max_header_bytes = 1024;
+  options.body_timeout = std::chrono::milliseconds(30000);
+  running_server server(options, handler);
+  test_client client(server.port());
+  ASSERT_TRUE(client.send("POST /c HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n"
+                          "5;ext=" + std::string(64u << 10, 'e')));
+  auto response = client.read_response(3s);
+  expect_error(response, 400, "malformed_http");
+  EXPECT_NE(response->body.find("chunk extension or trailer is longer than"), std::string::npos)
+    << response->body;
+  EXPECT_TRUE(handler.calls(0).empty());
+}
+
 TEST(http_limits, a_header_section_over_the_limit_gets_431) {
   scripted_handler handler;
   auto options = test_options();

@@ -43,6 +43,8 @@ public:
 
   std::uint16_t port() const;
   const std::string& host() const;
+  /// "host:port", an IPv6 host in brackets ("[::1]:7101"), as fronts name the node.
+  std::string address() const;
   const backends::model_info& model() const;
   const std::vector<std::string>& devices() const;
 

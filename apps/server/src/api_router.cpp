@@ -11,7 +11,6 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
-#include <filesystem>
 
 namespace canopy::server {
 
@@ -29,16 +28,13 @@ bool wants_binary(const http_request& request) {
 }
 
 /// The model's architecture, and the name of the file or folder it was read from ("" for
-/// none): model_info::name is "<architecture> <source>", and where it lives is not for
-/// clients to know.
+/// none), as backends::public_name gives them.
 std::pair<std::string, std::string> model_names(const canopy::engine& engine) {
-  const auto& name = engine.model().name;
+  const auto name = backends::public_name(engine.model());
   const auto space = name.find(' ');
-  std::string source =
-      space == std::string::npos
-          ? std::string()
-          : std::filesystem::path(name.substr(space + 1)).filename().string();
-  return {name.substr(0, space), std::move(source)};
+  if (space == std::string::npos)
+    return {name, {}};
+  return {name.substr(0, space), name.substr(space + 1)};
 }
 
 std::string model_body(const canopy::engine& engine) {
@@ -127,6 +123,8 @@ api_router::api_router(canopy::engine& engine, std::vector<gateway_actor> gatewa
       started_(std::chrono::duration_cast<std::chrono::seconds>(
                  std::chrono::system_clock::now().time_since_epoch())
                  .count()) {
+  metrics_->watch_budget("answers", "bytes", answers_);
+  metrics_->watch_budget("generation", "tokens", generation_);
   if (model_id_.empty()) {
     auto [architecture, source] = model_names(engine);
     model_id_ = source.empty() ? architecture : source;

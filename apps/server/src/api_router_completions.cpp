@@ -182,10 +182,13 @@ void api_router::completions(request_id id, const http_request& request, respond
   auto* req = parsed_or_respond(result, respond);
   if (!req)
     return;
-  if (req->model != model_id_)
+  if (req->model != model_id_) {
+    // Named back, but not whole: a client's 1 MB name is not echoed.
+    const auto named = req->model.size() <= 80 ? req->model : req->model.substr(0, 80) + "...";
     return respond(to_response({404, "model_not_found",
-                                "the model `" + req->model + "` does not exist; this server "
+                                "the model `" + named + "` does not exist; this server "
                                 "serves `" + model_id_ + "`"}));
+  }
   if (!engine_.has_tokenizer())
     return respond(to_response(from_engine_error(
       messages::errc::no_tokenizer, "completions need the model's tokenizer, and it has none")));
@@ -206,6 +209,16 @@ void api_router::completions(request_id id, const http_request& request, respond
          "this model's maximum context length is " + std::to_string(context) +
            " tokens; prompt " + std::to_string(p) + " has " + std::to_string(ids->size()) +
            " and max_tokens asks for " + std::to_string(r.max_tokens) + " more"}));
+    // Checked before anything is sent: echo with max_tokens 0 would answer 200 with
+    // them, and a stream would have sent its 200 and echo before the engine refused.
+    const auto vocab = engine_.vocab_size();
+    for (std::size_t i = 0; i < ids->size(); ++i)
+      if ((*ids)[i] < 0 || (*ids)[i] >= vocab)
+        return respond(to_response(
+          {400, "token_out_of_range",
+           "prompt " + std::to_string(p) + ": token id " + std::to_string((*ids)[i]) +
+             " at position " + std::to_string(i) + " is outside [0, " + std::to_string(vocab) +
+             ")"}));
     run->prompt_tokens += ids->size();
     run->prompts.push_back(std::move(*ids));
   }

@@ -65,6 +65,7 @@ http_server::impl::impl(server_options options, request_handler& handler,
       io(static_cast<int>(std::max<std::uint32_t>(1, context.options.io_threads))),
       control(asio::make_strand(io)), acceptor(control), retry(control),
       drain_watch(control) {
+  context.metrics->watch_budget("bodies", "bytes", context.bodies);
   const auto& host = context.options.host;
   auto service = std::to_string(context.options.port);
   error_code ec;

@@ -540,9 +540,18 @@ void http_session::read() {
   buffer_.consume(phase_ == phase::lingering ? buffer_.size() : parsed_);
   parsed_ = 0;
   auto room = buffer_.max_size() - buffer_.size();
-  // Full: a complete request waits its turn; reading resumes once it is dispatched.
-  if (room == 0)
-    return;
+  if (room == 0) {
+    // In a body, what fills the buffer unparsed is one chunk-size line, extension or
+    // trailer that the parser cannot finish: no reading will, so it fails now (it
+    // waited for the body timeout, then got a misleading 408).
+    if (phase_ == phase::body) {
+      fail(error_response(400, "malformed_http",
+                          "a chunk-size line, chunk extension or trailer is longer than " +
+                            std::to_string(buffer_.max_size()) + " bytes"));
+      return advance();
+    }
+    return; // full of a complete request, which waits its turn
+  }
   reading_ = true;
   socket_.async_read_some(buffer_.prepare(std::min(room, read_chunk_bytes)),
                           [self = shared_from_this()](error_code ec, std::size_t bytes) {

@@ -256,6 +256,13 @@ void append_server(exposition& x, const server_stats& s) {
            s.bytes_sent);
   x.single("canopy_http_cancelled_requests_total", counter,
            "Requests whose client left before the answer.", s.cancelled_requests);
+  x.family("canopy_http_budget_used", gauge,
+           "What each budget holds now: answers and bodies in bytes, generation in tokens.");
+  for (const auto& b : s.budgets)
+    x.sample("canopy_http_budget_used", "", {{"budget", b.name}, {"unit", b.unit}}, b.used);
+  x.family("canopy_http_budget_limit", gauge, "Each budget's limit (its flag).");
+  for (const auto& b : s.budgets)
+    x.sample("canopy_http_budget_limit", "", {{"budget", b.name}, {"unit", b.unit}}, b.limit);
 }
 
 } // namespace

@@ -55,7 +55,15 @@ server_stats server_metrics::snapshot() const {
   stats.cancelled_requests = cancelled_.load(std::memory_order_relaxed);
   std::lock_guard<std::mutex> lock(mutex_);
   stats.requests.assign(requests_.begin(), requests_.end());
+  for (const auto& w : budgets_)
+    stats.budgets.push_back({w.name, w.unit, w.budget->used(), w.budget->limit()});
   return stats;
+}
+
+void server_metrics::watch_budget(std::string name, std::string unit,
+                                  std::shared_ptr<const byte_budget> budget) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  budgets_.push_back({std::move(name), std::move(unit), std::move(budget)});
 }
 
 std::string server_metrics::route_label(std::string_view target) {

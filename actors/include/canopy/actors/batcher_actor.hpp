@@ -48,6 +48,9 @@ struct batcher_options {
   bool merge_duplicates = true;
   plan_options plan;
   caf::timespan pass_timeout{std::chrono::minutes(10)};
+  /// How long queries wait for a worker while none is alive (a front whose nodes are
+  /// all lost, or not joined yet: worker_timeout_ms); 0: they fail at once.
+  caf::timespan rejoin_patience{0};
 };
 
 using entry_id = std::uint64_t;
@@ -126,6 +129,8 @@ struct batcher_state {
   bool preparing = false;                // one prepare at a time
   earliest_timer flush_timer;            // for the first waiting query's window
   earliest_timer pass_watch;             // for the earliest running pass's pass_timeout
+  /// Since when no worker is alive while queries wait (rejoin_patience); none: one is.
+  std::optional<caf::actor_clock::time_point> workerless_since;
   bool idle_check_queued = false;      // an idle_atom is on its way to us
   bool burst_enqueued = false;         // handling that idle_atom
   // Passes' round trip, a moving average (Note [idle gather] in batcher_actor.cpp).

@@ -72,6 +72,11 @@ struct model_info {
                                         // worker (backend_i::demote_kv); 0: none
 };
 
+/// `info.name` as clients may see it: the architecture and the file or folder name the
+/// model was read from, without the folders above it ("llama stories260K.bin"); where
+/// a model lives on the server is not theirs to know.
+std::string public_name(const model_info& info);
+
 class backend_i {
 public:
   virtual ~backend_i() = default;

@@ -3,6 +3,7 @@
 // Thread contract: every member function from any thread.
 
 #include <canopy/actors/bucket_histogram.hpp>
+#include <canopy/server/byte_budget.hpp>
 #include <canopy/engine_stats.hpp>
 
 #include <atomic>
@@ -10,12 +11,21 @@
 #include <cstdint>
 #include <mutex>
 #include <map>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
 
 namespace canopy::server {
+
+/// What one of the server's budgets holds now (server_metrics::watch_budget).
+struct budget_use {
+  std::string name;  // "answers", "bodies", "generation"
+  std::string unit;  // "bytes", "tokens"
+  std::uint64_t used = 0;
+  std::uint64_t limit = 0;
+};
 
 struct server_stats {
   std::uint64_t connections_open = 0;
@@ -28,6 +38,7 @@ struct server_stats {
   std::uint64_t bytes_received = 0;        // request bodies
   std::uint64_t bytes_sent = 0;            // response bodies
   std::uint64_t cancelled_requests = 0;    // client left before its answer
+  std::vector<budget_use> budgets;         // as they stand at the snapshot
 };
 
 class server_metrics {
@@ -40,6 +51,9 @@ public:
   /// A response was written for a request to `target` (the query string is ignored).
   void request_done(std::string_view target, int status, std::chrono::nanoseconds took,
                     std::size_t body_in, std::size_t body_out);
+  /// Reports `budget` (counting `unit`s) under `name` in every snapshot from now on.
+  void watch_budget(std::string name, std::string unit,
+                    std::shared_ptr<const byte_budget> budget);
   server_stats snapshot() const;
 
   /// The label /metrics uses for a request target.
@@ -51,6 +65,11 @@ private:
   actors::bucket_histogram seconds_;
   mutable std::mutex mutex_;
   std::map<std::pair<std::string, int>, std::uint64_t> requests_; // guarded by mutex_
+  struct watched {
+    std::string name, unit;
+    std::shared_ptr<const byte_budget> budget;
+  };
+  std::vector<watched> budgets_; // guarded by mutex_
 };
 
 } // namespace canopy::server
