@@ -9,6 +9,7 @@
 // CAF: a BASP header claiming 4 GiB costs it nothing, a stranger speaking CAF finds no
 // actor, and a peer that never answers the challenge is dropped in time. Past the gate,
 // a peer with the token can neither kill the gate nor end another front's session.
+// Refusals name models by file, never by path; a node on [::1] says so in brackets.
 
 #include "cluster_support.hpp"
 #include "http_test_client.hpp"
