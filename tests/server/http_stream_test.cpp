@@ -30,6 +30,7 @@ std::shared_ptr<body_stream> open_stream(scripted_handler& handler, test_client&
   head.content_type = "text/event-stream";
   head.body = "data: one\n\n";
   head.stream = rest;
+  head.stream_cut = "data: cut\n\n";
   calls[0].respond(std::move(head));
   return rest;
 }
@@ -152,6 +153,25 @@ TEST(http_stream, a_drain_lets_a_stream_finish_then_closes) {
   EXPECT_EQ(streamed->body, "data: one\n\ndata: two\n\n");
   EXPECT_TRUE(client.closed_within(2s));
   EXPECT_TRUE(server.wait_stopped(2s));
+}
+
+// At the drain deadline a stream still open was cut mid-body with no word: it now ends
+// properly, with its cut piece (an error event), within a second.
+TEST(http_stream, a_stream_open_at_the_drain_deadline_ends_with_its_cut_piece) {
+  scripted_handler handler(scripted_handler::mode::hold);
+  auto options = test_options();
+  options.drain_timeout = std::chrono::milliseconds(300);
+  running_server server(options, handler);
+  test_client client(server.port());
+  auto rest = open_stream(handler, client, completions_request);
+  rest->push("data: two\n\n");
+  server.stop();
+  auto streamed = client.read_response(3s);
+  ASSERT_TRUE(streamed) << "the chunked body ended properly";
+  EXPECT_EQ(streamed->body, "data: one\n\ndata: two\n\ndata: cut\n\n");
+  EXPECT_TRUE(client.closed_within(2s));
+  EXPECT_TRUE(server.wait_stopped(3s));
+  rest->push("data: late\n\n"); // the handler's later pieces are harmless
 }
 
 } // namespace

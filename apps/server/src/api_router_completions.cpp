@@ -75,6 +75,12 @@ void emit(completion_run& run, std::string text) {
   head.headers.emplace_back("Cache-Control", "no-cache");
   head.body = std::move(text);
   head.stream = run.stream;
+  head.stream_cut = "data: " +
+                    dump({{"error", {{"code", "shutting_down"},
+                                     {"message", "the server stopped before this completion "
+                                                 "ended"},
+                                     {"type", "server_error"}}}}) +
+                    "\n\n";
   head.reserved = run.held;
   run.respond(std::move(head));
 }

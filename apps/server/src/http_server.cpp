@@ -174,7 +174,8 @@ void http_server::impl::watch_drain() {
     return;
   }
   if (std::chrono::steady_clock::now() >= drain_deadline)
-    close_every_connection();
+    for (const auto& session : context.connections.live())
+      session->cut(); // streams end with their cut piece; the rest close
   drain_watch.expires_after(std::chrono::milliseconds(20));
   drain_watch.async_wait([this](error_code ec) {
     if (!ec)

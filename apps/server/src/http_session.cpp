@@ -60,6 +60,8 @@ constexpr std::chrono::milliseconds linger_limit{1000};
 // How often a half-closed client whose request is in flight is probed (Note [departed
 // clients]).
 constexpr std::chrono::milliseconds departure_probe_interval{1000};
+// How long a stream cut at the drain deadline has to write its last piece.
+constexpr std::chrono::milliseconds cut_grace{1000};
 
 std::string_view to_std(beast::string_view s) {
   return {s.data(), s.size()};
@@ -157,7 +159,7 @@ void frame(std::string& out, const std::string& bytes, bool chunked) {
 
 http_session::http_session(socket peer, transport_context& context)
     : context_(context), strand_(peer.get_executor()), socket_(std::move(peer)),
-      read_deadline_(strand_), write_deadline_(strand_), probe_(strand_),
+      read_deadline_(strand_), write_deadline_(strand_), probe_(strand_), cut_deadline_(strand_),
       buffer_(header_limit(context.options) + read_chunk_bytes),
       body_reserved_(context.bodies->reservation()) {
   start_request();
@@ -183,6 +185,19 @@ void http_session::drain() {
 
 void http_session::abort() {
   asio::post(strand_, [self = shared_from_this()] { self->close_now(); });
+}
+
+void http_session::cut() {
+  asio::post(strand_, [self = shared_from_this()] {
+    auto& stream = self->stream_;
+    if (self->closed_ || (stream && stream->cutting))
+      return; // closed, or being cut already (the drain asks again every few ms)
+    if (!stream || !stream->chunked || stream->ended)
+      return self->close_now();
+    stream->cutting = true;
+    self->cut_deadline_.arm(cut_grace, [self] { self->close_now(); });
+    self->write_stream();
+  });
 }
 
 void http_session::advance() {
@@ -372,6 +387,7 @@ void http_session::begin_stream(http_response head) {
   done.keep_alive = done.keep_alive && stream.chunked && !draining_;
   stream.status = head.status;
   stream.source = std::move(head.stream);
+  stream.cut_piece = std::move(head.stream_cut);
   response_reserved_ = std::move(head.reserved);
   auto wire = wire_head(head, done.version, done.keep_alive);
   wire.chunked(stream.chunked);
@@ -393,6 +409,12 @@ void http_session::write_stream() {
   auto& stream = *stream_;
   // What the handler has pushed is taken only between writes: `outgoing` is the
   // buffer being written.
+  if (stream.outgoing.empty() && !stream.ended && stream.cutting) {
+    frame(stream.outgoing, stream.cut_piece, true);
+    stream.body_bytes += stream.cut_piece.size();
+    stream.outgoing += "0\r\n\r\n";
+    stream.ended = true;
+  }
   if (stream.outgoing.empty() && !stream.ended) {
     auto [bytes, ended] = stream.source->take();
     frame(stream.outgoing, bytes, stream.chunked);
@@ -658,6 +680,7 @@ void http_session::close_now() {
   read_deadline_.disarm();
   write_deadline_.disarm();
   probe_.disarm();
+  cut_deadline_.disarm();
   after_probe_.reset();
   error_code ignored;
   socket_.close(ignored);

@@ -48,6 +48,9 @@ public:
   void drain();
   /// The server stops now: close, cancelling the request in flight.
   void abort();
+  /// The drain's time is up: as abort, but a chunked stream first ends properly with
+  /// its cut piece (http_response::stream_cut), given cut_grace to be written.
+  void cut();
 
 private:
   using clock = std::chrono::steady_clock;
@@ -120,6 +123,7 @@ private:
   expiry_timer<strand> read_deadline_;  // armed_ for the read side
   expiry_timer<strand> write_deadline_; // a write that makes no progress
   expiry_timer<strand> probe_;          // the next departure probe
+  expiry_timer<strand> cut_deadline_;   // a cut stream's last piece, written by then
 
   // Bytes read and not yet given to the parser are [parsed_, size()). It is only
   // consumed while no read is pending (a read fills its prepared tail).
@@ -158,6 +162,8 @@ private:
     int status = 200;
     std::string outgoing;    // framed bytes not yet written
     std::size_t body_bytes = 0;
+    std::string cut_piece;   // written last when the server cuts the stream
+    bool cutting = false;    // cut(): no more pieces from the handler
   };
   std::optional<stream_state> stream_;
   byte_reservation body_reserved_; // the body being read, against context_.bodies

@@ -40,6 +40,9 @@ struct http_response {
   /// handler must end. The request stays in flight (a client that leaves cancels it)
   /// until the stream has ended and been written.
   std::shared_ptr<body_stream> stream;
+  /// With a stream: its last piece when the server cuts it at the drain deadline (an
+  /// error event, say), written whole before the body's proper end.
+  std::string stream_cut;
 };
 
 using respond_fn = std::function<void(http_response)>;
