@@ -156,11 +156,15 @@ private:
 };
 
 /// Sweeps the waiting list on the multiplexer's thread a few times per handshake
-/// timeout, until the middleman ends.
+/// timeout, until the middleman ends; then closes what still waits.
 caf::behavior gate_clock(caf::event_based_actor* self, caf::io::middleman_actor middleman,
                          factory_ptr factory) {
   self->monitor(middleman);
-  self->set_down_handler([=](caf::down_msg&) { self->quit(); });
+  self->set_down_handler([=](caf::down_msg&) {
+    auto& mpx = static_cast<net::default_multiplexer&>(self->system().middleman().backend());
+    mpx.dispatch([&mpx, pending = factory->pending()] { pending->expire_all(&mpx); });
+    self->quit();
+  });
   const auto period = std::max(std::chrono::milliseconds(10),
                                factory->settings().handshake_timeout / 4);
   self->send(self, gate_tick_atom::value);

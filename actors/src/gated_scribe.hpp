@@ -54,6 +54,14 @@ public:
     waiting_.push_back({std::chrono::steady_clock::now() + timeout_, std::move(connection)});
   }
 
+  /// Closes every connection still waiting (its middleman has ended: nothing would
+  /// sweep them any more, and BASP would wait on each for good, holding the middleman).
+  void expire_all(caf::execution_unit* ctx) {
+    for (auto& waiting : waiting_)
+      waiting.connection->expire(ctx);
+    waiting_.clear();
+  }
+
   /// Drops the settled ones at the front and closes those whose time is up.
   void sweep(caf::execution_unit* ctx) {
     const auto now = std::chrono::steady_clock::now();
