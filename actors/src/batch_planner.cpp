@@ -57,32 +57,44 @@ batch_plan plan_batch(const std::vector<plan_entry>& entries, const plan_options
   plan.answers.resize(entries.size());
   std::vector<std::uint32_t> order(entries.size());
   std::iota(order.begin(), order.end(), 0u);
-  // Lexicographic order puts every prefix right before its extensions, and the
-  // longest common prefix with any earlier sequence is the one with the previous.
+  // Lexicographic order within a partition puts every prefix right before its
+  // extensions, and the longest common prefix with any earlier sequence is the one
+  // with the previous.
   std::stable_sort(order.begin(), order.end(), [&](std::uint32_t a, std::uint32_t b) {
-    return *entries[a].tokens < *entries[b].tokens;
+    return partition_order(entries[a].partition, *entries[a].tokens, entries[b].partition,
+                           *entries[b].tokens);
   });
   chain current;
-  const cache::token_seq* previous = nullptr;
+  const plan_entry* previous = nullptr;
   for (auto e : order) {
-    const auto& seq = *entries[e].tokens;
-    if (!current.entries.empty() && is_prefix_or_equal(*entries[current.entries.back()].tokens, seq)) {
+    const auto& entry = entries[e];
+    const auto& seq = *entry.tokens;
+    const auto& last = entries[current.entries.empty() ? e : current.entries.back()];
+    if (!current.entries.empty() && last.partition == entry.partition &&
+        is_prefix_or_equal(*last.tokens, seq)) {
       current.entries.push_back(e);
-      if (entries[e].kv.length < entries[current.start_entry].kv.length)
+      if (entry.kv.length < entries[current.start_entry].kv.length)
         current.start_entry = e;
-    } else if (options.kv_reuse && previous &&
-               common_prefix(*previous, seq) > entries[e].kv.length) {
+    } else if (options.kv_reuse && previous && previous->partition == entry.partition &&
+               common_prefix(*previous->tokens, seq) > entry.kv.length) {
       plan.deferred.push_back(e); // shares uncached tokens with an earlier entry
     } else {
       if (!current.entries.empty())
         emit_item(current, entries, options, plan);
       current = chain{{e}, e};
     }
-    previous = &seq;
+    previous = &entry;
   }
   if (!current.entries.empty())
     emit_item(current, entries, options, plan);
   return plan;
+}
+
+bool partition_order(std::string_view partition_a, const cache::token_seq& a,
+                     std::string_view partition_b, const cache::token_seq& b) {
+  if (partition_a != partition_b)
+    return partition_a < partition_b;
+  return a < b;
 }
 
 std::uint32_t common_prefix(const cache::token_seq& a, const cache::token_seq& b) {
@@ -132,15 +144,19 @@ std::vector<entry_route> route_entries(const std::vector<routing_entry>& entries
       out[e] = {std::nullopt, true};
     return out;
   }
-  // Families: in lexicographic order, each entry sharing a first token with the next.
+  // Families: in lexicographic order, each entry sharing a first token (in its
+  // partition) with the next.
   std::stable_sort(unplaced.begin(), unplaced.end(), [&](std::uint32_t a, std::uint32_t b) {
-    return *entries[a].tokens < *entries[b].tokens;
+    return partition_order(entries[a].partition, *entries[a].tokens, entries[b].partition,
+                           *entries[b].tokens);
   });
+  const auto same_family = [&](const routing_entry& a, const routing_entry& b) {
+    return a.partition == b.partition && common_prefix(*a.tokens, *b.tokens) > 0;
+  };
   for (std::size_t i = 0; i < unplaced.size();) {
     std::size_t end = i + 1;
     std::uint64_t size = entries[unplaced[i]].tokens->size();
-    while (end < unplaced.size() &&
-           common_prefix(*entries[unplaced[end - 1]].tokens, *entries[unplaced[end]].tokens) > 0)
+    while (end < unplaced.size() && same_family(entries[unplaced[end - 1]], entries[unplaced[end]]))
       size += entries[unplaced[end++]].tokens->size();
     const auto w = *std::min_element(
       workers.active.begin(), workers.active.end(), [&](cache::worker_id a, cache::worker_id b) {

@@ -32,7 +32,7 @@ std::vector<waiter> take_waiters(batcher_pointer self, entry_id id) {
     return {};
   auto waiters = std::move(it->second.waiters);
   if (st.options.merge_duplicates)
-    st.by_key.erase(token_view(it->second.q.tokens, it->second.key_hash));
+    st.by_key.erase(query_key(it->second.q, it->second.key_hash));
   unlock_later(st, it->second.leaf);
   for (auto pin : it->second.pins)
     unlock_later(st, pin);
@@ -246,7 +246,7 @@ void enqueue(batcher_pointer self, query& q, waiter w, cache::node_id leaf) {
   std::optional<clock_point> deadline;
   if (q.timeout.count() > 0)
     deadline = t + q.timeout;
-  const token_view key(q.tokens);
+  const query_key key(q);
   if (st.options.merge_duplicates) {
     auto it = st.by_key.find(key);
     if (it != st.by_key.end()) {
@@ -267,18 +267,18 @@ void enqueue(batcher_pointer self, query& q, waiter w, cache::node_id leaf) {
   auto& stored = st.entries.emplace(id, std::move(entry)).first->second;
   if (st.options.merge_duplicates)
     // Entries never move their nodes, so the view stays valid.
-    st.by_key.emplace(token_view(stored.q.tokens, stored.key_hash), id);
+    st.by_key.emplace(query_key(stored.q, stored.key_hash), id);
   st.pending.push_back(id);
   maybe_flush(self);
 }
 
-/// Removes the waiters (sink, tickets[i]) from the entries of sequences[i]. An entry
+/// Removes the waiters (sink, tickets[i]) from the entries of keys[i]. An entry
 /// left without waiters stays where it is and is dropped when its turn comes
 /// (drop_if_abandoned, or dispatch for one being prepared); one already computing
 /// finishes, and its rows are cached.
 void withdraw(batcher_pointer self, const answer_sink& sink,
               const std::vector<std::uint64_t>& tickets,
-              const std::vector<cache::token_seq>& sequences) {
+              const std::vector<query>& keys) {
   auto& st = self->state;
   auto remove_from = [&](batch_entry& entry, std::uint64_t ticket) {
     auto& ws = entry.waiters;
@@ -286,16 +286,16 @@ void withdraw(batcher_pointer self, const answer_sink& sink,
                             [&](const waiter& w) { return w.ticket == ticket && w.sink == sink; }),
              ws.end());
   };
-  for (std::size_t i = 0; i < tickets.size() && i < sequences.size(); ++i) {
+  for (std::size_t i = 0; i < tickets.size() && i < keys.size(); ++i) {
     if (st.options.merge_duplicates) {
-      auto it = st.by_key.find(token_view(sequences[i]));
+      auto it = st.by_key.find(query_key(keys[i]));
       if (it != st.by_key.end())
         remove_from(st.entries.at(it->second), tickets[i]);
       continue;
     }
-    // Without merging there is no index by sequence; cancellations are rare.
+    // Without merging there is no index by key; cancellations are rare.
     for (auto& [id, entry] : st.entries)
-      if (entry.q.tokens == sequences[i])
+      if (query_key(entry.q) == query_key(keys[i]))
         remove_from(entry, tickets[i]);
   }
 }
@@ -361,8 +361,8 @@ batcher_actor::behavior_type batcher(batcher_pointer self, batcher_options optio
       return true;
     },
     [=](cancel_atom, const answer_sink& sink, const std::vector<std::uint64_t>& tickets,
-        const std::vector<cache::token_seq>& sequences) {
-      withdraw(self, sink, tickets, sequences);
+        const std::vector<query>& keys) {
+      withdraw(self, sink, tickets, keys);
     },
     [=](join_atom, worker_actor& handle, worker_description& description) {
       return join(self, std::move(handle), std::move(description));

@@ -166,8 +166,10 @@ std::vector<entry_id> start_batch(batcher_pointer self, cache::worker_id worker,
   for (std::size_t i = 0; i < ids.size(); ++i) {
     // A worker that joined after the prepare has no KV in it yet.
     const auto& prefixes = prepared[i]->kv;
-    plan_entries.push_back({&st.entries.at(ids[i]).q.tokens,
-                            worker < prefixes.size() ? prefixes[worker] : cache::kv_prefix{}});
+    const auto& q = st.entries.at(ids[i]).q;
+    plan_entries.push_back({&q.tokens,
+                            worker < prefixes.size() ? prefixes[worker] : cache::kv_prefix{},
+                            q.partition});
   }
   auto plan = plan_batch(plan_entries, st.options.plan);
 
@@ -224,15 +226,14 @@ std::vector<entry_id> start_batch(batcher_pointer self, cache::worker_id worker,
   return deferred;
 }
 
-/// The worker whose running pass computes tokens of `tokens` (it will hold their KV),
-/// if any. A pass that came back counts until its results are stored: the prepare this
+/// The worker whose running pass computes tokens of `q` (it will hold their KV), if
+/// any. A pass that came back counts until its results are stored: the prepare this
 /// routing follows may have reached the cache before them.
-std::optional<cache::worker_id> running_computation(const batcher_state& st,
-                                                    const cache::token_seq& tokens) {
+std::optional<cache::worker_id> running_computation(const batcher_state& st, const query& q) {
   for (const auto& [id, batch] : st.running) {
     for (std::size_t i = 0; i < batch.item_owner.size(); ++i) {
-      const auto& item = st.entries.at(batch.item_owner[i]).q.tokens;
-      if (common_prefix(tokens, item) > batch.item_start[i])
+      const auto& item = st.entries.at(batch.item_owner[i]).q;
+      if (same_partition(q, item) && common_prefix(q.tokens, item.tokens) > batch.item_start[i])
         return batch.worker;
     }
   }
@@ -266,8 +267,8 @@ void dispatch(batcher_pointer self, std::vector<entry_id> ids, const prepared_ba
   // Note [routing] in batch_planner.hpp: each entry to the worker holding its KV.
   std::vector<routing_entry> routing;
   for (std::size_t i = 0; i < todo.size(); ++i) {
-    const auto& tokens = st.entries.at(todo[i]).q.tokens;
-    routing.push_back({&tokens, todo_prepared[i]->kv, running_computation(st, tokens)});
+    const auto& q = st.entries.at(todo[i]).q;
+    routing.push_back({&q.tokens, todo_prepared[i]->kv, running_computation(st, q), q.partition});
   }
   const auto routes =
     route_entries(routing, {st.workers.ready(), st.workers.active(), st.workers.loads()});

@@ -28,10 +28,12 @@ cache::row_ptr cache_state::answerable(cache::node_id node, bool require_kv) con
   return nullptr;
 }
 
-cache::node_id cache_state::lock_miss(const cache::token_seq& tokens, std::int32_t priority,
-                                      const cache::match_result& m) {
-  const auto leaf = trie->extend(m.node, tokens.data() + m.length, tokens.size() - m.length,
-                                 priority);
+cache::node_id cache_state::lock_miss(const query& q, const cache::match_result& m) {
+  const auto& tokens = q.tokens;
+  const auto leaf =
+    m.node == cache::no_node
+      ? trie->insert(q.partition, tokens.data(), tokens.size(), q.priority)
+      : trie->extend(m.node, tokens.data() + m.length, tokens.size() - m.length, q.priority);
   trie->lock(leaf);
   return leaf;
 }
@@ -57,9 +59,7 @@ prepared_entry cache_state::prepare(cache::node_id leaf, bool require_kv) {
   for (const auto& prefix : entry.kv) {
     if (prefix.length == 0 || prefix.length == parent_depth)
       continue;
-    auto node = parent;
-    while (trie->depth(node) > prefix.length)
-      node = trie->parent(node);
+    const auto node = trie->ancestor(parent, prefix.length);
     if (std::find(entry.pins.begin(), entry.pins.end(), node) == entry.pins.end()) {
       trie->lock(node);
       entry.pins.push_back(node);
@@ -75,15 +75,12 @@ void cache_state::promote(cache::node_id parent, std::vector<cache::kv_prefix>& 
   for (cache::worker_id w = 0; w < kv.size(); ++w) {
     if (kv[w].length == 0 || trie->kv_host_budget(w) == 0)
       continue;
-    auto end = parent;
-    while (trie->depth(end) > kv[w].length)
-      end = trie->parent(end);
+    const auto end = trie->ancestor(parent, kv[w].length);
     const auto depth = trie->promote_kv(end, w);
     if (depth == kv[w].length)
       continue;
-    while (trie->depth(end) > depth)
-      end = trie->parent(end);
-    kv[w] = depth == 0 ? cache::kv_prefix{} : cache::kv_prefix{depth, trie->kv(end, w)};
+    kv[w] = depth == 0 ? cache::kv_prefix{}
+                       : cache::kv_prefix{depth, trie->kv(trie->ancestor(end, depth), w)};
   }
 }
 
@@ -208,14 +205,15 @@ cache_actor::behavior_type cache(cache_actor::stateful_pointer<cache_state> self
       }
       auto leaf = cache::root_node;
       if (st.options.enabled) {
-        const auto m = st.trie->match(q.tokens.data(), q.tokens.size(), q.priority, 0);
+        const auto m =
+          st.trie->match(q.partition, q.tokens.data(), q.tokens.size(), q.priority, 0);
         auto row = m.length == q.tokens.size() ? st.answerable(m.node, q.require_kv) : nullptr;
         if (row) {
           bump(st.metrics->cache_hits);
           self->send(sink, answer_atom::value, ticket, shared_logprobs{std::move(row)});
           return;
         }
-        leaf = st.lock_miss(q.tokens, q.priority, m);
+        leaf = st.lock_miss(q, m);
         st.metrics->locked_nodes.store(st.trie->stats().locked_nodes,
                                        std::memory_order_relaxed);
       }
@@ -261,18 +259,18 @@ cache_actor::behavior_type cache(cache_actor::stateful_pointer<cache_state> self
     },
     [=](connect_atom, const batcher_actor& batcher) { self->state.batcher = batcher; },
     [=](cancel_atom, answer_sink& sink, std::vector<std::uint64_t>& tickets,
-        std::vector<cache::token_seq>& sequences) {
+        std::vector<query>& keys) {
       if (self->state.batcher)
         self->send(self->state.batcher, cancel_atom::value, std::move(sink), std::move(tickets),
-                   std::move(sequences));
+                   std::move(keys));
     },
-    [=](clear_atom) {
-      self->state.trie->clear();
+    [=](clear_atom, const std::string& partitions) {
+      self->state.trie->clear(partitions);
       self->state.after_change();
       return true;
     },
-    [=](clear_kv_atom) {
-      self->state.trie->clear_kv();
+    [=](clear_kv_atom, const std::string& partitions) {
+      self->state.trie->clear_kv(partitions);
       self->state.after_change();
       return true;
     },

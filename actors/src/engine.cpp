@@ -127,10 +127,10 @@ struct engine::impl {
   }
 
   /// Asks a front actor something with a bool answer and waits for it.
-  template <class Atom>
-  void control(Atom atom) {
+  template <class Atom, class... Ts>
+  void control(Atom atom, Ts&&... xs) {
     caf::scoped_actor self{*system};
-    self->request(front(), caf::infinite, atom)
+    self->request(front(), caf::infinite, atom, std::forward<Ts>(xs)...)
       .receive([](bool) {},
                [&](const caf::error& e) { throw to_exception(*system, e); });
   }
@@ -163,28 +163,35 @@ engine::~engine() {
   impl_->own_system.reset();
 }
 
+namespace {
+
+query make_query(token_seq tokens, const query_options& options, bool require_kv = false) {
+  return query{std::move(tokens), options.priority, require_kv, from_ms(options.timeout_ms),
+               options.cache_partition};
+}
+
+} // namespace
+
 std::future<at::Tensor> engine::next_token_logprobs(token_seq tokens, query_options options) {
-  return impl_->future_query(logprobs_atom::value,
-                             query{std::move(tokens), options.priority, false,
-                                   from_ms(options.timeout_ms)});
+  return impl_->future_query(logprobs_atom::value, make_query(std::move(tokens), options));
 }
 
 void engine::next_token_logprobs(token_seq tokens, logprobs_callback callback,
                                  query_options options) {
   impl_->send_query(std::move(callback), logprobs_atom::value,
-                    query{std::move(tokens), options.priority, false,
-                          from_ms(options.timeout_ms)});
+                    make_query(std::move(tokens), options));
 }
 
 at::Tensor engine::next_token_logprobs_sync(token_seq tokens, query_options options) {
   return next_token_logprobs(std::move(tokens), options).get();
 }
 
-at::Tensor engine::batch_next_token_logprobs(const std::vector<token_seq>& batch) {
+at::Tensor engine::batch_next_token_logprobs(const std::vector<token_seq>& batch,
+                                             const query_options& options) {
   std::vector<std::future<at::Tensor>> futures;
   futures.reserve(batch.size());
   for (const auto& tokens : batch)
-    futures.push_back(next_token_logprobs(tokens));
+    futures.push_back(next_token_logprobs(tokens, options));
   std::vector<at::Tensor> rows;
   rows.reserve(batch.size());
   for (auto& f : futures)
@@ -200,19 +207,20 @@ at::Tensor engine::next_token_logprobs_uncached(token_seq tokens) {
 
 token_seq engine::sample(const token_seq& prompt, std::size_t max_tokens,
                          const std::vector<std::int32_t>& eos_token_ids, double temperature,
-                         std::uint64_t seed) {
-  return batch_sample({prompt}, max_tokens, eos_token_ids, temperature, seed).front();
+                         std::uint64_t seed, const query_options& options) {
+  return batch_sample({prompt}, max_tokens, eos_token_ids, temperature, seed, options).front();
 }
 
 std::vector<token_seq> engine::batch_sample(const std::vector<token_seq>& prompts,
                                             std::size_t max_tokens,
                                             const std::vector<std::int32_t>& eos_token_ids,
-                                            double temperature, std::uint64_t seed) {
+                                            double temperature, std::uint64_t seed,
+                                            const query_options& options) {
   actors::sampling_run run(prompts, max_tokens, eos_token_ids, temperature, seed);
   while (!run.finished()) {
     std::vector<std::pair<std::size_t, std::future<at::Tensor>>> asked;
     for (auto& [i, context] : run.next_queries())
-      asked.emplace_back(i, next_token_logprobs(std::move(context)));
+      asked.emplace_back(i, next_token_logprobs(std::move(context), options));
     for (auto& [i, future] : asked) {
       auto row = future.get();
       run.advance(i, row.data_ptr<float>(), row.numel());
@@ -221,12 +229,16 @@ std::vector<token_seq> engine::batch_sample(const std::vector<token_seq>& prompt
   return run.generated();
 }
 
-void engine::cache_kv(const token_seq& prompt) {
-  impl_->future_query(logprobs_atom::value, query{prompt, 0, true, caf::timespan{0}}).get();
+void engine::cache_kv(const token_seq& prompt, const query_options& options) {
+  impl_->future_query(logprobs_atom::value, make_query(prompt, options, true)).get();
 }
 
-void engine::clear_cache() { impl_->control(clear_atom::value); }
-void engine::clear_kv_cache() { impl_->control(clear_kv_atom::value); }
+void engine::clear_cache(std::string_view partitions) {
+  impl_->control(clear_atom::value, std::string(partitions));
+}
+void engine::clear_kv_cache(std::string_view partitions) {
+  impl_->control(clear_kv_atom::value, std::string(partitions));
+}
 void engine::reset_async_queries() { impl_->control(cancel_atom::value); }
 
 token_seq engine::tokenize(std::string_view text, bool add_special_tokens) const {

@@ -23,6 +23,15 @@ caf::error validate_tokens(const cache::token_seq& tokens, const backends::model
   return caf::none;
 }
 
+caf::error validate_query(const query& q, const backends::model_info& model) {
+  if (q.partition.size() > max_partition_bytes)
+    return make_error(errc::invalid_request,
+                      "the cache partition has " + std::to_string(q.partition.size()) +
+                        " bytes, more than the limit of " +
+                        std::to_string(max_partition_bytes));
+  return validate_tokens(q.tokens, model);
+}
+
 namespace {
 
 using answer_fn = std::function<void(caf::expected<shared_logprobs>)>;
@@ -107,14 +116,17 @@ void on_deadline_timer(request_pointer self) {
 void ask(request_pointer self, query q, answer_fn answer,
          std::optional<caller_key> caller = std::nullopt) {
   auto& st = self->state;
-  if (auto e = validate_tokens(q.tokens, st.model))
+  if (auto e = validate_query(q, st.model))
     return reject(self, e, answer);
   if (q.timeout.count() == 0)
     q.timeout = st.options.query_timeout;
   auto ticket = accept(self, q.tokens.size(), std::move(answer));
   if (caller) {
     st.outstanding.at(ticket).caller = caller;
-    st.by_caller.emplace(std::move(*caller), request_state::cancellable{ticket, q.tokens});
+    query key;
+    key.tokens = q.tokens;
+    key.partition = q.partition;
+    st.by_caller.emplace(std::move(*caller), request_state::cancellable{ticket, std::move(key)});
   }
   if (q.timeout.count() > 0) {
     st.outstanding.at(ticket).deadline =
@@ -159,20 +171,20 @@ void cancel_for(request_pointer self, const answer_sink& sink,
                 const std::vector<std::uint64_t>& ids) {
   auto& st = self->state;
   std::vector<std::uint64_t> tickets;
-  std::vector<cache::token_seq> sequences;
+  std::vector<query> keys;
   for (auto id : ids) {
     auto it = st.by_caller.find(caller_key{sink.address(), id});
     if (it == st.by_caller.end())
       continue; // answered already
     tickets.push_back(it->second.ticket);
-    sequences.push_back(std::move(it->second.tokens));
+    keys.push_back(std::move(it->second.key));
     complete(self, tickets.back(), make_error(errc::cancelled, "the caller cancelled the query"));
   }
   // Through the cache, the path the queries took, so the batcher sees the withdrawal
   // after the queries themselves.
   if (!tickets.empty())
     self->send(st.cache, cancel_atom::value, caf::actor_cast<answer_sink>(self),
-               std::move(tickets), std::move(sequences));
+               std::move(tickets), std::move(keys));
 }
 
 } // namespace
@@ -234,8 +246,12 @@ request_actor(request_pointer self, request_options options, backends::model_inf
     [=](uncached_atom, const cache::token_seq& tokens, reply_callback& callback) {
       ask_uncached(self, tokens, std::move(callback.fn));
     },
-    [=](clear_atom) { return self->delegate(self->state.cache, clear_atom::value); },
-    [=](clear_kv_atom) { return self->delegate(self->state.cache, clear_kv_atom::value); },
+    [=](clear_atom, std::string& partitions) {
+      return self->delegate(self->state.cache, clear_atom::value, std::move(partitions));
+    },
+    [=](clear_kv_atom, std::string& partitions) {
+      return self->delegate(self->state.cache, clear_kv_atom::value, std::move(partitions));
+    },
     [=](cancel_atom) { return self->delegate(self->state.batcher, cancel_atom::value); },
     [=](info_atom) { return self->state.model; },
   };

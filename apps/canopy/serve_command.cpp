@@ -42,8 +42,9 @@ std::vector<flag_spec> serve_flags() {
     {"host", "H", "address to bind (default 127.0.0.1: this machine only)"},
     {"port", "P", "port to bind (default 8080; 0: any free port, printed)"},
     {"auth-token-file", "FILE",
-     "require 'Authorization: Bearer <token>' (the file's first line) on every request "
-     "but GET /healthz"},
+     "require 'Authorization: Bearer <token>' on every request but GET /healthz, with a "
+     "token of the file (one per line; with several, each is a tenant, and tenants "
+     "share no cache entry)"},
     {"io-threads", "N", "threads running the connections (default 1)"},
     {"handler-threads", "N",
      "threads that parse and tokenize request bodies, off the connections' (default 2)"},
@@ -83,19 +84,30 @@ std::vector<flag_spec> serve_flags() {
 /// Fewer characters than this in an auth token get a warning at start.
 constexpr std::size_t min_auth_token_chars = 16;
 
-std::string read_token_file(const std::string& path) {
+/// The tokens of the file, one per line, in order: a line's surrounding whitespace (an
+/// editor's newline, a stray space) is no part of a token a client could send, and
+/// blank lines are skipped. Tenant N is the N-th token.
+std::vector<std::string> read_token_file(const std::string& path) {
   std::ifstream in(path);
-  std::string token;
-  if (!in || !std::getline(in, token))
-    throw usage_error("--auth-token-file " + path + ": cannot read a line from the file");
-  // An editor's newline or a stray space is no part of a token a client could send.
+  if (!in)
+    throw usage_error("--auth-token-file " + path + ": cannot read the file");
+  std::vector<std::string> tokens;
   const auto space = [](unsigned char c) { return std::isspace(c) != 0; };
-  while (!token.empty() && space(token.back()))
-    token.pop_back();
-  token.erase(token.begin(), std::find_if_not(token.begin(), token.end(), space));
-  if (token.empty())
-    throw usage_error("--auth-token-file " + path + ": the first line is empty");
-  return token;
+  for (std::string line; std::getline(in, line);) {
+    while (!line.empty() && space(line.back()))
+      line.pop_back();
+    line.erase(line.begin(), std::find_if_not(line.begin(), line.end(), space));
+    if (line.empty())
+      continue;
+    if (std::find(tokens.begin(), tokens.end(), line) != tokens.end())
+      throw usage_error("--auth-token-file " + path + ": token " +
+                        std::to_string(tokens.size() + 1) +
+                        " repeats an earlier one (each token is a tenant of its own)");
+    tokens.push_back(std::move(line));
+  }
+  if (tokens.empty())
+    throw usage_error("--auth-token-file " + path + ": the file holds no token");
+  return tokens;
 }
 
 server::server_options options_from(const parsed_args& args) {
@@ -106,7 +118,7 @@ server::server_options options_from(const parsed_args& args) {
     throw usage_error("--port: " + std::to_string(port) + " is not a port (0..65535)");
   o.port = static_cast<std::uint16_t>(port);
   if (args.has("auth-token-file"))
-    o.auth_token = read_token_file(args.text("auth-token-file", ""));
+    o.auth_tokens = read_token_file(args.text("auth-token-file", ""));
   o.io_threads = static_cast<std::uint32_t>(args.count("io-threads", o.io_threads, 1));
   o.handler_threads =
     static_cast<std::uint32_t>(args.count("handler-threads", o.handler_threads, 1));
@@ -151,15 +163,16 @@ int serve_command(const std::vector<std::string>& argv) {
     return 0;
   }
   const auto options = options_from(args);
-  if (options.auth_token.empty() && !loopback_host(options.host))
+  if (options.auth_tokens.empty() && !loopback_host(options.host))
     std::cerr << "canopy serve: WARNING: listening on " << options.host
               << " with no --auth-token-file: anyone who can reach this port can use the "
                  "engine\n";
   // A short token is guessed: a client may try many per second, unthrottled.
-  if (!options.auth_token.empty() && options.auth_token.size() < min_auth_token_chars)
-    std::cerr << "canopy serve: WARNING: the auth token has " << options.auth_token.size()
-              << " characters; one that is not guessed has " << min_auth_token_chars
-              << " or more random ones (openssl rand -hex 16)\n";
+  for (std::size_t i = 0; i < options.auth_tokens.size(); ++i)
+    if (options.auth_tokens[i].size() < min_auth_token_chars)
+      std::cerr << "canopy serve: WARNING: auth token " << i + 1 << " has "
+                << options.auth_tokens[i].size() << " characters; one that is not guessed has "
+                << min_auth_token_chars << " or more random ones (openssl rand -hex 16)\n";
   const auto gateway_count = args.count("gateways", core_count(), 1);
   // A client that closes its socket mid-answer must not kill the server.
   std::signal(SIGPIPE, SIG_IGN);

@@ -7,6 +7,7 @@
 #include <set>
 #include <stdexcept>
 #include <string>
+#include <unordered_map>
 #include <utility>
 
 namespace canopy::cache {
@@ -55,6 +56,16 @@ namespace canopy::cache {
 //    unlocked, which go first: their leaves are host candidates.
 // Demotions are queued for the owner to send (take_demoted); promotions are not: the
 // worker moves host KV back itself when a pass reads it. No host tier under a window.
+
+// Note [partitions]
+// A named partition's root is a node at depth 0 whose parent is root_node; it holds
+// nothing and is found by name (partition_roots), not through the children index, so
+// no token sequence can lead into it. Below it everything is as below root_node: the
+// depth of a node counts tokens from its partition's root, and every walk up a path
+// stops at depth 0 (is_root), never at root_node itself. Its lock count is its
+// children in use, as any node's, and root_node counts it as one child in use more, so
+// locks climb as they always did. It is pruned like any empty node, which removes its
+// name: the names held are those of partitions with nodes, bounded by the nodes.
 
 namespace {
 
@@ -170,6 +181,8 @@ struct token_trie::impl {
   std::vector<std::size_t> kv_budgets;      // [workers] each worker's own KV budget
   std::vector<std::size_t> locked_host_bytes; // [workers]
   std::vector<std::size_t> host_budgets;      // [workers] 0: no host tier
+  std::unordered_map<std::string, node_id> partition_roots; // Note [partitions]
+  std::unordered_map<node_id, std::string> partition_names; // the other way
 
   explicit impl(trie_config c)
       : config(c), kv_candidates(c.workers), host_candidates(c.workers),
@@ -188,6 +201,9 @@ struct token_trie::impl {
   }
 
   bool exists(node_id id) const { return id < nodes.size() && nodes[id].live; }
+
+  // root_node or a partition's root: where every walk up a path ends.
+  bool is_root(node_id id) const { return nodes[id].depth == 0; }
 
   bool windowed() const { return config.kv_window != 0; }
 
@@ -290,7 +306,7 @@ struct token_trie::impl {
   template <class Visit>
   void for_window(node_id end, Visit visit) const {
     node_id cur = end;
-    for (std::uint32_t k = 0; k < config.kv_window && cur != root_node;
+    for (std::uint32_t k = 0; k < config.kv_window && !is_root(cur);
          ++k, cur = nodes[cur].parent)
       visit(cur);
   }
@@ -323,6 +339,14 @@ struct token_trie::impl {
   // --- nodes ---
 
   node_id new_node(node_id parent, token_id token, std::int32_t priority) {
+    const node_id id = allocate(parent, token, priority, nodes[parent].depth + 1);
+    nodes[parent].last_child = id;
+    children.insert(child_key(parent, token), id);
+    return id;
+  }
+
+  // A live node in a free slot, counted as a child of `parent` (linked by the caller).
+  node_id allocate(node_id parent, token_id token, std::int32_t priority, std::uint32_t depth) {
     node_id id;
     if (free_ids.empty()) {
       id = static_cast<node_id>(nodes.size());
@@ -335,13 +359,30 @@ struct token_trie::impl {
     node& x = nodes[id];
     x.token = token;
     x.parent = parent;
-    x.depth = nodes[parent].depth + 1;
+    x.depth = depth;
     x.live = true;
     x.stats = node_stats{clock, 0, ++creations, priority};
     ++nodes[parent].children;
-    nodes[parent].last_child = id;
-    children.insert(child_key(parent, token), id);
     ++stats.nodes;
+    return id;
+  }
+
+  // The root of the named partition, or no_node when it has none.
+  node_id partition_root(std::string_view name) const {
+    if (name.empty())
+      return root_node;
+    auto it = partition_roots.find(std::string(name));
+    return it == partition_roots.end() ? no_node : it->second;
+  }
+
+  // The root of the named partition, made when it has none.
+  node_id make_partition_root(std::string_view name) {
+    if (auto root = partition_root(name); root != no_node)
+      return root;
+    const node_id id = allocate(root_node, 0, 0, 0); // found by name, never by a token
+    partition_roots.emplace(name, id);
+    partition_names.emplace(id, name);
+    ++stats.partitions;
     return id;
   }
 
@@ -353,7 +394,7 @@ struct token_trie::impl {
     node& p = nodes[parent];
     const node& guess = nodes[p.last_child];
     if (p.last_child != root_node && guess.live && guess.parent == parent &&
-        guess.token == token)
+        guess.token == token && guess.depth != 0) // a partition's root is nobody's child
       return p.last_child;
     const node_id* child = children.find(child_key(parent, token));
     if (!child)
@@ -372,7 +413,13 @@ struct token_trie::impl {
   void prune(node_id id) {
     while (removable(id)) {
       const node_id parent = nodes[id].parent;
-      children.erase(child_key(parent, nodes[id].token));
+      if (is_root(id)) {
+        partition_roots.erase(partition_names.at(id));
+        partition_names.erase(id);
+        --stats.partitions;
+      } else {
+        children.erase(child_key(parent, nodes[id].token));
+      }
       --nodes[parent].children;
       nodes[id] = node{};
       held[id] = holding{};
@@ -574,7 +621,7 @@ struct token_trie::impl {
   // A host candidate below `id` (which has host descendants only: Note [host tier]).
   node_id host_descendant_candidate(node_id id, worker_id worker) const {
     for (const auto& [key, candidate] : host_candidates[worker])
-      for (node_id cur = nodes[candidate].parent; cur != root_node; cur = nodes[cur].parent)
+      for (node_id cur = nodes[candidate].parent; !is_root(cur); cur = nodes[cur].parent)
         if (cur == id)
           return candidate;
     violation(node_name(id) + ": KV children but no host candidate below it");
@@ -652,7 +699,7 @@ struct token_trie::impl {
     if (!kv_kept(node))
       throw std::logic_error("token_trie::promote_kv: " + node_name(node) + " is not locked");
     std::vector<node_id> path;
-    for (node_id cur = node; cur != root_node; cur = nodes[cur].parent)
+    for (node_id cur = node; !is_root(cur); cur = nodes[cur].parent)
       path.push_back(cur);
     for (auto it = path.rbegin(); it != path.rend(); ++it) {
       const kv_entry* e = held_kv(held[*it], worker);
@@ -717,13 +764,17 @@ struct token_trie::impl {
 
   // --- queries ---
 
-  match_result match(const token_id* tokens, std::size_t n, std::int32_t priority,
-                     std::uint32_t kv_cap) {
+  match_result match(node_id from, const token_id* tokens, std::size_t n,
+                     std::int32_t priority, std::uint32_t kv_cap) {
     ++clock;
     match_result result;
     result.kv.resize(config.workers);
-    node_id cur = root_node;
-    node_id kv_end = root_node; // the deepest node passed within kv_cap
+    if (from == no_node) {
+      result.node = no_node;
+      return result;
+    }
+    node_id cur = from;
+    node_id kv_end = from; // the deepest node passed within kv_cap
     std::uint32_t depth = 0;
     for (; depth < n; ++depth) {
       const node_id child = find_child(cur, tokens[depth]);
@@ -754,7 +805,7 @@ struct token_trie::impl {
     const std::uint32_t need = std::max(config.kv_window, 2u) - 1;
     std::vector<std::uint32_t> run(kv.size()); // [workers] nodes in the current run
     std::size_t missing = kv.size();
-    for (node_id id = end; id != root_node && missing != 0; id = nodes[id].parent) {
+    for (node_id id = end; !is_root(id) && missing != 0; id = nodes[id].parent) {
       const node& x = nodes[id];
       if (!x.holds_kv && need == 1)
         continue; // no run to break
@@ -801,9 +852,10 @@ struct token_trie::impl {
   // (its entry is a tombstone until they lose theirs) and may be visited while it
   // still has children (pruning its last child prunes it then). Pruning allocates
   // nothing, so ids not yet visited keep their meaning.
-  void clear(bool rows_too) {
+  void clear(std::string_view partitions, bool rows_too) {
+    const auto chosen = in_partitions(partitions);
     for (node_id id = 1; id < nodes.size(); ++id) {
-      if (!nodes[id].live || nodes[id].locks != 0)
+      if (!nodes[id].live || nodes[id].locks != 0 || !chosen[id])
         continue;
       holding& h = held[id];
       if (rows_too && h.row)
@@ -813,6 +865,35 @@ struct token_trie::impl {
           drop_kv(id, w, true);
       prune(id);
     }
+  }
+
+  // [nodes] whether each node lies in a partition whose name starts with `prefix`.
+  // Ids say nothing of depth (they are recycled), so each node's answer comes from its
+  // parent's, found by walking up to the first node already decided: O(nodes) in all.
+  std::vector<bool> in_partitions(std::string_view prefix) const {
+    std::vector<bool> chosen(nodes.size(), prefix.empty());
+    if (prefix.empty())
+      return chosen;
+    std::vector<bool> decided(nodes.size());
+    decided[root_node] = true; // the shared partition's name "" starts with no prefix
+    for (const auto& [name, root] : partition_roots) {
+      decided[root] = true;
+      chosen[root] = name.compare(0, prefix.size(), prefix) == 0;
+    }
+    std::vector<node_id> walk;
+    for (node_id id = 0; id < nodes.size(); ++id) {
+      if (!nodes[id].live)
+        continue;
+      for (node_id cur = id; !decided[cur]; cur = nodes[cur].parent)
+        walk.push_back(cur);
+      const bool answer = chosen[walk.empty() ? id : nodes[walk.back()].parent];
+      for (node_id n : walk) {
+        decided[n] = true;
+        chosen[n] = answer;
+      }
+      walk.clear();
+    }
+    return chosen;
   }
 
   void forget_worker(worker_id worker) {
@@ -836,8 +917,17 @@ struct token_trie::impl {
 void token_trie::impl::check_invariants() const {
   const std::size_t workers = config.workers;
   const node& root = nodes[root_node];
-  if (!root.live || root.depth != 0 || held[root_node].row || !held[root_node].kv.empty())
-    violation("the root must be live, at depth 0 and hold nothing");
+  if (!root.live || root.depth != 0)
+    violation("the root must be live and at depth 0");
+  if (partition_roots.size() != partition_names.size() ||
+      stats.partitions != partition_roots.size())
+    violation("partition names and roots disagree");
+  for (const auto& [name, id] : partition_roots) {
+    const auto it = partition_names.find(id);
+    if (name.empty() || !exists(id) || nodes[id].depth != 0 || nodes[id].parent != root_node ||
+        it == partition_names.end() || it->second != name)
+      violation("partition '" + name + "' has no root of its own at depth 0 below the root");
+  }
   if (held.size() != nodes.size())
     violation("holdings and nodes differ in number");
 
@@ -864,6 +954,10 @@ void token_trie::impl::check_invariants() const {
     }
     ++live;
     locked_nodes += x.locks != 0 ? 1 : 0;
+    if (x.depth == 0 && (h.row || !h.kv.empty()))
+      violation(node_name(id) + ": a root holds a row or KV");
+    if (x.depth == 0 && id != root_node && partition_names.count(id) == 0)
+      violation(node_name(id) + ": at depth 0 but no partition's root");
     // A candidate's kept element must be the one keyed by its statistics now; the set
     // sizes below rule out elements of nodes that are no candidates.
     const auto in_set = [&](const candidate_set& set, candidate_set::iterator slot) {
@@ -875,10 +969,10 @@ void token_trie::impl::check_invariants() const {
       if (!exists(x.parent))
         violation(node_name(id) + ": parent is not live");
       const node& p = nodes[x.parent];
-      if (x.depth != p.depth + 1)
+      if (x.depth != 0 && x.depth != p.depth + 1)
         violation(node_name(id) + ": depth is not its parent's plus one");
       const node_id* child = children.find(child_key(x.parent, x.token));
-      if (!child || *child != id)
+      if (x.depth != 0 && (!child || *child != id))
         violation(node_name(id) + ": child map does not lead to it");
       if (x.locks != 0 && p.locks == 0)
         violation(node_name(id) + ": in use under a parent that is not");
@@ -917,7 +1011,7 @@ void token_trie::impl::check_invariants() const {
                   ": KV tombstone without a window, children or zero bytes");
       // Under a window the parent's KV may be gone, but its tombstone counts this.
       const kv_entry* above = find_kv(held[x.parent], e.worker);
-      if (!tombstone && x.parent != root_node &&
+      if (!tombstone && !is_root(x.parent) &&
           !(above && (windowed() || above->handle != no_kv)))
         violation(node_name(id) + ": KV without its prefix's KV (not prefix-closed)");
       if (!tombstone && !e.on_host && above && above->on_host)
@@ -965,7 +1059,7 @@ void token_trie::impl::check_invariants() const {
       violation(node_name(id) + ": lock count is not its own locks plus children in use");
     if (held[id].window_locks != window_locks[id])
       violation(node_name(id) + ": window lock count disagrees with the locks below it");
-    if (id == root_node)
+    if (is_root(id))
       continue;
     for (worker_id w = 0; w < workers; ++w) {
       const kv_entry* e = find_kv(held[id], w);
@@ -979,7 +1073,7 @@ void token_trie::impl::check_invariants() const {
   std::sort(created.begin(), created.end());
   if (std::adjacent_find(created.begin(), created.end()) != created.end())
     violation("two nodes share a creation time");
-  if (children.size() != live - 1)
+  if (children.size() != live - 1 - partition_roots.size())
     violation("child map has entries for dead nodes");
   std::vector<bool> freed(nodes.size());
   for (node_id id : free_ids) {
@@ -1035,7 +1129,12 @@ const trie_config& token_trie::config() const {
 
 match_result token_trie::match(const token_id* tokens, std::size_t n,
                                std::int32_t priority, std::uint32_t kv_cap) {
-  return impl_->match(tokens, n, priority, kv_cap);
+  return impl_->match(root_node, tokens, n, priority, kv_cap);
+}
+
+match_result token_trie::match(std::string_view partition, const token_id* tokens,
+                               std::size_t n, std::int32_t priority, std::uint32_t kv_cap) {
+  return impl_->match(impl_->partition_root(partition), tokens, n, priority, kv_cap);
 }
 
 std::vector<kv_prefix> token_trie::kv_prefixes(node_id node) const {
@@ -1051,6 +1150,13 @@ node_id token_trie::insert(const token_id* tokens, std::size_t n, std::int32_t p
   return impl_->insert(root_node, tokens, n, priority);
 }
 
+node_id token_trie::insert(std::string_view partition, const token_id* tokens, std::size_t n,
+                           std::int32_t priority) {
+  if (n == 0)
+    throw std::invalid_argument("token_trie::insert: empty sequence");
+  return impl_->insert(impl_->make_partition_root(partition), tokens, n, priority);
+}
+
 node_id token_trie::extend(node_id node, const token_id* tokens, std::size_t n,
                            std::int32_t priority) {
   impl_->checked(node);
@@ -1059,9 +1165,19 @@ node_id token_trie::extend(node_id node, const token_id* tokens, std::size_t n,
 
 std::vector<node_id> token_trie::path(node_id node) const {
   std::vector<node_id> result(impl_->checked(node).depth);
-  for (node_id cur = node; cur != root_node; cur = impl_->nodes[cur].parent)
+  for (node_id cur = node; !impl_->is_root(cur); cur = impl_->nodes[cur].parent)
     result[impl_->nodes[cur].depth - 1] = cur;
   return result;
+}
+
+node_id token_trie::ancestor(node_id node, std::uint32_t depth) const {
+  if (impl_->checked(node).depth < depth)
+    throw std::out_of_range("token_trie::ancestor: " + node_name(node) + " is at depth " +
+                            std::to_string(impl_->nodes[node].depth) + ", above " +
+                            std::to_string(depth));
+  while (impl_->nodes[node].depth > depth)
+    node = impl_->nodes[node].parent;
+  return node;
 }
 
 void token_trie::lock(node_id node) {
@@ -1078,7 +1194,7 @@ void token_trie::unlock(node_id node) {
 
 bool token_trie::attach_logprobs(node_id node, row_ptr row) {
   impl_->checked(node);
-  if (node == root_node || !row)
+  if (impl_->is_root(node) || !row)
     throw std::invalid_argument("token_trie::attach_logprobs: root or null row");
   if (impl_->held[node].row)
     return true;
@@ -1089,10 +1205,11 @@ bool token_trie::attach_kv(node_id node, worker_id worker, kv_handle handle,
                            std::size_t bytes) {
   const auto& x = impl_->checked(node);
   impl_->check_worker(worker);
-  if (node == root_node || handle == no_kv)
+  if (impl_->is_root(node) || handle == no_kv)
     throw std::invalid_argument("token_trie::attach_kv: root or no_kv handle");
-  const kv_entry* above = x.parent == root_node ? nullptr : held_kv(impl_->held[x.parent], worker);
-  if (find_kv(impl_->held[node], worker) || (x.parent != root_node && (!above || above->on_host)))
+  const bool first = impl_->is_root(x.parent);
+  const kv_entry* above = first ? nullptr : held_kv(impl_->held[x.parent], worker);
+  if (find_kv(impl_->held[node], worker) || (!first && (!above || above->on_host)))
     return false;
   return impl_->attach_kv(node, worker, handle, bytes);
 }
@@ -1122,12 +1239,12 @@ bool token_trie::kv_on_host(node_id node, worker_id worker) const {
   return e && e->on_host;
 }
 
-void token_trie::clear() {
-  impl_->clear(true);
+void token_trie::clear(std::string_view partitions) {
+  impl_->clear(partitions, true);
 }
 
-void token_trie::clear_kv() {
-  impl_->clear(false);
+void token_trie::clear_kv(std::string_view partitions) {
+  impl_->clear(partitions, false);
 }
 
 worker_id token_trie::add_worker(std::size_t kv_budget_bytes, std::size_t kv_host_budget_bytes) {
@@ -1209,6 +1326,15 @@ std::uint32_t token_trie::depth(node_id node) const {
 
 token_id token_trie::token(node_id node) const {
   return impl_->checked(node).token;
+}
+
+std::string_view token_trie::partition(node_id node) const {
+  impl_->checked(node);
+  while (!impl_->is_root(node))
+    node = impl_->nodes[node].parent;
+  if (node == root_node)
+    return {};
+  return impl_->partition_names.at(node);
 }
 
 bool token_trie::exists(node_id node) const {

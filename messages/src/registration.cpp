@@ -64,7 +64,7 @@ void add_message_types(caf::actor_system_config& config) {
   config.add_message_type<std::vector<cache::kv_handle>>("canopy::kv_handles");
   config.add_message_type<std::vector<cache::node_id>>("canopy::node_ids");
   config.add_message_type<cache::token_seq>("canopy::token_seq");
-  config.add_message_type<std::vector<cache::token_seq>>("canopy::token_seqs");
+  config.add_message_type<std::vector<query>>("canopy::queries");
   config.add_error_category(error_category, render_error);
 }
 

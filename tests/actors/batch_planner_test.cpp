@@ -111,6 +111,24 @@ TEST(batch_planner, branches_whose_shared_prefix_is_cached_run_together) {
   EXPECT_EQ(computed, 2u);
 }
 
+TEST(batch_planner, entries_of_two_partitions_neither_fold_nor_defer) {
+  token_seq longest{1, 2, 3}, prefix{1, 2}, branch{1, 2, 9};
+  // Without partitions {1, 2} folds into {1, 2, 3} and {1, 2, 9} waits for the pass.
+  auto plan = plan_batch({{&longest, {}, "a"}, {&prefix, {}, "b"}, {&branch, {}, "c"}},
+                         only_asked);
+  ASSERT_EQ(plan.pass.items.size(), 3u);
+  EXPECT_TRUE(plan.deferred.empty());
+  for (std::uint32_t e = 0; e < 3; ++e) // each entry is answered by an item of its own
+    EXPECT_EQ(plan.pass.items.at(plan.answers[e].item).tokens,
+              (std::vector<token_seq>{longest, prefix, branch}[e]));
+
+  // Within one partition they still do.
+  auto shared = plan_batch({{&longest, {}, "a"}, {&prefix, {}, "a"}, {&branch, {}, "a"}},
+                           only_asked);
+  EXPECT_EQ(shared.pass.items.size(), 1u);
+  EXPECT_EQ(shared.deferred, (std::vector<std::uint32_t>{2}));
+}
+
 /// Routing entries of `seqs` with KV prefixes `kv` (none: no KV anywhere).
 std::vector<routing_entry> entries_of(const std::vector<token_seq>& seqs,
                                       std::vector<std::vector<kv_prefix>> kv = {}) {

@@ -301,7 +301,7 @@ TEST(serve_auth, a_short_token_is_warned_about_at_start) {
   const auto short_token = dir.path() / "short";
   std::ofstream(short_token) << "s3cret\n";
   serve_process warned(with({"--auth-token-file", short_token.string()}));
-  EXPECT_NE(warned.err().find("the auth token has 6 characters"), std::string::npos)
+  EXPECT_NE(warned.err().find("auth token 1 has 6 characters"), std::string::npos)
     << warned.err();
   const auto long_token = dir.path() / "long";
   std::ofstream(long_token) << std::string(32, 'k') << "\n";

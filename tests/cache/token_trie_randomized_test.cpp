@@ -8,7 +8,9 @@
 // have a sliding window, where KV is kept only within W-1 levels above a lock and a
 // usable KV prefix needs its W-1 last tokens' KV. Some runs give each worker a host
 // tier: device KV is demoted there instead of dropped, and locked paths are promoted
-// back (promote_kv), within both budgets.
+// back (promote_kv), within both budgets. Sequences fall in three partitions (the
+// shared one, "a" and "ab"), and bulk drops sometimes take only the partitions whose
+// names start with "a" or "ab": a row or KV handle found is always its own partition's.
 
 #include <canopy/cache/token_trie.hpp>
 
@@ -20,6 +22,7 @@
 #include <map>
 #include <random>
 #include <set>
+#include <string_view>
 #include <vector>
 
 namespace canopy::cache {
@@ -28,6 +31,10 @@ namespace {
 constexpr token_id alphabet = 3;
 constexpr std::size_t max_locks = 6;
 constexpr std::uint32_t max_workers = 5;
+
+// A key is a partition's index followed by the tokens: the partitions below, by index.
+const std::string_view partition_names[] = {"", "a", "ab"};
+constexpr std::size_t partition_count = 3;
 
 struct lock_record {
   node_id node = root_node;
@@ -94,24 +101,35 @@ private:
     return std::uniform_int_distribution<std::size_t>(0, n - 1)(rng_);
   }
 
+  // A key (see partition_names) with 1 to max_length tokens.
   token_seq random_seq() {
-    token_seq s(1 + pick(max_length_));
-    for (token_id& t : s)
-      t = static_cast<token_id>(pick(alphabet));
+    token_seq s(2 + pick(max_length_));
+    s[0] = static_cast<token_id>(pick(partition_count));
+    for (std::size_t i = 1; i < s.size(); ++i)
+      s[i] = static_cast<token_id>(pick(alphabet));
     return s;
   }
 
   node_id insert(const token_seq& s) {
-    const node_id n =
-        trie_.insert(s.data(), s.size(), static_cast<std::int32_t>(pick(5)) - 2);
+    const node_id n = trie_.insert(partition_names[s[0]], s.data() + 1, s.size() - 1,
+                                   static_cast<std::int32_t>(pick(5)) - 2);
     EXPECT_EQ(tokens_of(n), s);
     return n;
   }
 
+  match_result match_key(const token_seq& s, std::int32_t priority = 0,
+                         std::uint32_t cap = std::numeric_limits<std::uint32_t>::max()) {
+    return trie_.match(partition_names[s[0]], s.data() + 1, s.size() - 1, priority, cap);
+  }
+
+  // The key of the node's sequence: its partition, then its tokens.
   token_seq tokens_of(node_id n) const {
-    token_seq s;
-    for (node_id p : trie_.path(n))
-      s.push_back(trie_.token(p));
+    const auto name = trie_.partition(n);
+    const auto* p = std::find(std::begin(partition_names), std::end(partition_names), name);
+    EXPECT_NE(p, std::end(partition_names)) << "a partition nobody made";
+    token_seq s{static_cast<token_id>(p - std::begin(partition_names))};
+    for (node_id node : trie_.path(n))
+      s.push_back(trie_.token(node));
     return s;
   }
 
@@ -162,8 +180,8 @@ private:
     for (token_id t = 0; t < alphabet; ++t) {
       token_seq child = s;
       child.push_back(t);
-      const match_result m = trie_.match(child.data(), child.size());
-      if (m.length == child.size() && trie_.kv(m.node, w) != no_kv)
+      const match_result m = match_key(child);
+      if (m.length == child.size() - 1 && trie_.kv(m.node, w) != no_kv)
         return true;
     }
     return false;
@@ -188,9 +206,9 @@ private:
     else if (op < 98)
       take_released();
     else if (op < 99)
-      trie_.clear_kv();
+      trie_.clear_kv(partition_names[pick(partition_count)]);
     else if (pick(2) == 0)
-      trie_.clear();
+      trie_.clear(partition_names[pick(partition_count)]);
     else if (pick(4) == 0)
       forget_worker();
     else if (pick(2) == 0)
@@ -216,16 +234,23 @@ private:
 
   void match() {
     const token_seq s = random_seq();
-    const std::uint32_t n = static_cast<std::uint32_t>(s.size());
+    const std::uint32_t n = static_cast<std::uint32_t>(s.size() - 1);
     const std::uint32_t caps[] = {std::numeric_limits<std::uint32_t>::max(), n - 1,
                                   static_cast<std::uint32_t>(pick(n + 1))};
     const std::uint32_t cap = caps[pick(3)];
-    const match_result m =
-        trie_.match(s.data(), s.size(), static_cast<std::int32_t>(pick(5)) - 2, cap);
+    const match_result m = match_key(s, static_cast<std::int32_t>(pick(5)) - 2, cap);
+    if (m.node == no_node) { // a partition with no nodes
+      ASSERT_NE(s[0], 0) << "the shared partition always has its root";
+      EXPECT_EQ(m.length, 0u);
+      EXPECT_EQ(m.logprobs, nullptr);
+      for (const kv_prefix& kv : m.kv)
+        EXPECT_EQ(kv.length, 0u);
+      return;
+    }
 
     const std::vector<node_id> path = trie_.path(m.node);
     ASSERT_EQ(path.size(), m.length);
-    ASSERT_EQ(tokens_of(m.node), token_seq(s.begin(), s.begin() + m.length));
+    ASSERT_EQ(tokens_of(m.node), token_seq(s.begin(), s.begin() + 1 + m.length));
     if (m.length < n) {
       EXPECT_EQ(m.logprobs, nullptr);
     }
@@ -247,7 +272,7 @@ private:
       ASSERT_NE(it, handles_.end());
       EXPECT_FALSE(it->second.gone);
       EXPECT_EQ(it->second.worker, w);
-      EXPECT_EQ(it->second.seq, token_seq(s.begin(), s.begin() + kv.length));
+      EXPECT_EQ(it->second.seq, token_seq(s.begin(), s.begin() + 1 + kv.length));
     }
   }
 
@@ -309,8 +334,8 @@ private:
     if (pick(5) == 0)
       return target();
     token_seq s = random_seq();
-    const match_result m = trie_.match(s.data(), s.size());
-    s.resize(std::min<std::size_t>(s.size(), m.kv[w].length + 1));
+    const match_result m = match_key(s);
+    s.resize(std::min<std::size_t>(s.size(), m.kv[w].length + 2));
     return {insert(s), s};
   }
 
@@ -325,7 +350,7 @@ private:
     const kv_handle handle = next_handle_++;
     const node_id up = trie_.parent(n);
     const bool prefix_ok =
-      up == root_node || (trie_.kv(up, w) != no_kv && !trie_.kv_on_host(up, w));
+      trie_.depth(up) == 0 || (trie_.kv(up, w) != no_kv && !trie_.kv_on_host(up, w));
     const bool vacant =
         trie_.kv(n, w) == no_kv && (config_.kv_window == 0 || !child_holds_kv(s, w));
     std::size_t protected_bytes = 0;
@@ -433,8 +458,8 @@ private:
     for (const auto& [handle, h] : handles_) {
       if (h.gone)
         continue;
-      const match_result m = trie_.match(h.seq.data(), h.seq.size());
-      ASSERT_EQ(m.length, h.seq.size()) << "handle " << handle << " lost, never released";
+      const match_result m = match_key(h.seq);
+      ASSERT_EQ(m.length, h.seq.size() - 1) << "handle " << handle << " lost, never released";
       EXPECT_EQ(trie_.kv(m.node, h.worker), handle);
     }
   }

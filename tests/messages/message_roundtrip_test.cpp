@@ -18,6 +18,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <set>
 #include <string>
 #include <vector>
@@ -202,11 +203,12 @@ bool same_description(const worker_description& a, const worker_description& b) 
 }
 
 TEST_F(system_fixture, every_registered_type_survives_a_round_trip) {
-  check("canopy::query", query{{1, 2, 3}, 7, true, std::chrono::milliseconds(9)},
-        [](const query& a, const query& b) {
-          return a.tokens == b.tokens && a.priority == b.priority && a.require_kv == b.require_kv &&
-                 a.timeout == b.timeout;
-        });
+  const auto same_query = [](const query& a, const query& b) {
+    return a.tokens == b.tokens && a.priority == b.priority && a.require_kv == b.require_kv &&
+           a.timeout == b.timeout && a.partition == b.partition;
+  };
+  const query q{{1, 2, 3}, 7, true, std::chrono::milliseconds(9), "3\nsalt"};
+  check("canopy::query", q, same_query);
   const auto row = row_of({-1.0f, -2.5f, -0.125f}, cache::row_dtype::float16);
   check("canopy::shared_logprobs", row, same_row);
   check("canopy::shared_logprobs_list",
@@ -296,7 +298,10 @@ TEST_F(system_fixture, every_registered_type_survives_a_round_trip) {
   check("canopy::kv_handles", std::vector<cache::kv_handle>{1, 2, 3}, std::equal_to<>{});
   check("canopy::node_ids", std::vector<cache::node_id>{4, 5}, std::equal_to<>{});
   check("canopy::token_seq", cache::token_seq{6, 7}, std::equal_to<>{});
-  check("canopy::token_seqs", std::vector<cache::token_seq>{{1}, {2, 3}}, std::equal_to<>{});
+  check("canopy::queries", std::vector<query>{q, query{{4}}},
+        [&](const std::vector<query>& a, const std::vector<query>& b) {
+          return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), same_query);
+        });
 
   std::set<std::string> registered;
   for (const auto& [name, factory] : config.value_factories_by_name)

@@ -13,18 +13,25 @@ from canopy_server import ServerTestCase
 TOKEN = "s3cret-token-for-the-python-client-tests"
 
 
-class AuthTest(ServerTestCase):
-    client_options = {"auth_token": TOKEN}
+class TokenFileServer(ServerTestCase):
+    """A mock server whose --auth-token-file holds ``tokens``, one per line."""
+
+    tokens = ()
 
     @classmethod
     def setUpClass(cls):
         directory = tempfile.TemporaryDirectory(prefix="canopy-auth-")
         cls.addClassCleanup(directory.cleanup)
-        path = os.path.join(directory.name, "token")
+        path = os.path.join(directory.name, "tokens")
         with open(path, "w") as f:
-            f.write(TOKEN + "\n")
+            f.write("".join(token + "\n" for token in cls.tokens))
         cls.server_args = ("--backend", "mock", "--auth-token-file", path)
         super().setUpClass()
+
+
+class AuthTest(TokenFileServer):
+    tokens = (TOKEN,)
+    client_options = {"auth_token": TOKEN}
 
     def test_right_token_is_served(self):
         row = self.lm.next_token_logprobs_sync([1, 2, 3])
@@ -43,3 +50,39 @@ class AuthTest(ServerTestCase):
     def test_health_check_needs_no_token(self):
         status, _, body = self.server.fetch("GET", "/healthz")
         self.assertEqual((status, json.loads(body)), (200, {"status": "ok"}))
+
+
+FIRST, SECOND = "first-tenant-token-0001", "second-tenant-token-0002"
+
+
+class TenantsTest(TokenFileServer):
+    """Two tokens, two tenants: a client never hits what another tenant's client cached,
+    nor what a client with another ``cache_salt`` cached (hits read off /metrics)."""
+
+    tokens = (FIRST, SECOND)
+    client_options = {"auth_token": FIRST}
+
+    def hits(self):
+        _, _, body = self.server.fetch("GET", "/metrics",
+                                       headers={"Authorization": f"Bearer {FIRST}"})
+        for line in body.decode().splitlines():
+            if line.startswith("canopy_cache_hits_total "):
+                return int(float(line.split()[1]))
+        self.fail("no canopy_cache_hits_total in /metrics")
+
+    def test_tenants_and_salts_share_no_cached_row(self):
+        with CanopyLM(self.server.url, auth_token=SECOND, array="numpy") as other, \
+             CanopyLM(self.server.url, auth_token=FIRST, array="numpy",
+                      cache_salt="my own") as salted:
+            row = self.lm.next_token_logprobs_sync([5, 6, 7])
+            before = self.hits()
+            np.testing.assert_array_equal(other.next_token_logprobs_sync([5, 6, 7]), row)
+            np.testing.assert_array_equal(salted.next_token_logprobs_sync([5, 6, 7]), row)
+            self.assertEqual(self.hits(), before, "a hit crossed a tenant or a salt")
+            salted.next_token_logprobs_sync([5, 6, 7])
+            self.assertEqual(self.hits(), before + 1, "the salted client hits its own row")
+
+    def test_a_bad_cache_salt_is_refused_before_any_request(self):
+        for salt in ("", 7, "s" * 257):
+            with self.assertRaises(ValueError):
+                CanopyLM(self.server.url, auth_token=FIRST, cache_salt=salt)

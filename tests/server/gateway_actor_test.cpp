@@ -229,13 +229,13 @@ TEST_F(gateway_test, cache_kv_and_clear_jobs_complete) {
   start();
   reply_probe kv;
   caf::anon_send(gateway, cache_kv_atom::value, request_id{7},
-                 cache_kv_job{{1, 2, 3, 4}, kv.done()});
+                 cache_kv_job{{1, 2, 3, 4}, "", kv.done()});
   EXPECT_FALSE(kv.get().error);
   EXPECT_EQ(lm->stats().tokens_computed, 4u);
   EXPECT_GT(lm->stats().kv_bytes.at(0), 0u);
 
   reply_probe clear;
-  caf::anon_send(gateway, msg::clear_atom::value, clear_job{false, clear.done()});
+  caf::anon_send(gateway, msg::clear_atom::value, clear_job{false, "", clear.done()});
   EXPECT_FALSE(clear.get().error);
   EXPECT_EQ(lm->stats().logprob_bytes, 0u);
   EXPECT_EQ(lm->stats().kv_bytes.at(0), 0u);

@@ -160,7 +160,7 @@ TEST(http_limits, a_client_that_stops_reading_is_closed_after_the_write_stall_ti
 TEST(http_limits, bearer_auth_guards_everything_but_get_healthz) {
   scripted_handler handler;
   auto options = test_options();
-  options.auth_token = "s3cret-token";
+  options.auth_tokens = {"s3cret-token"};
   running_server server(options, handler);
   auto refused = [&](const std::string& request) {
     test_client client(server.port());
@@ -189,6 +189,28 @@ TEST(http_limits, bearer_auth_guards_everything_but_get_healthz) {
   ASSERT_TRUE(client.send(make_request("GET", "/healthz")));
   EXPECT_EQ(echo_of(client.read_response())["target"], "/healthz");
   EXPECT_EQ(handler.calls(0).size(), 3u);
+  EXPECT_EQ(handler.calls(0).front().request.tenant, "") << "one token: no tenants";
+}
+
+TEST(http_limits, with_several_tokens_each_request_names_its_tokens_tenant) {
+  scripted_handler handler;
+  auto options = test_options();
+  options.auth_tokens = {"first-token", "second-token", "third-token"};
+  running_server server(options, handler);
+  test_client client(server.port());
+  auto tenant_of = [&](const std::string& token) {
+    EXPECT_TRUE(client.send(make_request("POST", "/v1/tokenize", "{}",
+                                         "Authorization: Bearer " + token + "\r\n")));
+    return echo_of(client.read_response())["tenant"].get<std::string>();
+  };
+  EXPECT_EQ(tenant_of("second-token"), "2");
+  EXPECT_EQ(tenant_of("first-token"), "1");
+  EXPECT_EQ(tenant_of("third-token"), "3");
+  ASSERT_TRUE(client.send(make_request("GET", "/healthz")));
+  EXPECT_EQ(echo_of(client.read_response())["tenant"], "");
+  ASSERT_TRUE(client.send(make_request("GET", "/v1/model", "",
+                                       "Authorization: Bearer fourth-token\r\n")));
+  expect_error(client.read_response(2s), 401, "unauthorized");
 }
 
 TEST(http_limits, malformed_http_gets_400) {

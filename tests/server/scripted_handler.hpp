@@ -27,7 +27,7 @@ public:
 
   explicit scripted_handler(mode how = mode::echo) : mode_(how) {}
 
-  /// The echo: {"id", "method", "target", "content_type", "accept", "body"} with an
+  /// The echo: {"id", "method", "target", "content_type", "accept", "body", "tenant"} with an
   /// extra header "X-Echo: yes".
   static http_response echo(request_id id, const http_request& request) {
     http_response response;
@@ -37,8 +37,8 @@ public:
         {"target", request.target},
         {"content_type", request.content_type},
         {"accept", request.accept},
-        {"body",
-         request.body}}.dump();
+        {"body", request.body},
+        {"tenant", request.tenant}}.dump();
     response.headers.emplace_back("X-Echo", "yes");
     return response;
   }

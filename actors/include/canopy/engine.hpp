@@ -52,6 +52,11 @@ using token_seq = std::vector<std::int32_t>;
 struct query_options {
   std::int32_t priority = 0;     // priority eviction policy: higher stays cached longer
   double timeout_ms = 0;         // 0: the engine's query_timeout_ms
+  std::string cache_partition{}; // "": the shared cache. Queries of one partition share
+                                 // cached rows, KV and computations only with each
+                                 // other (a tenant, a caller's cache_salt), so nobody
+                                 // learns from timing what another partition asked.
+                                 // At most messages::max_partition_bytes.
 };
 
 /// A query's outcome for the callback overloads: the row, or the error.
@@ -73,7 +78,8 @@ public:
                            query_options options = {});
   at::Tensor next_token_logprobs_sync(token_seq tokens, query_options options = {});
   /// [B, vocab]: row b is the distribution after batch[b].
-  at::Tensor batch_next_token_logprobs(const std::vector<token_seq>& batch);
+  at::Tensor batch_next_token_logprobs(const std::vector<token_seq>& batch,
+                                       const query_options& options = {});
   /// The reference path: no cache, no batching, no KV kept.
   at::Tensor next_token_logprobs_uncached(token_seq tokens);
 
@@ -82,20 +88,23 @@ public:
   /// random stream derived from seed.
   token_seq sample(const token_seq& prompt, std::size_t max_tokens,
                    const std::vector<std::int32_t>& eos_token_ids = {},
-                   double temperature = 1.0, std::uint64_t seed = 0);
+                   double temperature = 1.0, std::uint64_t seed = 0,
+                   const query_options& options = {});
   /// sample() for every prompt, stepping them together; prompt i draws from its own
   /// stream derived from (seed, i). Returns only the generated tokens of each.
   std::vector<token_seq> batch_sample(const std::vector<token_seq>& prompts,
                                       std::size_t max_tokens,
                                       const std::vector<std::int32_t>& eos_token_ids = {},
-                                      double temperature = 1.0, std::uint64_t seed = 0);
+                                      double temperature = 1.0, std::uint64_t seed = 0,
+                                      const query_options& options = {});
 
   /// Computes and keeps the KV (and the row) of prompt, as genlm-backend's cache_kv.
-  void cache_kv(const token_seq& prompt);
-  /// Drops every cached row and KV entry not in use.
-  void clear_cache();
-  /// Drops every KV entry not in use; rows stay.
-  void clear_kv_cache();
+  void cache_kv(const token_seq& prompt, const query_options& options = {});
+  /// Drops every cached row and KV entry not in use, in the cache partitions whose
+  /// names start with `partitions` (by default all, the shared one included).
+  void clear_cache(std::string_view partitions = {});
+  /// Drops every KV entry not in use, in those partitions; rows stay.
+  void clear_kv_cache(std::string_view partitions = {});
   /// Answers every waiting query with errc::cancelled.
   void reset_async_queries();
 

@@ -10,6 +10,28 @@ import secrets
 JSON = "application/json"
 BINARY = "application/octet-stream"
 WIRE_DTYPES = ("float32", "float16")
+MAX_CACHE_SALT_BYTES = 256  # the server's limit
+
+
+def check_cache_salt(cache_salt):
+    """``cache_salt`` as the server takes it: None, or a non-empty str of at most
+    MAX_CACHE_SALT_BYTES bytes (UTF-8)."""
+    if cache_salt is None:
+        return None
+    if not isinstance(cache_salt, str) or not cache_salt:
+        raise ValueError(f"cache_salt must be a non-empty str, not {cache_salt!r}")
+    if len(cache_salt.encode()) > MAX_CACHE_SALT_BYTES:
+        raise ValueError(f"cache_salt has {len(cache_salt.encode())} bytes, more than "
+                         f"the server's limit of {MAX_CACHE_SALT_BYTES}")
+    return cache_salt
+
+
+def salted(body, cache_salt):
+    """``body`` with its ``cache_salt``: the request's queries then share cached rows
+    and KV only with requests of the same tenant and salt."""
+    if cache_salt is not None:
+        body["cache_salt"] = cache_salt
+    return body
 
 
 def token_list(token_ids):

@@ -44,6 +44,10 @@ class CanopyLM(_AsyncLM):
         coalesce: ``next_token_logprobs`` calls made in one turn of the caller's
             event loop (an SMC step's particles) go to the server as one batch
             request (``turn_batcher``); False sends each alone.
+        cache_salt: a string of this client's own: its queries share cached rows and
+            KV only with requests that give the same salt (and, on a server with
+            several tokens, the same tenant), so no other client can tell from timing
+            what it asked (vLLM's ``cache_salt``). None shares the tenant's cache.
 
     It is a subclass of genlm-backend's ``AsyncLM`` when genlm-backend imports (the
     same methods either way). Bad input (an empty sequence, an id outside the
@@ -59,7 +63,8 @@ class CanopyLM(_AsyncLM):
     """
 
     def __init__(self, url="http://127.0.0.1:8080", auth_token=None, max_connections=64,
-                 array="auto", timeout=300.0, dtype="float32", max_batch=1024, coalesce=True):
+                 array="auto", timeout=300.0, dtype="float32", max_batch=1024, coalesce=True,
+                 cache_salt=None):
         parts = urlsplit(url)
         if parts.scheme != "http" or not parts.hostname:
             raise ValueError(f"url must be http://HOST[:PORT], not {url!r}")
@@ -69,6 +74,7 @@ class CanopyLM(_AsyncLM):
             raise ValueError(f"dtype must be one of {api.WIRE_DTYPES}, not {dtype!r}")
         self._to_array = array_converter(array)
         self._dtype = dtype
+        self._cache_salt = api.check_cache_salt(cache_salt)
         self._max_batch = max_batch
         self._timeout = timeout
         self._prefix = parts.path.rstrip("/")
@@ -158,7 +164,8 @@ class CanopyLM(_AsyncLM):
         """
         body = api.sample_body([api.token_list(prompt_token_ids)], False, max_tokens,
                                eos_token_ids, temperature, seed)
-        answer = await self._run_async(self._post_json("/v1/sample", body))
+        answer = await self._run_async(
+            self._post_json("/v1/sample", api.salted(body, self._cache_salt)))
         return api.generated_ids(answer["tokens"], body["eos_token_ids"])
 
     async def batch_sample(self, prompt_token_ids_list, max_tokens, eos_token_ids,
@@ -167,7 +174,7 @@ class CanopyLM(_AsyncLM):
         ``(seed, i)``, so equal prompts give independent samples."""
         prompts = [api.token_list(prompt) for prompt in prompt_token_ids_list]
         body = api.sample_body(prompts, True, max_tokens, eos_token_ids, temperature, seed)
-        return await self._run_async(self._sample_batch(body))
+        return await self._run_async(self._sample_batch(api.salted(body, self._cache_salt)))
 
     # -- LoRA adapters ---------------------------------------------------------------
 
@@ -186,16 +193,18 @@ class CanopyLM(_AsyncLM):
     # -- caches ----------------------------------------------------------------------
 
     def clear_cache(self):
-        """Drop the server's cached rows and KV (shared by every client of the server)."""
+        """Drop the server's cached rows and KV: this client's tenant's, on a server
+        with several tokens; else every client's."""
         self._run(self._post_json("/v1/cache/clear", {}))
 
     def clear_kv_cache(self):
-        """Drop the server's cached KV, keeping its cached rows."""
+        """Drop the server's cached KV (as ``clear_cache`` chooses), keeping rows."""
         self._run(self._post_json("/v1/cache/clear", {"kv_only": True}))
 
     def cache_kv(self, prompt_tokens):
         """Compute and keep the prompt's KV on the server; returns once it is cached."""
-        self._run(self._post_json("/v1/cache/kv", {"tokens": api.token_list(prompt_tokens)}))
+        body = {"tokens": api.token_list(prompt_tokens)}
+        self._run(self._post_json("/v1/cache/kv", api.salted(body, self._cache_salt)))
 
     # -- model and vocabulary --------------------------------------------------------
 
@@ -336,7 +345,8 @@ class CanopyLM(_AsyncLM):
 
     async def _score(self, sequences, batch, all_positions=False):
         """Rows for ``sequences``, checked to answer exactly what was asked."""
-        body = api.logprobs_body(sequences, batch, all_positions, self._dtype)
+        body = api.salted(api.logprobs_body(sequences, batch, all_positions, self._dtype),
+                          self._cache_salt)
         response = await self._call("POST", "/v1/logprobs", body, accept=api.BINARY)
         if response.headers.get("content-type", "").split(";")[0].strip() != api.BINARY:
             raise CanopyProtocolError(

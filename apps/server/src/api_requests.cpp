@@ -87,7 +87,7 @@ parsed<logprobs_request> parse_logprobs_request(std::string_view body,
   return catching<logprobs_request>([&] {
     const json object = parse_object(body, false);
     allow_only(object, {"tokens", "text", "batch", "all_positions", "top_k", "priority",
-                        "deadline_ms", "dtype"});
+                        "deadline_ms", "dtype", "cache_salt"});
     logprobs_request request;
     request.sequences = read_sequences(object, limits, request.batch);
     if (const json* v = member(object, "all_positions"))
@@ -103,6 +103,7 @@ parsed<logprobs_request> parse_logprobs_request(std::string_view body,
     }
     if (const json* v = member(object, "dtype"))
       request.dtype = read_dtype(*v);
+    request.cache_salt = read_cache_salt(object);
     return request;
   });
 }
@@ -112,7 +113,7 @@ parsed<sample_request> parse_sample_request(std::string_view body,
   return catching<sample_request>([&] {
     const json object = parse_object(body, false);
     allow_only(object, {"tokens", "text", "batch", "max_tokens", "temperature", "seed",
-                        "eos_token_ids"});
+                        "eos_token_ids", "cache_salt"});
     sample_request request;
     request.prompts = read_sequences(object, limits, request.batch);
     request.max_tokens = read_count(required(object, "max_tokens"), "max_tokens", 0,
@@ -126,6 +127,7 @@ parsed<sample_request> parse_sample_request(std::string_view body,
       request.seed = read_uint64(*v, "seed");
     if (const json* v = member(object, "eos_token_ids"))
       request.eos_token_ids = read_tokens(*v, "eos_token_ids", true);
+    request.cache_salt = read_cache_salt(object);
     return request;
   });
 }
@@ -153,8 +155,9 @@ parsed<detokenize_request> parse_detokenize_request(std::string_view body) {
 parsed<cache_kv_request> parse_cache_kv_request(std::string_view body) {
   return catching<cache_kv_request>([&] {
     const json object = parse_object(body, false);
-    allow_only(object, {"tokens", "text"});
-    return cache_kv_request{read_single(object, exactly_one(object, {"tokens", "text"}))};
+    allow_only(object, {"tokens", "text", "cache_salt"});
+    return cache_kv_request{read_single(object, exactly_one(object, {"tokens", "text"})),
+                            read_cache_salt(object)};
   });
 }
 

@@ -3,6 +3,7 @@
 #include "route_helpers.hpp"
 
 #include <canopy/backends/hex_bytes.hpp>
+#include <canopy/server/cache_partition.hpp>
 #include <canopy/server/prometheus_text.hpp>
 
 #include <caf/send.hpp>
@@ -270,6 +271,7 @@ void api_router::logprobs(request_id id, const http_request& request,
   job.all_positions = req->all_positions;
   job.priority = req->priority;
   job.deadline_ms = req->deadline_ms;
+  job.partition = cache_partition(request.tenant, req->cache_salt);
   row_format format{req->batch, req->all_positions, req->top_k, req->dtype};
   const bool binary = wants_binary(request);
   answer_shape shape{job.sequences.size(), 0, rows,
@@ -278,6 +280,7 @@ void api_router::logprobs(request_id id, const http_request& request,
     shape.tokens += s.size();
     shape.longest = std::max(shape.longest, s.size());
   }
+  shape.longest += partition_tokens(job.partition);
   auto reserved = reserve_answer(shape, format, binary);
   if (auto* refusal = std::get_if<http_response>(&reserved))
     return respond(std::move(*refusal));
@@ -360,6 +363,7 @@ void api_router::sample(request_id id, const http_request& request, respond_fn r
   job.eos_token_ids = req->eos_token_ids;
   job.temperature = req->temperature;
   job.seed = req->seed;
+  job.partition = cache_partition(request.tenant, req->cache_salt);
   job.done = answer_with(std::move(respond), [this, batch = req->batch,
                                               held = std::make_shared<byte_reservation>(
                                                 std::move(std::get<byte_reservation>(generation)))](
@@ -392,7 +396,8 @@ void api_router::cache_kv(request_id id, const http_request& request,
   auto* ids = parsed_or_respond(tokens, respond);
   if (!ids)
     return;
-  cache_kv_job job{std::move(*ids), answer_with(std::move(respond), ok)};
+  cache_kv_job job{std::move(*ids), cache_partition(request.tenant, req->cache_salt),
+                   answer_with(std::move(respond), ok)};
   caf::anon_send(gateway_of(id), cache_kv_atom::value, id, std::move(job));
 }
 
@@ -401,7 +406,9 @@ void api_router::cache_clear(const http_request& request, respond_fn respond) {
   auto* req = parsed_or_respond(result, respond);
   if (!req)
     return;
-  clear_job job{req->kv_only, answer_with(std::move(respond), ok)};
+  // A tenant clears its own partitions only; without tenants, every one.
+  clear_job job{req->kv_only, tenant_partitions(request.tenant),
+                answer_with(std::move(respond), ok)};
   caf::anon_send(gateways_.front(), messages::clear_atom::value, std::move(job));
 }
 

@@ -2,6 +2,7 @@
 // engine's queries (completion_request.hpp, completion_response.hpp).
 
 #include <canopy/server/api_router.hpp>
+#include <canopy/server/cache_partition.hpp>
 #include <canopy/server/completion_request.hpp>
 #include <canopy/server/completion_response.hpp>
 
@@ -38,6 +39,7 @@ struct completion_run {
 
   completion_request request;
   token_texts texts;
+  std::string partition;                               // its queries' (cache_partition.hpp)
   std::vector<cache::token_seq> prompts;
   std::size_t prompt_tokens = 0;                       // of every prompt, once each
   std::vector<std::vector<token_score>> prompt_scores; // [prompts], echo with logprobs
@@ -200,6 +202,7 @@ void api_router::completions(request_id id, const http_request& request, respond
       messages::errc::no_tokenizer, "completions need the model's tokenizer, and it has none")));
   auto run = std::make_shared<completion_run>(std::move(*req), texts());
   const auto& r = run->request;
+  run->partition = cache_partition(request.tenant, r.cache_salt);
   const auto context = static_cast<std::size_t>(engine_.model().context_length);
   for (std::size_t p = 0; p < r.prompts.size(); ++p) {
     auto tokens = resolve(r.prompts[p]);
@@ -248,7 +251,7 @@ void api_router::completions(request_id id, const http_request& request, respond
   const auto queries = std::max(prompt_rows ? std::min(prompt_tokens, rows_in_flight_per_job) : 0,
                                 r.n * run->prompts.size());
   auto reserved = reserve_bytes(encoded, prompt_rows ? prompt_tokens : 0, queries,
-                                longest_prompt + r.max_tokens);
+                                longest_prompt + r.max_tokens + partition_tokens(run->partition));
   if (auto* refusal = std::get_if<http_response>(&reserved))
     return respond(std::move(*refusal));
   auto generation = reserve_generation(run->prompts.size() * r.n * r.max_tokens);
@@ -271,6 +274,7 @@ void api_router::completions(request_id id, const http_request& request, respond
       return run->respond(to_response(*failed));
     const auto& r = run->request;
     sample_job job;
+    job.partition = run->partition;
     for (std::size_t p = 0; p < run->prompts.size(); ++p)
       for (std::size_t k = 0; k < r.n; ++k) {
         job.prompts.push_back(run->prompts[p]);
@@ -311,6 +315,7 @@ void api_router::completions(request_id id, const http_request& request, respond
   logprobs_job rows;
   rows.sequences = run->prompts;
   rows.all_positions = true;
+  rows.partition = run->partition;
   rows.done = [run, sample = std::move(sample)](gateway_reply reply) {
     run->prompt_engine_ms = reply.engine_ms;
     if (!reply.error)

@@ -15,20 +15,36 @@ bool constant_time_equal(std::string_view candidate, std::string_view secret) {
   return diff == 0;
 }
 
-bool bearer_authorized(std::string_view authorization, std::string_view token) {
+namespace {
+
+/// The token of a "Bearer <token>" header value, without the optional whitespace
+/// around it; none for another scheme or no token.
+std::optional<std::string_view> bearer_credentials(std::string_view authorization) {
   constexpr std::string_view scheme = "bearer ";
   if (authorization.size() < scheme.size())
-    return false;
+    return std::nullopt;
   for (std::size_t i = 0; i < scheme.size(); ++i)
     if (std::tolower(static_cast<unsigned char>(authorization[i])) != scheme[i])
-      return false;
+      return std::nullopt;
   auto credentials = authorization.substr(scheme.size());
-  // Optional whitespace around the token is not part of it.
   auto first = credentials.find_first_not_of(' ');
   if (first == std::string_view::npos)
-    return false;
-  credentials = credentials.substr(first, credentials.find_last_not_of(' ') - first + 1);
-  return constant_time_equal(credentials, token);
+    return std::nullopt;
+  return credentials.substr(first, credentials.find_last_not_of(' ') - first + 1);
+}
+
+} // namespace
+
+std::optional<std::size_t> bearer_tenant(std::string_view authorization,
+                                         const std::vector<std::string>& tokens) {
+  const auto credentials = bearer_credentials(authorization);
+  if (!credentials)
+    return std::nullopt;
+  std::optional<std::size_t> match;
+  for (std::size_t i = 0; i < tokens.size(); ++i)
+    if (constant_time_equal(*credentials, tokens[i]))
+      match = i;
+  return match;
 }
 
 } // namespace canopy::server

@@ -2,7 +2,11 @@
 // Checking "Authorization: Bearer <token>" without a timing side channel.
 // Thread contract: pure functions.
 
+#include <cstddef>
+#include <optional>
+#include <string>
 #include <string_view>
+#include <vector>
 
 namespace canopy::server {
 
@@ -11,9 +15,11 @@ namespace canopy::server {
 /// nor on the secret's length. `secret` must not be empty.
 bool constant_time_equal(std::string_view candidate, std::string_view secret);
 
-/// True when the Authorization header value `authorization` is "Bearer <token>"
-/// (scheme case-insensitive, RFC 7235) with exactly `token`. `token` must not be
-/// empty.
-bool bearer_authorized(std::string_view authorization, std::string_view token);
+/// Which of `tokens` (none empty) the Authorization header value `authorization`
+/// carries as "Bearer <token>" (scheme case-insensitive, RFC 7235; optional spaces
+/// around the token), exactly, or none. Every token is compared, so the time taken
+/// says nothing of which one matched, or how close a guess came.
+std::optional<std::size_t> bearer_tenant(std::string_view authorization,
+                                         const std::vector<std::string>& tokens);
 
 } // namespace canopy::server

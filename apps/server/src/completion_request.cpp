@@ -76,7 +76,7 @@ parsed<completion_request> parse_completion_request(std::string_view body,
     allow_only(object, {"model", "prompt", "max_tokens", "echo", "logprobs", "temperature",
                         "top_p", "seed", "n", "stop", "stream", "stream_options", "user",
                         "best_of", "frequency_penalty", "presence_penalty", "logit_bias",
-                        "suffix"});
+                        "suffix", "cache_salt"});
     completion_request request;
     request.model = read_string(required(object, "model"), "model");
     request.prompts = read_prompts(required(object, "prompt"));
@@ -115,6 +115,7 @@ parsed<completion_request> parse_completion_request(std::string_view body,
     }
     if (const json* v = given(object, "user"))
       read_string(*v, "user");
+    request.cache_salt = read_cache_salt(object);
     refuse_unsupported(object, request.n);
     if (request.prompts.size() * request.n > limits.max_batch)
       refuse("batch_too_large", std::to_string(request.prompts.size()) + " prompts x n = " +

@@ -35,6 +35,7 @@ struct open_job {
   bool all_positions = false;
   std::int32_t priority = 0;
   caf::timespan timeout{0};
+  std::string partition;                   // every query's cache partition
   std::optional<actors::sampling_run> run; // sample
   std::optional<std::size_t> top_logprobs;                 // sample: score with this many
   std::function<bool(const sampled_token&)> on_token;      // sample
@@ -130,7 +131,8 @@ void ask_more_rows(gateway_pointer self, request_id request, open_job& job) {
     const auto r = job.next_row;
     const auto& tokens = job.answers[s].tokens;
     const auto end = job.all_positions ? tokens.begin() + r + 1 : tokens.end();
-    send_query(self, request, job, query{{tokens.begin(), end}, job.priority, false, job.timeout},
+    send_query(self, request, job,
+               query{{tokens.begin(), end}, job.priority, false, job.timeout, job.partition},
                s, r);
     if (++job.next_row == job.answers[s].rows.size()) {
       ++job.next_sequence;
@@ -150,6 +152,7 @@ void start_logprobs(gateway_pointer self, request_id request, logprobs_job& in) 
   job.priority = in.priority;
   job.timeout = std::chrono::duration_cast<caf::timespan>(
       std::chrono::duration<double, std::milli>(in.deadline_ms));
+  job.partition = std::move(in.partition);
   job.answers.resize(in.sequences.size());
   for (std::size_t s = 0; s < in.sequences.size(); ++s) {
     job.answers[s].rows.resize(in.all_positions ? in.sequences[s].size() : 1);
@@ -169,7 +172,7 @@ void step_sampling(gateway_pointer self, request_id request, open_job& job) {
     return finish(self, request, std::move(reply));
   }
   for (auto& [prompt, context] : next)
-    send_query(self, request, job, query{std::move(context)},
+    send_query(self, request, job, query{std::move(context), 0, false, {}, job.partition},
                static_cast<std::uint32_t>(prompt), 0);
 }
 
@@ -177,6 +180,7 @@ void start_sample(gateway_pointer self, request_id request, sample_job& in) {
   auto& job = open(self, request, job_kind::sample, std::move(in.done));
   job.top_logprobs = in.top_logprobs;
   job.on_token = std::move(in.on_token);
+  job.partition = std::move(in.partition);
   job.run.emplace(std::move(in.prompts), in.max_tokens, std::move(in.eos_token_ids),
                   in.temperature, in.seed, in.top_p);
   step_sampling(self, request, job);
@@ -283,7 +287,8 @@ gateway_actor::behavior_type gateway(gateway_pointer self, engine_actor engine) 
       },
       [=](cache_kv_atom, request_id request, cache_kv_job& in) {
         auto& job = open(self, request, job_kind::cache_kv, std::move(in.done));
-        send_query(self, request, job, query{std::move(in.prompt), 0, true, caf::timespan{0}},
+        send_query(self, request, job,
+                   query{std::move(in.prompt), 0, true, caf::timespan{0}, std::move(in.partition)},
                    0, 0);
       },
       [=](clear_atom, clear_job& job) {
@@ -296,10 +301,12 @@ gateway_actor::behavior_type gateway(gateway_pointer self, engine_actor engine) 
         auto answered = [reply_with](bool) { reply_with(std::nullopt); };
         auto failed = [reply_with](caf::error& e) { reply_with(to_api_error(e)); };
         if (job.kv_only)
-          self->request(self->state.engine, caf::infinite, clear_kv_atom::value)
+          self->request(self->state.engine, caf::infinite, clear_kv_atom::value,
+                        std::move(job.partitions))
               .then(answered, failed);
         else
-          self->request(self->state.engine, caf::infinite, clear_atom::value)
+          self->request(self->state.engine, caf::infinite, clear_atom::value,
+                        std::move(job.partitions))
               .then(answered, failed);
       },
       [=](cancel_atom, request_id request) {

@@ -255,11 +255,14 @@ void http_session::parse() {
 
 void http_session::on_header() {
   const auto& request = parser_->get();
-  const auto& token = context_.options.auth_token;
-  bool open = token.empty() ||
+  const auto& tokens = context_.options.auth_tokens;
+  bool open = tokens.empty() ||
               (request.method() == http::verb::get &&
                server_metrics::route_label(to_std(request.target())) == "/healthz");
-  if (!open && !bearer_authorized(to_std(request[http::field::authorization]), token)) {
+  const auto tenant =
+    open ? std::nullopt : bearer_tenant(to_std(request[http::field::authorization]), tokens);
+  tenant_ = tenant && tokens.size() > 1 ? std::to_string(*tenant + 1) : std::string();
+  if (!open && !tenant) {
     // Refused before its body is read, so the connection cannot be reused.
     auto refusal = error_response(401, "unauthorized",
                                   "this server needs \"Authorization: Bearer <token>\" "
@@ -306,7 +309,8 @@ void http_session::dispatch() {
   http_request request{std::string(message.method_string()), done.target,
                        std::string(message[http::field::content_type]),
                        std::string(message[http::field::accept]),
-                       std::move(message.body())};
+                       std::move(message.body()),
+                       std::move(tenant_)};
   auto id = done.id;
   in_flight_ = std::move(done);
   keep_for_answer_ = shared_from_this();

@@ -134,6 +134,7 @@ private:
   phase phase_ = phase::waiting;
   std::uint64_t request_seq_ = 0; // parsers started, so each request gets own deadlines
   clock::time_point read_done_;   // of the complete request not yet dispatched
+  std::string tenant_;            // of the request being read (http_request::tenant)
 
   std::optional<exchange> in_flight_; // handed to the handler, not answered yet
   // An answer that came while a departure probe was being written: written after it.

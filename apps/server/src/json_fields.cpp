@@ -1,5 +1,7 @@
 #include "json_fields.hpp"
 
+#include <canopy/server/cache_partition.hpp>
+
 #include <cmath>
 #include <limits>
 #include <type_traits>
@@ -162,6 +164,20 @@ std::string read_string(const json& value, const std::string& field) {
   if (!value.is_string())
     refuse(invalid_request, field + " is not a string");
   return value.get<std::string>();
+}
+
+std::string read_cache_salt(const json& object) {
+  const json* value = member(object, "cache_salt");
+  if (value == nullptr)
+    return {};
+  auto salt = read_string(*value, "cache_salt");
+  if (salt.empty())
+    refuse(invalid_request, "cache_salt is empty (leave it out for none)");
+  if (salt.size() > max_cache_salt_bytes)
+    refuse(invalid_request, "cache_salt has " + std::to_string(salt.size()) +
+                              " bytes, more than the limit of " +
+                              std::to_string(max_cache_salt_bytes));
+  return salt;
 }
 
 double read_number(const json& value, const std::string& field) {

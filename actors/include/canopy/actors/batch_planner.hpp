@@ -6,6 +6,8 @@
 //    to the next pass, where those tokens are cached (computing them twice now would
 //    waste the work KV reuse saves);
 //  - each item starts after the KV prefix the chosen worker holds.
+// Entries of different cache partitions never fold, defer or group together: they
+// share no tokens (messages::query::partition).
 // Also routes the entries of a flush to workers (route_entries).
 // Thread contract: pure functions.
 
@@ -15,6 +17,7 @@
 #include <cstdint>
 #include <limits>
 #include <optional>
+#include <string_view>
 #include <vector>
 
 namespace canopy::actors {
@@ -23,6 +26,7 @@ namespace canopy::actors {
 struct plan_entry {
   const cache::token_seq* tokens = nullptr; // the full sequence (non-empty)
   cache::kv_prefix kv;                      // on the chosen worker, capped at length-1
+  std::string_view partition{};             // its cache partition
 };
 
 /// Where an entry's answer comes from.
@@ -61,6 +65,7 @@ struct routing_entry {
   std::vector<cache::kv_prefix> kv;     // [workers, or fewer] its KV prefix on each
   std::optional<cache::worker_id> computing; // a worker whose running pass computes
                                         // tokens of it (cached nowhere yet)
+  std::string_view partition{};         // its cache partition
 };
 
 /// Where one entry goes.
@@ -96,6 +101,11 @@ std::vector<entry_route> route_entries(const std::vector<routing_entry>& entries
 
 /// How many leading tokens `a` and `b` share.
 std::uint32_t common_prefix(const cache::token_seq& a, const cache::token_seq& b);
+
+/// Orders sequences by partition, then lexicographically: every prefix comes right
+/// before its extensions of the same partition.
+bool partition_order(std::string_view partition_a, const cache::token_seq& a,
+                     std::string_view partition_b, const cache::token_seq& b);
 
 
 } // namespace canopy::actors

@@ -22,7 +22,7 @@
 #include <canopy/actors/batch_planner.hpp>
 #include <canopy/actors/earliest_timer.hpp>
 #include <canopy/actors/engine_metrics.hpp>
-#include <canopy/actors/token_seq_hash.hpp>
+#include <canopy/actors/query_key.hpp>
 #include <canopy/actors/worker_pool.hpp>
 #include <canopy/messages/actor_interfaces.hpp>
 
@@ -61,7 +61,7 @@ struct waiter {
   std::uint64_t ticket = 0;
 };
 
-/// One distinct sequence and everyone waiting for it.
+/// One distinct query key (partition and sequence) and everyone waiting for it.
 struct batch_entry {
   messages::query q;
   std::vector<waiter> waiters;
@@ -71,7 +71,7 @@ struct batch_entry {
   // leaves (root_node when the cache is off): the prefix cannot be evicted meanwhile.
   cache::node_id leaf = cache::root_node;
   std::vector<cache::node_id> pins; // locks of its last prepare (prepared_entry::pins)
-  std::size_t key_hash = 0; // token_view::hash_of(q.tokens)
+  std::size_t key_hash = 0; // query_key::hash_of(q)
 };
 
 /// A batch between prepare and its answers.
@@ -108,8 +108,8 @@ struct batcher_state {
   worker_pool workers;
 
   std::unordered_map<entry_id, batch_entry> entries;
-  // When merging: each entry by its sequence (a view of the entry's own q.tokens).
-  std::unordered_map<token_view, entry_id, token_seq_hash> by_key;
+  // When merging: each entry by its key (a view of the entry's own q).
+  std::unordered_map<query_key, entry_id, query_key_hash> by_key;
   std::deque<entry_id> pending;          // arrival order
   // Entries waiting for a busy worker (Note [routing] in batch_planner.hpp): it holds
   // their KV, or computes a prefix they share; back to the head of `pending` when the

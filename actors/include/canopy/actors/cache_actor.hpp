@@ -40,10 +40,9 @@ struct cache_state {
   /// and when require_kv (cache_kv) its KV on some worker as well. Lookups and
   /// prepares both ask this.
   cache::row_ptr answerable(cache::node_id node, bool require_kv) const;
-  /// A miss: makes the nodes `m` did not reach and locks the last, which the query
-  /// holds until the batcher releases it. Returns that node.
-  cache::node_id lock_miss(const cache::token_seq& tokens, std::int32_t priority,
-                           const cache::match_result& m);
+  /// A miss of `q`: makes the nodes `m` did not reach (in q's partition) and locks
+  /// the last, which the query holds until the batcher releases it. Returns that node.
+  cache::node_id lock_miss(const messages::query& q, const cache::match_result& m);
   /// How one locked sequence of a batch stands (see prepared_entry). Under a sliding
   /// window, locks the end of each KV prefix that the sequence's own lock does not
   /// keep (its pins), so that no KV a pass reads is released while it runs.

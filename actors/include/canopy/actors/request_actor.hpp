@@ -1,6 +1,6 @@
 #pragma once
 // A request actor: the engine's front door (the engine_actor interface). It validates
-// each query (empty, out-of-range ids, too long), gives it a ticket, sends it to the
+// each query (empty, out-of-range ids, too long, an oversized partition name), gives it a ticket, sends it to the
 // cache actor, which answers hits and forwards misses to the batcher, and delivers the
 // (answer_atom, ticket, ...) that comes back to the caller's response promise or
 // callback, or deadline_exceeded when the query's timeout fires first. It remembers
@@ -73,10 +73,11 @@ struct request_state {
     std::optional<deadline_map::iterator> deadline; // its element of `deadlines`
   };
   std::unordered_map<std::uint64_t, pending> outstanding; // by ticket
-  /// What a cancellation needs: the ticket, and the sequence the batcher keys it by.
+  /// What a cancellation needs: the ticket, and what the batcher keys it by (its
+  /// partition and sequence).
   struct cancellable {
     std::uint64_t ticket = 0;
-    cache::token_seq tokens;
+    messages::query key;
   };
   std::unordered_map<caller_key, cancellable, caller_key_hash> by_caller;
   std::uint64_t next_ticket = 0;
@@ -99,5 +100,8 @@ request_actor(request_pointer self, request_options options, backends::model_inf
 
 /// The first problem with a sequence for this model, or none.
 caf::error validate_tokens(const cache::token_seq& tokens, const backends::model_info& model);
+
+/// The first problem with a query for this model (its tokens, its partition), or none.
+caf::error validate_query(const messages::query& q, const backends::model_info& model);
 
 } // namespace canopy::actors

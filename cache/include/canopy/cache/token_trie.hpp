@@ -31,6 +31,13 @@
 // tier evicts is dropped. promote_kv moves a locked path's host KV back within the
 // device budget before a pass reads it. Not with a sliding window.
 //
+// Partitions (Note [partitions] in the .cpp): sequences live in partitions named by a
+// string, and nothing crosses them: equal tokens in two partitions are two paths, with
+// their own rows, KV and statistics, so no caller can learn from a hit what another
+// partition holds (tenants, cache_salt). The empty name is the shared partition, whose
+// root is root_node; every other partition has a root of its own, at depth 0, made by
+// its first insert and removed with its last node. Budgets and eviction span them all.
+//
 // Node ids are recycled after removal: hold a node id only while it is locked.
 //
 // Thread contract: not thread-safe; one owner (the cache actor) uses it.
@@ -43,6 +50,7 @@
 #include <cstdint>
 #include <limits>
 #include <memory>
+#include <string_view>
 #include <vector>
 
 namespace canopy::cache {
@@ -65,7 +73,9 @@ struct kv_prefix {
 };
 
 struct match_result {
-  node_id node = root_node;  // deepest existing node on the path
+  node_id node = root_node;  // deepest existing node on the path: the partition's
+                             // root when no token matched, no_node when the partition
+                             // has no nodes yet (insert then, not extend)
   std::uint32_t length = 0;  // its depth: how many leading tokens exist in the trie
   row_ptr logprobs;          // row after the WHOLE sequence, when stored
   std::vector<kv_prefix> kv; // [workers]
@@ -99,6 +109,7 @@ struct trie_stats {
   std::uint64_t kv_promoted_bytes = 0;
   std::uint64_t nodes_removed = 0;           // nodes removed once empty
   std::uint64_t refused_attaches = 0;        // attaches that could not fit
+  std::uint64_t partitions = 0;              // roots of named partitions now
 };
 
 class token_trie {
@@ -117,9 +128,16 @@ public:
   /// caps at n-1).
   match_result match(const token_id* tokens, std::size_t n, std::int32_t priority = 0,
                      std::uint32_t kv_cap = std::numeric_limits<std::uint32_t>::max());
+  /// match() in the named partition ("" is the shared one).
+  match_result match(std::string_view partition, const token_id* tokens, std::size_t n,
+                     std::int32_t priority = 0,
+                     std::uint32_t kv_cap = std::numeric_limits<std::uint32_t>::max());
 
   /// Creates the missing nodes of tokens[0..n) (n >= 1) and returns the last one.
   node_id insert(const token_id* tokens, std::size_t n, std::int32_t priority = 0);
+  /// insert() in the named partition, making its root when it has none.
+  node_id insert(std::string_view partition, const token_id* tokens, std::size_t n,
+                 std::int32_t priority = 0);
   /// insert() below `node`: creates the missing nodes of tokens[0..n) under it (none
   /// when n == 0) and returns the last one. A miss continues from the node its match
   /// ended at (match_result::node, with the tokens after match_result::length)
@@ -133,8 +151,12 @@ public:
   /// reports with kv_cap = its depth, without refreshing any statistics.
   std::vector<kv_prefix> kv_prefixes(node_id node) const;
 
-  /// The nodes from depth 1 down to `node`: result[i] has depth i+1.
+  /// The nodes from depth 1 (below its partition's root) down to `node`: result[i] has
+  /// depth i+1.
   std::vector<node_id> path(node_id node) const;
+  /// The node of `node`'s path at `depth` (at most depth(node); 0: its partition's
+  /// root), found by walking up from `node`. std::out_of_range past depth(node).
+  node_id ancestor(node_id node, std::uint32_t depth) const;
 
   /// Locks `node`, and so its whole path: a node is in use while its lock count is
   /// non-zero, and in-use nodes are never evicted nor removed. A node's lock count is
@@ -171,10 +193,11 @@ public:
   kv_handle kv(node_id node, worker_id worker) const; // no_kv when absent
   bool kv_on_host(node_id node, worker_id worker) const; // false when absent
 
-  /// Drops log-probs and KV of every unlocked node (released KV is queued).
-  void clear();
-  /// Drops the KV of every unlocked node (released KV is queued).
-  void clear_kv();
+  /// Drops log-probs and KV of every unlocked node (released KV is queued) in the
+  /// partitions whose names start with `partitions` ("": all of them).
+  void clear(std::string_view partitions = {});
+  /// Drops the KV of every unlocked node (released KV is queued) in those partitions.
+  void clear_kv(std::string_view partitions = {});
   /// The worker is gone: drop all of its KV, locked or not, without queueing releases.
   void forget_worker(worker_id worker);
 
@@ -202,6 +225,8 @@ public:
   node_id parent(node_id node) const;
   std::uint32_t depth(node_id node) const;
   token_id token(node_id node) const;
+  /// The name of the partition `node` lies in ("" for the shared one); O(its depth).
+  std::string_view partition(node_id node) const;
   bool exists(node_id node) const;
 
   /// Verifies every invariant (budgets, parent/child links, depths, lock counts,

@@ -20,8 +20,10 @@ using worker_id = std::uint32_t;
 using kv_handle = std::uint64_t;
 inline constexpr kv_handle no_kv = 0;
 
-/// Index of a trie node; the root is always node 0.
+/// Index of a trie node; the root (of the shared partition) is always node 0.
 using node_id = std::uint32_t;
 inline constexpr node_id root_node = 0;
+/// No node: what a match in a partition that has no nodes yet ends at.
+inline constexpr node_id no_node = UINT32_MAX;
 
 } // namespace canopy::cache

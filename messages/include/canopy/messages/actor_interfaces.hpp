@@ -29,6 +29,7 @@
 #include <caf/typed_event_based_actor.hpp>
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace canopy::messages {
@@ -111,8 +112,8 @@ using node_gate_actor = caf::typed_actor<
 
 /// Merges duplicate queries and dispatches batches to workers.
 using batcher_actor = caf::typed_actor<
-  // A cache miss: answered to the sink once computed; equal sequences share one
-  // computation. The node is the query's whole sequence in the trie, locked by the
+  // A cache miss: answered to the sink once computed; equal sequences of one partition
+  // share one computation. The node is the query's whole sequence in the trie, locked by the
   // cache for this query (root_node when the cache is off); the batcher gives the
   // lock back (release) once the query leaves it.
   caf::reacts_to<enqueue_atom, query, std::uint64_t, answer_sink, cache::node_id>,
@@ -123,10 +124,10 @@ using batcher_actor = caf::typed_actor<
   // INTERNAL: the queries that were in the mailbox with the first one are enqueued;
   // an idle worker may take them now (flush_when_idle).
   caf::reacts_to<idle_atom>,
-  // Withdraws waiters (their sink, tickets and sequences) whose callers cancelled; an
-  // entry left with nobody waiting is dropped when its turn comes, not computed.
-  caf::reacts_to<cancel_atom, answer_sink, std::vector<std::uint64_t>,
-                 std::vector<cache::token_seq>>,
+  // Withdraws waiters (their sink, tickets, and the queries whose partition and
+  // sequence name their entries) whose callers cancelled; an entry left with nobody
+  // waiting is dropped when its turn comes, not computed.
+  caf::reacts_to<cancel_atom, answer_sink, std::vector<std::uint64_t>, std::vector<query>>,
   // reset_async_queries(): every waiting query gets errc::cancelled.
   caf::replies_to<cancel_atom>::with<bool>,
   // Admits a worker: it must serve the engine's model (architecture, vocabulary,
@@ -164,12 +165,12 @@ using cache_actor = caf::typed_actor<
   caf::reacts_to<connect_atom, batcher_actor>,
   // Passes a withdrawal on to the batcher. It travels the path the misses took, so
   // it reaches the batcher after the queries it withdraws.
-  caf::reacts_to<cancel_atom, answer_sink, std::vector<std::uint64_t>,
-                 std::vector<cache::token_seq>>,
-  // Drops every unlocked row and KV entry.
-  caf::replies_to<clear_atom>::with<bool>,
-  // Drops every unlocked KV entry.
-  caf::replies_to<clear_kv_atom>::with<bool>>;
+  caf::reacts_to<cancel_atom, answer_sink, std::vector<std::uint64_t>, std::vector<query>>,
+  // Drops every unlocked row and KV entry of the partitions whose names start with the
+  // string ("": all).
+  caf::replies_to<clear_atom, std::string>::with<bool>,
+  // Drops every unlocked KV entry of those partitions.
+  caf::replies_to<clear_kv_atom, std::string>::with<bool>>;
 
 /// The front door: a request actor. Hosts that run their own actor system talk to
 /// the engine through this handle.
@@ -195,10 +196,11 @@ using engine_actor = answer_sink::extend<
   caf::replies_to<uncached_atom, cache::token_seq>::with<shared_logprobs>,
   // The reference path, answered through a callback.
   caf::reacts_to<uncached_atom, cache::token_seq, reply_callback>,
-  // Drops every unlocked cached row and KV entry.
-  caf::replies_to<clear_atom>::with<bool>,
-  // Drops every unlocked KV entry.
-  caf::replies_to<clear_kv_atom>::with<bool>,
+  // Drops every unlocked cached row and KV entry of the partitions whose names start
+  // with the string ("": all).
+  caf::replies_to<clear_atom, std::string>::with<bool>,
+  // Drops every unlocked KV entry of those partitions.
+  caf::replies_to<clear_kv_atom, std::string>::with<bool>,
   // Cancels every waiting query (reset_async_queries).
   caf::replies_to<cancel_atom>::with<bool>,
   // The model the engine serves.

@@ -36,10 +36,14 @@ struct request_limits {
 
 enum class wire_dtype { float32, float16 };
 
+/// Every request that runs queries may give "cache_salt" (a non-empty string): its
+/// queries then share cached entries only with requests of the same tenant and salt
+/// (cache_partition.hpp).
+
 /// POST /v1/logprobs: exactly one of "tokens", "text", "batch" (a list whose entries
 /// are token lists or texts). Options: "all_positions" (bool), "top_k" (int >= 1),
 /// "priority" (int32), "deadline_ms" (number > 0), "dtype" ("float32" | "float16",
-/// binary responses only).
+/// binary responses only), "cache_salt".
 struct logprobs_request {
   std::vector<sequence_input> sequences; // one unless `batch`
   bool batch = false;                    // the client sent "batch": answer "results"
@@ -48,11 +52,12 @@ struct logprobs_request {
   std::int32_t priority = 0;
   double deadline_ms = 0;                // 0: none
   wire_dtype dtype = wire_dtype::float32;
+  std::string cache_salt;                // "": none
 };
 
 /// POST /v1/sample: "tokens" | "text" | "batch" as above, "max_tokens" (int >= 0,
 /// required, at most the limit), "temperature" (number >= 0, default 1), "seed"
-/// (uint64, default 0), "eos_token_ids" (list of ids, default none).
+/// (uint64, default 0), "eos_token_ids" (list of ids, default none), "cache_salt".
 struct sample_request {
   std::vector<sequence_input> prompts;
   bool batch = false;
@@ -60,6 +65,7 @@ struct sample_request {
   double temperature = 1.0;
   std::uint64_t seed = 0;
   std::vector<std::int32_t> eos_token_ids;
+  std::string cache_salt;
 };
 
 /// POST /v1/tokenize: {"text": "...", "add_special_tokens": true}.
@@ -73,9 +79,10 @@ struct detokenize_request {
   cache::token_seq tokens;
 };
 
-/// POST /v1/cache/kv: {"tokens": [...]} or {"text": "..."}.
+/// POST /v1/cache/kv: {"tokens": [...]} or {"text": "..."}, and "cache_salt".
 struct cache_kv_request {
   sequence_input prompt;
+  std::string cache_salt;
 };
 
 /// POST /v1/cache/clear: {} or {"kv_only": true}; an empty body counts as {}.

@@ -35,6 +35,7 @@ struct completion_request {
   std::vector<std::string> stop;       // generation ends before the first one that appears
   bool stream = false;                 // server-sent events
   bool stream_usage = false;           // stream_options.include_usage
+  std::string cache_salt;              // vLLM's: "" none (api_requests.hpp)
 };
 
 /// `limits`: max_batch bounds prompts x n, max_sample_tokens bounds max_tokens.

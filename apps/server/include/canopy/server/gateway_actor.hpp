@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <string>
 #include <vector>
 
 namespace canopy::server {
@@ -53,12 +54,19 @@ inline constexpr std::size_t rows_in_flight_per_job = 64;
 /// slack and the maps that hold them.
 inline constexpr std::size_t query_bytes_per_token = 32;
 
+/// A query's cache partition is copied where its tokens are: it costs as many tokens
+/// as it has 4-byte words.
+inline std::size_t partition_tokens(const std::string& partition) {
+  return (partition.size() + sizeof(cache::token_id) - 1) / sizeof(cache::token_id);
+}
+
 /// Next-token rows after each sequence, or after every prefix (all_positions).
 struct logprobs_job {
   std::vector<cache::token_seq> sequences;
   bool all_positions = false;
   std::int32_t priority = 0;
   double deadline_ms = 0; // 0: the engine's query_timeout_ms
+  std::string partition;  // the queries' cache partition (cache_partition.hpp)
   gateway_done done;
 };
 
@@ -85,18 +93,22 @@ struct sample_job {
   /// prompt's generation as stopped (a stop string appeared). Runs on the gateway's
   /// thread; must not block.
   std::function<bool(const sampled_token&)> on_token;
+  std::string partition; // the queries' cache partition
   gateway_done done;
 };
 
 /// engine::cache_kv: done once the prompt's KV is cached.
 struct cache_kv_job {
   cache::token_seq prompt;
+  std::string partition; // the query's cache partition
   gateway_done done;
 };
 
-/// engine::clear_cache, or clear_kv_cache when kv_only.
+/// engine::clear_cache, or clear_kv_cache when kv_only, of the partitions whose names
+/// start with `partitions`.
 struct clear_job {
   bool kv_only = false;
+  std::string partitions;
   gateway_done done;
 };
 

@@ -54,7 +54,8 @@ struct answer_shape {
   std::size_t tokens = 0; // of all sequences
   std::size_t rows = 0;
   std::size_t vocab = 0;
-  std::size_t longest = 0; // tokens of the longest sequence (its queries carry them)
+  std::size_t longest = 0; // tokens the longest query carries (its sequence, and its
+                           // cache partition: gateway_actor.hpp's partition_tokens)
 };
 
 /// The most bytes the answer can take once encoded (binary: exactly its size), so a

@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace canopy::server {
 
@@ -16,7 +17,9 @@ std::string server_url(const std::string& host, std::uint16_t port);
 struct server_options {
   std::string host = "127.0.0.1";   // loopback unless told otherwise
   std::uint16_t port = 8080;        // 0: any free port (the server reports it)
-  std::string auth_token;           // empty: no auth; else "Authorization: Bearer <it>"
+  std::vector<std::string> auth_tokens; // none: no auth; else "Authorization: Bearer <one>",
+                                        // and with several each is a tenant, whose
+                                        // requests share no cache entry with another's
   std::uint32_t io_threads = 1;     // Asio threads running the connections
   std::uint32_t handler_threads = 2; // threads that parse and tokenize request bodies
                                      // (off the I/O threads: a 15 MB text must not
