@@ -1,6 +1,6 @@
 #include "kv_format.hpp"
 
-#include <canopy/backends/torch_backend.hpp>
+#include <canopy/backends/kv_dtypes.hpp>
 
 #include <stdexcept>
 
@@ -9,16 +9,6 @@ namespace canopy::backends {
 const std::vector<std::string>& kv_dtype_names() {
   static const std::vector<std::string> names = {"float32", "float16", "bfloat16", "int8"};
   return names;
-}
-
-double compute_roundoff(const torch_options& options) {
-  return make_kv_format(options.dtype, at::kFloat)->unit_roundoff();
-}
-
-double kv_storage_roundoff(const torch_options& options) {
-  const auto compute = compute_roundoff(options);
-  const auto stored = make_kv_format(options.kv_dtype, at::kFloat)->unit_roundoff();
-  return options.kv_dtype.empty() || stored <= compute ? 0.0 : stored;
 }
 
 std::unique_ptr<kv_format> make_kv_format(const std::string& name, at::ScalarType compute) {

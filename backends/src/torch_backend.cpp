@@ -3,6 +3,7 @@
 #include <canopy/backends/model_fingerprint.hpp>
 
 #include "direct_llama_forward.hpp"
+#include "kv_format.hpp"
 #include "kv_slots.hpp"
 #include "pass_kv.hpp"
 #include "pass_layout.hpp"
@@ -20,6 +21,16 @@
 #include <string>
 
 namespace canopy::backends {
+
+double compute_roundoff(const torch_options& options) {
+  return make_kv_format(options.dtype, at::kFloat)->unit_roundoff();
+}
+
+double kv_storage_roundoff(const torch_options& options) {
+  const auto compute = compute_roundoff(options);
+  const auto stored = make_kv_format(options.kv_dtype, at::kFloat)->unit_roundoff();
+  return options.kv_dtype.empty() || stored <= compute ? 0.0 : stored;
+}
 
 int cuda_device_count() {
   return at::detail::getCUDAHooks().getNumGPUs();

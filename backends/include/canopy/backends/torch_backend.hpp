@@ -7,6 +7,7 @@
 
 #include <canopy/backends/backend.hpp>
 #include <canopy/backends/checkpoint.hpp>
+#include <canopy/backends/kv_dtypes.hpp>
 
 #include <cstdint>
 #include <memory>
@@ -46,9 +47,6 @@ model_config served_config(model_config config, const torch_options& options);
 /// model_info's fingerprint is the checkpoint's (model_fingerprint.hpp).
 std::unique_ptr<backend_i> make_torch_backend(const checkpoint& ckpt, const std::string& device,
                                               const torch_options& options);
-
-/// The KV storage formats a torch worker knows (torch_options::kv_dtype).
-const std::vector<std::string>& kv_dtype_names();
 
 /// The KV format `options` store in: kv_dtype, or the compute dtype when it is empty.
 inline std::string served_kv_dtype(const torch_options& options) {
