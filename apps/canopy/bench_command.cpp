@@ -268,12 +268,9 @@ int bench_command(const std::vector<std::string>& argv) {
     return http_load_command(argv);
   if (names_encode_bench(argv))
     return encode_bench_command(argv);
-  const auto flags = bench_flags();
-  const auto args = parse_args(argv, flags);
-  if (args.help) {
-    print_usage(std::cout, usage, flags);
+  const auto args = parse_command_line(argv, usage, bench_flags());
+  if (args.help)
     return 0;
-  }
   const bool mock = args.config.backend == "mock";
   const std::vector all_workloads{workload_kind::smc, workload_kind::decode,
                                   workload_kind::scoring, workload_kind::hits,

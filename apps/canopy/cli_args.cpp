@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <iomanip>
+#include <iostream>
 #include <optional>
 #include <sstream>
 
@@ -189,6 +190,14 @@ std::vector<std::string> parsed_args::names(std::string_view flag,
       return out;
     start = comma + 1;
   }
+}
+
+parsed_args parse_command_line(const std::vector<std::string>& args, std::string_view usage,
+                               const std::vector<flag_spec>& own, engine_settings settings) {
+  auto parsed = parse_args(args, own, settings);
+  if (parsed.help)
+    print_usage(std::cout, usage, own, settings);
+  return parsed;
 }
 
 void print_usage(std::ostream& out, std::string_view usage,

@@ -26,12 +26,9 @@ std::vector<flag_spec> detokenize_flags() {
 } // namespace
 
 int detokenize_command(const std::vector<std::string>& argv) {
-  const auto flags = detokenize_flags();
-  const auto args = parse_args(argv, flags);
-  if (args.help) {
-    print_usage(std::cout, usage, flags);
+  const auto args = parse_command_line(argv, usage, detokenize_flags());
+  if (args.help)
     return 0;
-  }
   const auto ids = args.ids("tokens");
   const engine lm{args.config};
   const auto bytes = lm.detokenize(ids);

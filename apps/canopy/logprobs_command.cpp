@@ -69,12 +69,9 @@ void write_f32(std::ostream& out, const at::Tensor& rows) {
 } // namespace
 
 int logprobs_command(const std::vector<std::string>& argv) {
-  const auto flags = logprobs_flags();
-  const auto args = parse_args(argv, flags);
-  if (args.help) {
-    print_usage(std::cout, usage, flags);
+  const auto args = parse_command_line(argv, usage, logprobs_flags());
+  if (args.help)
     return 0;
-  }
   const auto prompt = read_prompt(args);
   const auto format = args.text("format", "json");
   if (format != "json" && format != "f32")

@@ -83,12 +83,9 @@ backends::synthetic_spec read_spec(const parsed_args& args) {
 } // namespace
 
 int make_model_command(const std::vector<std::string>& argv) {
-  const auto flags = make_model_flags();
-  const auto args = parse_args(argv, flags, engine_settings::refused);
-  if (args.help) {
-    print_usage(std::cout, usage, flags, engine_settings::refused);
+  const auto args = parse_command_line(argv, usage, make_model_flags(), engine_settings::refused);
+  if (args.help)
     return 0;
-  }
   const auto spec = read_spec(args);
   if (!args.has("out") || args.text("out", "").empty())
     throw usage_error("--out DIR is required");

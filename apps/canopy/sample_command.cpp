@@ -69,12 +69,9 @@ std::optional<std::string> continuation_text(const engine& lm, const token_seq& 
 } // namespace
 
 int sample_command(const std::vector<std::string>& argv) {
-  const auto flags = sample_flags();
-  const auto args = parse_args(argv, flags);
-  if (args.help) {
-    print_usage(std::cout, usage, flags);
+  const auto args = parse_command_line(argv, usage, sample_flags());
+  if (args.help)
     return 0;
-  }
   const auto prompt_arg = read_prompt(args);
   if (!args.has("max-tokens"))
     throw usage_error("--max-tokens is required");

@@ -156,12 +156,9 @@ std::size_t core_count() { return std::max(2u, std::thread::hardware_concurrency
 } // namespace
 
 int serve_command(const std::vector<std::string>& argv) {
-  const auto flags = serve_flags();
-  const auto args = parse_args(argv, flags);
-  if (args.help) {
-    print_usage(std::cout, usage, flags);
+  const auto args = parse_command_line(argv, usage, serve_flags());
+  if (args.help)
     return 0;
-  }
   const auto options = options_from(args);
   if (options.auth_tokens.empty() && !loopback_host(options.host))
     std::cerr << "canopy serve: WARNING: listening on " << options.host

@@ -33,12 +33,9 @@ std::vector<flag_spec> tokenize_flags() {
 } // namespace
 
 int tokenize_command(const std::vector<std::string>& argv) {
-  const auto flags = tokenize_flags();
-  const auto args = parse_args(argv, flags);
-  if (args.help) {
-    print_usage(std::cout, usage, flags);
+  const auto args = parse_command_line(argv, usage, tokenize_flags());
+  if (args.help)
     return 0;
-  }
   if (!args.has("text"))
     throw usage_error("--text is required");
   const auto format = args.text("format", "text");

@@ -24,12 +24,9 @@ const char* const usage =
 } // namespace
 
 int vocab_command(const std::vector<std::string>& argv) {
-  const std::vector<flag_spec> flags;
-  const auto args = parse_args(argv, flags);
-  if (args.help) {
-    print_usage(std::cout, usage, flags);
+  const auto args = parse_command_line(argv, usage, {});
+  if (args.help)
     return 0;
-  }
   const engine lm{args.config};
   const auto& vocab = lm.byte_vocab();
   std::string out; // one write: 50k lines through operator<< each would be slow

@@ -77,12 +77,9 @@ std::string joined(const std::vector<std::string>& items) {
 } // namespace
 
 int worker_command(const std::vector<std::string>& argv) {
-  const auto flags = worker_flags();
-  const auto args = parse_args(argv, flags);
-  if (args.help) {
-    print_usage(std::cout, usage, flags);
+  const auto args = parse_command_line(argv, usage, worker_flags());
+  if (args.help)
     return 0;
-  }
   const auto listen = parse_listen(args.text("listen", "127.0.0.1:7101"));
   std::signal(SIGPIPE, SIG_IGN);
   worker_node node{args.config, listen,

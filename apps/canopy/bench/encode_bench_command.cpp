@@ -48,12 +48,9 @@ bool names_encode_bench(const std::vector<std::string>& args) {
 }
 
 int encode_bench_command(const std::vector<std::string>& argv) {
-  const auto flags = encode_flags();
-  const auto args = parse_args(argv, flags);
-  if (args.help) {
-    print_usage(std::cout, usage, flags);
+  const auto args = parse_command_line(argv, usage, encode_flags());
+  if (args.help)
     return 0;
-  }
   const auto file = args.text("encode", "");
   std::ifstream in(file, std::ios::binary);
   if (!in)

@@ -77,12 +77,9 @@ bool names_http_target(const std::vector<std::string>& args) {
 }
 
 int http_load_command(const std::vector<std::string>& argv) {
-  const auto flags = http_load_flags();
-  const auto args = parse_args(argv, flags, engine_settings::refused);
-  if (args.help) {
-    print_usage(std::cout, usage, flags, engine_settings::refused);
+  const auto args = parse_command_line(argv, usage, http_load_flags(), engine_settings::refused);
+  if (args.help)
     return 0;
-  }
   const auto options = http_load_options_of(args);
   const auto model = fetch_served_model(options);
   check_sequence_length(options, model);
