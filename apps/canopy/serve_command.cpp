@@ -1,4 +1,4 @@
-// canopy serve: the engine over HTTP/1.1 (README: "HTTP API"). The engine runs inside
+// canopy serve: the engine over HTTP/1.1 (docs/http-api.md: "HTTP API"). The engine runs inside
 // this program's own actor system (the host-system form), next to the gateway actors
 // that turn requests into engine queries; Asio threads run the connections.
 
@@ -29,7 +29,7 @@ namespace {
 const char* const usage =
     "Usage: canopy serve [--host H] [--port P] [--auth-token-file F] [options]\n"
     "                    [engine settings]\n\n"
-    "Serves the engine over HTTP/1.1 (README: \"HTTP API\"): POST /v1/logprobs,\n"
+    "Serves the engine over HTTP/1.1 (docs/http-api.md: \"HTTP API\"): POST /v1/logprobs,\n"
     "/v1/sample, /v1/completions, /v1/tokenize, /v1/detokenize, /v1/cache/kv,\n"
     "/v1/cache/clear; GET /v1/vocab, /v1/tokenizer/merges, /v1/tokenizer/chat_templates,\n"
     "/v1/model, /v1/models, /healthz, /metrics.\n"

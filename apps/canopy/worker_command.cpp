@@ -1,5 +1,4 @@
-// canopy worker: lends this machine's devices to fronts on other machines (README:
-// "Across machines"). It loads the model as an engine would (one worker per device)
+// canopy worker: lends this machine's devices to fronts on other machines (docs/across-machines.md). It loads the model as an engine would (one worker per device)
 // and publishes a gate through CAF's network layer; fronts name it in remote_workers.
 
 #include "cli_args.hpp"
@@ -19,7 +18,7 @@ namespace {
 const char* const usage =
     "Usage: canopy worker [--listen HOST:PORT] [engine settings]\n\n"
     "Loads the model (one worker per device: --devices, --workers) and serves it to\n"
-    "fronts that name HOST:PORT in their remote_workers (README: \"Across machines\").\n"
+    "fronts that name HOST:PORT in their remote_workers (docs/across-machines.md: \"Across machines\").\n"
     "Binds 127.0.0.1 unless told otherwise; any other address needs\n"
     "--cluster_token_file (the fronts use the same file). --tls_cert, --tls_key and\n"
     "--tls_ca turn on TLS. Prints 'canopy worker: listening on HOST:PORT, model NAME,\n"

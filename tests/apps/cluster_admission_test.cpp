@@ -1,4 +1,4 @@
-// Who a front admits and who a worker node answers (README: "Across machines"): a node
+// Who a front admits and who a worker node answers (docs/across-machines.md: "Across machines"): a node
 // serving another model, one without the front's cluster token, one of another
 // protocol are refused by name while the front keeps serving with the others; a front
 // of another protocol gets nothing from a node; TLS between nodes works and a front

@@ -1,4 +1,4 @@
-// Canopy across processes (README: "Across machines"): `canopy worker` processes on
+// Canopy across processes (docs/across-machines.md: "Across machines"): `canopy worker` processes on
 // loopback and a front that runs no device of its own. Answers equal the single-process
 // path; a worker killed, stopped or leaving loses no query and answers none twice; a
 // worker that comes back takes passes again; a front that dies leaves no KV behind.

@@ -1,8 +1,8 @@
-// The memory a client can make `canopy serve` hold (README: "Memory a client can make
-// the server hold"): an answer larger than --max-answer-bytes is refused before it is
+// The memory a client can make `canopy serve` hold (docs/http-api.md: "Memory a client
+// can make the server hold"): an answer larger than --max-answer-bytes is refused before it is
 // computed; answers and bodies past their budgets get 503; a client that stops reading
 // is closed after --write-stall-timeout-ms and its answer's bytes go back; and a flood
-// of such clients keeps the process under the README's bound.
+// of such clients keeps the process under the documented bound.
 
 #include "api_error_body.hpp"
 #include "canopy_process.hpp"
@@ -155,7 +155,7 @@ TEST(serve_memory, bodies_past_the_body_budget_get_503_before_they_are_read) {
 }
 
 /// A server under the budgets of `limits` and these cache budgets, warmed by one answer,
-/// and the README's bound on its memory from its resident size then.
+/// and docs/http-api.md's bound on its memory from its resident size then.
 struct budgeted_server {
   static constexpr std::size_t logprob_budget = 64u << 20, kv_budget = 16u << 20;
 
@@ -189,7 +189,7 @@ struct budgeted_server {
   std::size_t bound = 0;
 };
 
-TEST(serve_memory, a_flood_of_hostile_clients_keeps_the_process_under_the_readme_bound) {
+TEST(serve_memory, a_flood_of_hostile_clients_keeps_the_process_under_the_documented_bound) {
   canopy::server::server_options limits;
   limits.max_connections = 300;
   limits.answer_budget_bytes = 200u << 20;
@@ -234,7 +234,7 @@ TEST(serve_memory, a_flood_of_hostile_clients_keeps_the_process_under_the_readme
 
 // Every row of an all_positions sequence is a query carrying its prefix: asked all at
 // once, 2 x 4,096 tokens held 64 MiB of queries per request, outside every budget.
-TEST(serve_memory, long_all_positions_sequences_keep_the_process_under_the_readme_bound) {
+TEST(serve_memory, long_all_positions_sequences_keep_the_process_under_the_documented_bound) {
   canopy::server::server_options limits;
   limits.max_connections = 64;
   limits.answer_budget_bytes = 64u << 20;

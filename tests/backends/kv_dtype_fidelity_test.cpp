@@ -21,7 +21,7 @@
 //    (measured 100%, 98.4% and 97.8%: the synthetic models' near-flat rows have near
 //    ties).
 // The issue asked for float16 and bfloat16 within 2e-3 and int8 within 5e-2 with the
-// top token kept on 99% of rows; those do not hold for these models (README "KV
+// top token kept on 99% of rows; those do not hold for these models (docs/cache.md, "KV
 // formats"). Each test prints what it met; the float32 cases show that the paths add
 // nothing of their own (within the oracle's 1e-4).
 #include <canopy/backends/checkpoint.hpp>

@@ -329,7 +329,7 @@ TEST(LogprobRowAccuracy, SweepOfLogProbRangeStaysWithinHalfAnUlp) {
 
 // Realistic log-softmax rows (see log_softmax_row), 8 per vocabulary size; the bounds
 // are the relative ones above applied to the row's most negative value. Measured
-// (printed; the README quotes these): vocab 512, min -26.9: float16 max abs 0.0078,
+// (printed; docs/cache.md quotes these): vocab 512, min -26.9: float16 max abs 0.0078,
 // bfloat16 0.062; vocab 50257, min -35.1: float16 0.0103, bfloat16 0.118 (the far
 // tail, below -32, has twice the spacing). Relative error stays under 4.9e-4 (float16)
 // and 3.9e-3 (bfloat16) throughout.

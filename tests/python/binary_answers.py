@@ -1,6 +1,6 @@
-"""Builds binary log-prob answers as the README lays them out, to test the decoder.
+"""Builds binary log-prob answers as docs/http-api.md lays them out, to test the decoder.
 
-Written from the README's table, not from the client's decoder, so a misreading in
+Written from the docs' table, not from the client's decoder, so a misreading in
 one is not mirrored by the other.
 """
 

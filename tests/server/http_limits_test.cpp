@@ -1,6 +1,6 @@
 // The transport's limits over real loopback sockets: body and header sizes, header,
 // body, idle and write timeouts, bearer auth, malformed requests. Each answer is the
-// API's error shape with the README's code.
+// API's error shape with docs/http-api.md's code.
 
 #include "http_test_client.hpp"
 #include "running_server.hpp"

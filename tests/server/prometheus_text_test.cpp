@@ -1,6 +1,6 @@
 // /metrics text: every line checked against the text format 0.0.4 by a small parser
 // written here, histograms cumulative with +Inf equal to _count, labels escaped, and
-// every metric the README promises present with its value.
+// every metric docs/http-api.md promises present with its value.
 
 #include <canopy/server/prometheus_text.hpp>
 

@@ -1,5 +1,5 @@
 // Log-prob answers on the wire: the JSON shapes, floats that read back as the same
-// float32, and the binary format byte for byte against the README's layout table
+// float32, and the binary format byte for byte against docs/http-api.md's layout table
 // (the expected bytes are written here field by field, independently of the encoder).
 
 #include <canopy/server/row_encoding.hpp>
@@ -36,7 +36,7 @@ std::uint32_t bits_of(float value) {
   return bits;
 }
 
-/// The README's fields, little-endian, appended one by one.
+/// docs/http-api.md's fields, little-endian, appended one by one.
 struct le_bytes {
   std::string out;
   le_bytes& raw(const char* text) {

@@ -44,7 +44,7 @@ inline bool eventually(const std::function<bool()>& condition,
   return true;
 }
 
-/// An API error as README's contract has it: the status, JSON, and
+/// An API error as docs/http-api.md's contract has it: the status, JSON, and
 /// {"error": {"code": <code>, "message": <non-empty>}}.
 inline void expect_error(const std::optional<test_response>& response, int status,
                          const std::string& code) {

@@ -1,6 +1,6 @@
 #pragma once
 // Every setting of an engine, with its default. from_json() and the command line use
-// the same keys (README: "Configuration").
+// the same keys (docs/configuration.md: "Configuration").
 // Thread contract: plain value.
 
 #include <canopy/backends/backend.hpp>
@@ -57,7 +57,7 @@ struct engine_config {
                                        // `workers` times "cpu"
   std::uint32_t worker_passes_in_flight = 1; // passes one worker runs or holds at once
 
-  // -- remote workers (README: "Across machines") -------------------------------------
+  // -- remote workers (docs/across-machines.md: "Across machines") -------------------------------------
   std::vector<std::string> remote_workers; // "host:port" of `canopy worker` processes
   double worker_timeout_ms = 2000;     // a silent worker node is lost after this long
   std::string cluster_token_file;      // shared secret: nodes prove it to each other

@@ -259,7 +259,7 @@ std::vector<target_check> evaluate_targets(const std::vector<bench_result>& resu
         if (row_on(w, bench_variant::full, n))
           computed_per_unique(w, n);
     // Independent prompts spread over workers; one SMC run's particles share a prompt
-    // whose KV lives on one worker (README: "Scaling past one front").
+    // whose KV lives on one worker (docs/across-machines.md: "Scaling past one front").
     for (auto w : {workload_kind::scoring, workload_kind::misses}) {
       const auto* one = row_on(w, bench_variant::full, 1);
       const auto* four = row_on(w, bench_variant::full, 4);

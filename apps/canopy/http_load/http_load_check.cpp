@@ -24,7 +24,7 @@ std::string mismatch(const char* what, std::uint64_t got, std::uint64_t expected
          std::to_string(expected);
 }
 
-// Offsets of the binary format's header (README: "Binary log-prob format").
+// Offsets of the binary format's header (docs/http-api.md: "Binary log-prob format").
 constexpr std::size_t header_bytes = 32;
 
 std::string check_binary(std::string_view body, const std::vector<std::int32_t>& tokens,

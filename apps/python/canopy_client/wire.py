@@ -1,4 +1,4 @@
-"""Decoding the binary log-prob format (README: "Binary log-prob format").
+"""Decoding the binary log-prob format (docs/http-api.md: "Binary log-prob format").
 
 A vocabulary-wide row is thousands of floats; as JSON text it costs far more to send
 and parse than its 4 bytes per value, so the client always asks for this format and

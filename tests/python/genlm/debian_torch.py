@@ -3,7 +3,7 @@
 Debian's torch has no MKL, and without it ``torch.sparse.mm(dense, csr)`` raises on the
 CPU ("addmm ... SparseCsr ... without MKL"); genlm-backend's
 ``ParallelTokenCharacterTrie`` and genlm-bytes' trie call it. Not Canopy's: the tests and
-the README's examples route that one product through COO (the same sums).
+docs/models.md's examples route that one product through COO (the same sums).
 """
 
 import torch

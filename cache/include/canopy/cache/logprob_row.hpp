@@ -13,7 +13,7 @@
 namespace canopy::cache {
 
 /// Storage element type of a row. float32 is exact; float16 and bfloat16 halve the
-/// memory at the accuracy cost stated in the README (round-to-nearest-even).
+/// memory at the accuracy cost stated in docs/cache.md (round-to-nearest-even).
 enum class row_dtype : std::uint8_t { float32 = 0, float16 = 1, bfloat16 = 2 };
 
 /// "float32" | "float16" | "bfloat16"; nullopt for anything else.

@@ -1,5 +1,5 @@
 #pragma once
-// The handshake between a front and a worker node (README: "Across machines"):
+// The handshake between a front and a worker node (docs/across-machines.md: "Across machines"):
 //   front -> gate   hello {protocol, front nonce, link}
 //   gate -> front   challenge {protocol, node nonce, proof}
 //   front -> gate   auth {front's proof}

@@ -1,6 +1,6 @@
 #pragma once
 // Log-prob answers on the wire: JSON, or the binary format a client asks for with
-// "Accept: application/octet-stream" (README: "Binary log-prob format").
+// "Accept: application/octet-stream" (docs/http-api.md: "Binary log-prob format").
 //
 // Binary layout, every field little-endian:
 //   offset  0  magic "CNPY" (4 bytes)

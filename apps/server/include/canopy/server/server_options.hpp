@@ -68,7 +68,7 @@ std::size_t connection_bytes_bound(const server_options& options);
 
 /// The most memory the HTTP side of a server can hold, on top of the engine (its model
 /// and its cache budgets): the answer and body budgets and every connection allowed.
-/// README: "Memory a client can make the server hold".
+/// docs/http-api.md: "Memory a client can make the server hold".
 std::size_t server_memory_bound(const server_options& options);
 
 } // namespace canopy::server

@@ -1,4 +1,4 @@
-"""run_readme_examples.py README WORK: the README's genlm examples, run as written.
+"""run_doc_examples.py PAGE WORK: the genlm examples of a docs page (docs/models.md), run as written.
 
 Each Python block that follows a ``<!-- genlm example: NAME -->`` line is run from the
 repository root in a fresh interpreter, with genlm's packages importable (a copy of
@@ -21,15 +21,15 @@ MARK = re.compile(r"^<!-- genlm example: (.+?) -->\n```python\n(.*?)^```", re.M 
 PRELUDE = "import debian_torch; debian_torch.route_csr_products_through_coo()\n"
 
 
-def main(readme, work):
+def main(page, work):
     shared = os.environ.get("CANOPY_SHARED_DIR", "")
     if not os.path.isdir(os.path.join(shared, "third_party")):
         print(f"genlm's sources not found (CANOPY_SHARED_DIR={shared!r})")
         return 1 if os.environ.get("CANOPY_REQUIRE_FIXTURES") == "1" else 77
-    with open(readme) as text:
+    with open(page) as text:
         examples = MARK.findall(text.read())
     if not examples:
-        print(f"no '<!-- genlm example: NAME -->' blocks in {readme}")
+        print(f"no '<!-- genlm example: NAME -->' blocks in {page}")
         return 1
     path = subprocess.run(["sh", os.path.join(HERE, "prepare_genlm.sh"), work, shared,
                            sys.executable], check=True, capture_output=True, text=True).stdout
@@ -38,7 +38,7 @@ def main(readme, work):
     for name, code in examples:
         code = (code.replace("../shared/", shared.rstrip("/") + "/")
                     .replace("build/apps/canopy/canopy", os.environ["CANOPY_CLI"]))
-        run = subprocess.run([sys.executable, "-c", PRELUDE + code], cwd=os.path.dirname(readme),
+        run = subprocess.run([sys.executable, "-c", PRELUDE + code], cwd=os.path.dirname(page),
                              env=env, capture_output=True, text=True, timeout=600)
         ok = run.returncode == 0 and run.stdout.strip()
         print(f"== {name}: {'ok' if ok else f'FAILED (exit {run.returncode})'}\n"
