@@ -20,7 +20,7 @@ namespace {
 using canopy::testing::describe;
 using canopy::testing::run_canopy;
 
-TEST(CliBench, TheFuturesVariantAnswersAsTheCallbacksDoAndIsMeasuredBesideThem) {
+TEST(cli_bench, the_futures_variant_answers_as_the_callbacks_do_and_is_measured_beside_them) {
   const auto r = run_canopy({"bench", "--backend", "mock", "--workload", "smc,hits,misses",
                              "--variants", "full,futures", "--particles", "8", "--steps",
                              "16", "--queries", "3000", "--in-flight", "64", "--json"});
@@ -46,7 +46,7 @@ TEST(CliBench, TheFuturesVariantAnswersAsTheCallbacksDoAndIsMeasuredBesideThem) 
   EXPECT_TRUE(ran.at("futures/callbacks time (misses)"));
 }
 
-TEST(CliBench, DecodeAsksOneQueryAtATimeEachComputingOneNewToken) {
+TEST(cli_bench, decode_asks_one_query_at_a_time_each_computing_one_new_token) {
   const auto r = run_canopy({"bench", "--backend", "mock", "--workload", "decode", "--variants",
                              "full", "--steps", "40", "--prompt-length", "5", "--json"});
   ASSERT_EQ(r.exit_code, 0) << describe(r);
@@ -59,7 +59,7 @@ TEST(CliBench, DecodeAsksOneQueryAtATimeEachComputingOneNewToken) {
   EXPECT_EQ(row.at("mismatches"), 0);
 }
 
-TEST(CliBench, ProfileSplitsALoneQuerysTimeIntoTheEnginesPartsAndThePasssParts) {
+TEST(cli_bench, profile_splits_a_lone_querys_time_into_the_engines_parts_and_the_passs_parts) {
   CANOPY_SHARED_PATH_OR_SKIP(model, "models/stories260K/stories260K.bin");
   // The parts named below are the direct CPU forward's, wherever the machine has a GPU.
   const auto r = run_canopy({"bench", "--profile", "--model", model.string(), "--steps",
@@ -74,14 +74,14 @@ TEST(CliBench, ProfileSplitsALoneQuerysTimeIntoTheEnginesPartsAndThePasssParts) 
   EXPECT_EQ(r.out.find("layer 5 "), std::string::npos) << "stories260K has 5 layers";
 }
 
-TEST(CliBench, ProfileOnTheMockSaysItsPassesHaveNoParts) {
+TEST(cli_bench, profile_on_the_mock_says_its_passes_have_no_parts) {
   const auto r = run_canopy({"bench", "--profile", "--backend", "mock", "--steps", "10"});
   ASSERT_EQ(r.exit_code, 0) << describe(r);
   EXPECT_NE(r.out.find("(9 one-token passes after the prompt's)"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("names no parts"), std::string::npos) << r.out;
 }
 
-TEST(CliBench, TierProbeSetsMovingAPromptsKvAgainstRecomputingIt) {
+TEST(cli_bench, tier_probe_sets_moving_a_prompts_kv_against_recomputing_it) {
   CANOPY_SHARED_PATH_OR_SKIP(model, "models/stories260K/stories260K.bin");
   const auto r = run_canopy(
     {"bench", "--tier-probe", "--model", model.string(), "--prompt-length", "32"});
@@ -94,7 +94,7 @@ TEST(CliBench, TierProbeSetsMovingAPromptsKvAgainstRecomputingIt) {
     EXPECT_NE(r.out.find(part), std::string::npos) << part << "\n" << r.out;
 }
 
-TEST(CliBench, TierProbeRefusesABackendWithoutAHostTier) {
+TEST(cli_bench, tier_probe_refuses_a_backend_without_a_host_tier) {
   // The mock keeps no KV rows to move.
   const auto r = run_canopy({"bench", "--tier-probe", "--backend", "mock"});
   EXPECT_NE(r.exit_code, 0) << describe(r);

@@ -44,7 +44,7 @@ std::vector<float> floats_of(const std::string& bytes) {
   return out;
 }
 
-TEST(CliLogprobs, TextAllPositionsMatchesOracle) {
+TEST(cli_logprobs, text_all_positions_matches_oracle) {
   CANOPY_SHARED_PATH_OR_SKIP(model, "models/stories260K/stories260K.bin");
   CANOPY_SHARED_PATH_OR_SKIP(oracle, "oracle/stories260K/cases.json");
   const auto& want = once_upon_a_time();
@@ -66,7 +66,7 @@ TEST(CliLogprobs, TextAllPositionsMatchesOracle) {
   }
 }
 
-TEST(CliLogprobs, F32IsRowsTimesVocabFloats) {
+TEST(cli_logprobs, f32_is_rows_times_vocab_floats) {
   CANOPY_SHARED_PATH_OR_SKIP(model, "models/stories260K/stories260K.bin");
   CANOPY_SHARED_PATH_OR_SKIP(oracle, "oracle/stories260K/cases.json");
   const auto& want = once_upon_a_time();
@@ -91,7 +91,7 @@ TEST(CliLogprobs, F32IsRowsTimesVocabFloats) {
             want.tolerance);
 }
 
-TEST(CliSample, GreedyJsonMatchesOracle) {
+TEST(cli_sample, greedy_json_matches_oracle) {
   CANOPY_SHARED_PATH_OR_SKIP(model, "models/stories260K/stories260K.bin");
   CANOPY_SHARED_PATH_OR_SKIP(greedy_file, "oracle/stories260K/greedy.json");
   const auto greedy = canopy::testing::read_json(greedy_file);
@@ -120,7 +120,7 @@ TEST(CliSample, GreedyJsonMatchesOracle) {
   EXPECT_EQ(text, decoded.out);
 }
 
-TEST(CliSample, TextFormatPrintsIdsThenText) {
+TEST(cli_sample, text_format_prints_ids_then_text) {
   CANOPY_SHARED_PATH_OR_SKIP(model, "models/stories260K/stories260K.bin");
   const auto r = run_canopy({"sample", "--model", model, "--text", "Once upon a time",
                              "--max-tokens", "3", "--temperature", "0"});
@@ -129,7 +129,7 @@ TEST(CliSample, TextFormatPrintsIdsThenText) {
   EXPECT_EQ(r.out, "432,383,286\n, there was\n");
 }
 
-TEST(CliMakeModel, WritesADirectoryThatLogprobsServes) {
+TEST(cli_make_model, writes_a_directory_that_logprobs_serves) {
   for (const char* arch : {"llama", "gpt2"}) {
     canopy::testing::scratch_dir dir;
     const auto out = (dir.path() / "model").string();
@@ -160,7 +160,7 @@ TEST(CliMakeModel, WritesADirectoryThatLogprobsServes) {
   }
 }
 
-TEST(CliTokenizerJson, AModelDirectoryWithTokenizerJsonTokenizesAsTheHfLibrary) {
+TEST(cli_tokenizer_json, a_model_directory_with_tokenizer_json_tokenizes_as_the_hf_library) {
   CANOPY_SHARED_PATH_OR_SKIP(oracle_file, "oracle/tokenizer_json.json");
   CANOPY_SHARED_PATH_OR_SKIP(tokenizer, "models/tokenizers/llama2/tokenizer.json");
   // A synthetic Llama with Llama 2's 32,000 ids and its tokenizer.json beside it, as a

@@ -66,7 +66,7 @@ void expect_vocab(const std::vector<std::string>& args, std::size_t size, const 
   expect_known_bytes(hex, table);
 }
 
-TEST(CliTokenizer, TokenizeStoriesTextAndJson) {
+TEST(cli_tokenizer, tokenize_stories_text_and_json) {
   CANOPY_SHARED_PATH_OR_SKIP(model, "models/stories260K/stories260K.bin");
   auto r = run_canopy({"tokenize", "--model", model, "--text", "Once upon a time"});
   ASSERT_EQ(r.exit_code, 0) << describe(r);
@@ -78,14 +78,14 @@ TEST(CliTokenizer, TokenizeStoriesTextAndJson) {
             nlohmann::json::parse(R"({"ids": [1, 346, 306, 414, 13, 424, 304, 341]})"));
 }
 
-TEST(CliTokenizer, TokenizeGpt2) {
+TEST(cli_tokenizer, tokenize_gpt2) {
   CANOPY_SHARED_PATH_OR_SKIP(model, "models/gpt2-synthetic");
   const auto r = run_canopy({"tokenize", "--model", model, "--text", " Hello world"});
   ASSERT_EQ(r.exit_code, 0) << describe(r);
   EXPECT_EQ(r.out, "18435,995\n");
 }
 
-TEST(CliTokenizer, ATokenizerAloneNeedsNoModel) {
+TEST(cli_tokenizer, a_tokenizer_alone_needs_no_model) {
   CANOPY_SHARED_PATH_OR_SKIP(gpt2, "models/gpt2-synthetic");
   CANOPY_SHARED_PATH_OR_SKIP(tok512, "models/stories260K/tok512.bin");
   expect_prints({"tokenize", "--tokenizer", gpt2, "--text", " Hello world"}, "18435,995\n");
@@ -93,7 +93,7 @@ TEST(CliTokenizer, ATokenizerAloneNeedsNoModel) {
                 "1,403,407,261,378\n");
 }
 
-TEST(CliTokenizer, TheMockWithATokenizerHasItsVocabulary) {
+TEST(cli_tokenizer, the_mock_with_a_tokenizer_has_its_vocabulary) {
   // As genlm's MockAsyncLM(tokenizer): rows of the tokenizer's size, every id's bytes.
   CANOPY_SHARED_PATH_OR_SKIP(gpt2, "models/gpt2-synthetic");
   expect_vocab({"vocab", "--backend", "mock", "--tokenizer", gpt2}, 50257, "gpt2");
@@ -101,7 +101,7 @@ TEST(CliTokenizer, TheMockWithATokenizerHasItsVocabulary) {
                 "Hello world");
 }
 
-TEST(CliTokenizer, DetokenizeWritesExactBytesWithoutNewline) {
+TEST(cli_tokenizer, detokenize_writes_exact_bytes_without_newline) {
   CANOPY_SHARED_PATH_OR_SKIP(stories, "models/stories260K/stories260K.bin");
   CANOPY_SHARED_PATH_OR_SKIP(gpt2, "models/gpt2-synthetic");
   // "café 😊 naïve" (an oracle decode case): BOS, the dropped space after it,
@@ -112,12 +112,12 @@ TEST(CliTokenizer, DetokenizeWritesExactBytesWithoutNewline) {
   expect_prints({"detokenize", "--model", gpt2, "--tokens", "15496,995"}, "Hello world");
 }
 
-TEST(CliTokenizer, VocabStoriesListsEveryIdWithItsBytes) {
+TEST(cli_tokenizer, vocab_stories_lists_every_id_with_its_bytes) {
   CANOPY_SHARED_PATH_OR_SKIP(model, "models/stories260K/stories260K.bin");
   expect_vocab({"vocab", "--model", model}, 512, "llama2c_tok512");
 }
 
-TEST(CliTokenizer, VocabGpt2ListsEveryIdWithItsBytes) {
+TEST(cli_tokenizer, vocab_gpt2_lists_every_id_with_its_bytes) {
   CANOPY_SHARED_PATH_OR_SKIP(model, "models/gpt2-synthetic");
   expect_vocab({"vocab", "--model", model}, 50257, "gpt2");
 }
@@ -132,7 +132,7 @@ void expect_usage_error(const std::vector<std::string>& args, const std::string&
   EXPECT_TRUE(r.out.empty()) << r.out;
 }
 
-TEST(CliErrors, UnknownFlag) {
+TEST(cli_errors, unknown_flag) {
   expect_usage_error({"logprobs", "--tokens", "1", "--bogus", "3"},
                      "unknown flag --bogus");
   // make-model builds no engine, so engine settings are unknown flags there.
@@ -140,7 +140,7 @@ TEST(CliErrors, UnknownFlag) {
                      "unknown flag --vocab_size");
 }
 
-TEST(CliErrors, BothTokensAndText) {
+TEST(cli_errors, both_tokens_and_text) {
   CANOPY_SHARED_PATH_OR_SKIP(model, "models/stories260K/stories260K.bin");
   expect_usage_error({"logprobs", "--model", model, "--tokens", "1", "--text", "Once"},
                      "--tokens or --text, not both");
@@ -148,7 +148,7 @@ TEST(CliErrors, BothTokensAndText) {
                      "--tokens IDS or --text TEXT");
 }
 
-TEST(CliErrors, TokenIdOutOfRange) {
+TEST(cli_errors, token_id_out_of_range) {
   CANOPY_SHARED_PATH_OR_SKIP(model, "models/stories260K/stories260K.bin");
   expect_usage_error({"logprobs", "--model", model, "--tokens", "1,512"},
                      "token_out_of_range: token id 512");
@@ -156,7 +156,7 @@ TEST(CliErrors, TokenIdOutOfRange) {
                      "token_out_of_range: token id 600");
 }
 
-TEST(CliErrors, TextOnModelWithoutTokenizer) {
+TEST(cli_errors, text_on_model_without_tokenizer) {
   canopy::testing::scratch_dir dir;
   const auto made = run_canopy({"make-model", "--arch", "llama", "--hidden", "16",
                                 "--layers", "1", "--heads", "2", "--vocab", "32",
@@ -169,7 +169,7 @@ TEST(CliErrors, TextOnModelWithoutTokenizer) {
       "has no tokenizer");
 }
 
-TEST(CliErrors, MakeModelRefusesAnImpossibleShape) {
+TEST(cli_errors, make_model_refuses_an_impossible_shape) {
   canopy::testing::scratch_dir dir;
   expect_usage_error({"make-model", "--arch", "llama", "--hidden", "30", "--layers", "1",
                       "--heads", "4", "--out", dir.path().string()},

@@ -48,7 +48,7 @@ TEST(cluster, two_workers_and_a_front_answer_an_smc_workload_bit_for_bit_as_the_
   EXPECT_EQ(s.in_flight, 0u);
 }
 
-TEST(cluster, stories260K_through_two_workers_equals_one_process_within_the_oracle_tolerance) {
+TEST(cluster, stories260_k_through_two_workers_equals_one_process_within_the_oracle_tolerance) {
   CANOPY_SHARED_PATH_OR_SKIP(model, "models/stories260K/stories260K.bin");
   CANOPY_SHARED_PATH_OR_SKIP(oracle_dir, "oracle/stories260K");
   const double tolerance = load_oracle_cases(oracle_dir).front().tolerance;

@@ -144,7 +144,7 @@ nlohmann::json parse_json(const cli_result& r) {
 }
 
 /// One mock server for the suite: starting the program takes most of a second.
-class HttpLoadOnMock : public ::testing::Test {
+class http_load_on_mock : public ::testing::Test {
 protected:
   static void SetUpTestSuite() {
     try {
@@ -163,10 +163,10 @@ protected:
   static std::string problem_;
 };
 
-running_server* HttpLoadOnMock::server_ = nullptr;
-std::string HttpLoadOnMock::problem_;
+running_server* http_load_on_mock::server_ = nullptr;
+std::string http_load_on_mock::problem_;
 
-TEST_F(HttpLoadOnMock, MeasuresEveryCombination) {
+TEST_F(http_load_on_mock, measures_every_combination) {
   auto& server = *server_;
   const auto r = run_canopy({"bench", "--target", server.url, "--duration_s", "0.3",
                              "--connections", "1,8", "--json"});
@@ -217,7 +217,7 @@ TEST_F(HttpLoadOnMock, MeasuresEveryCombination) {
   }
 }
 
-TEST_F(HttpLoadOnMock, TableNamesTheRowSizesAndTargets) {
+TEST_F(http_load_on_mock, table_names_the_row_sizes_and_targets) {
   const auto& server = *server_;
   const auto r = run_canopy({"bench", "--target", server.url, "--duration_s", "0.1",
                              "--connections", "2", "--workload", "hits"});
@@ -229,7 +229,7 @@ TEST_F(HttpLoadOnMock, TableNamesTheRowSizesAndTargets) {
   EXPECT_NE(r.out.find("failed requests: 0"), std::string::npos) << r.out;
 }
 
-TEST(HttpLoad, ScoresPromptsThroughOpenAICompletionsAndMeasuresOtherServersPrefill) {
+TEST(http_load, scores_prompts_through_open_ai_completions_and_measures_other_servers_prefill) {
   CANOPY_SHARED_PATH_OR_SKIP(model, "models/stories260K/stories260K.bin");
   running_server server({"--model", model.string()});
   auto r = run_canopy({"bench", "--target", server.url, "--duration_s", "0.2", "--connections",
@@ -258,7 +258,7 @@ TEST(HttpLoad, ScoresPromptsThroughOpenAICompletionsAndMeasuresOtherServersPrefi
   EXPECT_NE(r.out.find("failed requests: 0"), std::string::npos) << r.out;
 }
 
-TEST(HttpLoad, NeedsTheServersTokenWhenItAsksForOne) {
+TEST(http_load, needs_the_servers_token_when_it_asks_for_one) {
   const auto token_file = unique_temp_path("canopy-token");
   std::ofstream(token_file) << "s3cret-token\n";
   running_server server({"--backend", "mock", "--auth-token-file", token_file.string()});
@@ -279,7 +279,7 @@ TEST(HttpLoad, NeedsTheServersTokenWhenItAsksForOne) {
   std::filesystem::remove(token_file);
 }
 
-TEST(HttpLoad, FailedAnswersAreListedAndFailTheRun) {
+TEST(http_load, failed_answers_are_listed_and_fail_the_run) {
   refusing_server server;
   const auto r = run_canopy({"bench", "--target", server.url(), "--duration_s", "0.2",
                              "--connections", "1", "--workload", "misses", "--payload",
@@ -295,7 +295,7 @@ TEST(HttpLoad, FailedAnswersAreListedAndFailTheRun) {
   EXPECT_EQ(doc.at("results").at(0).at("requests"), 0);
 }
 
-TEST(HttpLoad, NothingListeningFailsClearly) {
+TEST(http_load, nothing_listening_fails_clearly) {
   const loopback_socket bound_not_listening; // connections to it are refused
   ASSERT_NE(bound_not_listening.port, 0);
   const auto r =
@@ -307,7 +307,7 @@ TEST(HttpLoad, NothingListeningFailsClearly) {
   EXPECT_NE(r.err.find("refused"), std::string::npos) << describe(r);
 }
 
-TEST(HttpLoad, RefusesATargetThatIsNotHttpHostPort) {
+TEST(http_load, refuses_a_target_that_is_not_http_host_port) {
   // Each run starts the program, most of a second: two cases only.
   for (const char* bad : {"https://127.0.0.1:8080", "http://127.0.0.1:8080/v1"}) {
     const auto r = run_canopy({"bench", "--target", bad});

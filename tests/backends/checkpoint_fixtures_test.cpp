@@ -45,7 +45,7 @@ float element(const tensor_view& view, std::size_t i) {
   return out;
 }
 
-TEST(CheckpointFixtures, Stories260KBinHasTheReadmeConfig) {
+TEST(checkpoint_fixtures, stories260_k_bin_has_the_readme_config) {
   CANOPY_SHARED_PATH_OR_SKIP(path, "models/stories260K/stories260K.bin");
   const checkpoint ckpt = load_checkpoint(path);
   expect_stories_config(ckpt.config, rope_pairs::interleaved);
@@ -57,7 +57,7 @@ TEST(CheckpointFixtures, Stories260KBinHasTheReadmeConfig) {
             element(ckpt.tensors.at("model.embed_tokens.weight"), 1));
 }
 
-TEST(CheckpointFixtures, Stories260KHfHasTheReadmeConfig) {
+TEST(checkpoint_fixtures, stories260_k_hf_has_the_readme_config) {
   CANOPY_SHARED_PATH_OR_SKIP(path, "models/stories260K/hf");
   const checkpoint ckpt = load_checkpoint(path);
   expect_stories_config(ckpt.config, rope_pairs::rotate_half);
@@ -66,7 +66,7 @@ TEST(CheckpointFixtures, Stories260KHfHasTheReadmeConfig) {
     EXPECT_EQ(view.dtype, weight_dtype::f32) << name;
 }
 
-TEST(CheckpointFixtures, Stories260KBinAndHfHoldTheSameWeights) {
+TEST(checkpoint_fixtures, stories260_k_bin_and_hf_hold_the_same_weights) {
   CANOPY_SHARED_PATH_OR_SKIP(bin_path, "models/stories260K/stories260K.bin");
   CANOPY_SHARED_PATH_OR_SKIP(hf_path, "models/stories260K/hf");
   const checkpoint bin = load_checkpoint(bin_path);
@@ -99,7 +99,7 @@ TEST(CheckpointFixtures, Stories260KBinAndHfHoldTheSameWeights) {
   EXPECT_EQ(permuted, 10);
 }
 
-TEST(CheckpointFixtures, Stories260KBinWrittenAsHfMatchesTheShippedHf) {
+TEST(checkpoint_fixtures, stories260_k_bin_written_as_hf_matches_the_shipped_hf) {
   // The writer's permutation is the fixture generator's: same tensors, same bytes.
   CANOPY_SHARED_PATH_OR_SKIP(bin_path, "models/stories260K/stories260K.bin");
   CANOPY_SHARED_PATH_OR_SKIP(hf_path, "models/stories260K/hf");
@@ -113,7 +113,7 @@ TEST(CheckpointFixtures, Stories260KBinWrittenAsHfMatchesTheShippedHf) {
     EXPECT_EQ(view_bytes(written.tensors.at(name)), view_bytes(view)) << name;
 }
 
-TEST(CheckpointFixtures, Gpt2SyntheticHasTheReadmeConfig) {
+TEST(checkpoint_fixtures, gpt2_synthetic_has_the_readme_config) {
   CANOPY_SHARED_PATH_OR_SKIP(path, "models/gpt2-synthetic");
   const checkpoint ckpt = load_checkpoint(path);
   const model_config& c = ckpt.config;
@@ -145,7 +145,7 @@ TEST(CheckpointFixtures, Gpt2SyntheticHasTheReadmeConfig) {
   EXPECT_NE(file.find(view_bytes(wte).substr(0, 64)), std::string::npos);
 }
 
-TEST(CheckpointFixtures, Aidreams260KHasTheReadmeConfig) {
+TEST(checkpoint_fixtures, aidreams260_k_has_the_readme_config) {
   CANOPY_SHARED_PATH_OR_SKIP(path, "models/aidreams260K/aidreams260K.bin");
   const checkpoint ckpt = load_checkpoint(path);
   const model_config& c = ckpt.config;

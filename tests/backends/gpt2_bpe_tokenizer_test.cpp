@@ -31,7 +31,7 @@ gpt2_bpe_tokenizer load_gpt2(const fs::path& oracle_file) {
   return gpt2_bpe_tokenizer(models / "vocab.json", models / "merges.txt");
 }
 
-TEST(Gpt2BpeTokenizer, EncodesEveryOracleCase) {
+TEST(gpt2_bpe_tokenizer, encodes_every_oracle_case) {
   CANOPY_SHARED_PATH_OR_SKIP(oracle, "oracle/tokenizers.json");
   const auto vectors = read_json(oracle);
   const auto tok = load_gpt2(oracle);
@@ -44,7 +44,7 @@ TEST(Gpt2BpeTokenizer, EncodesEveryOracleCase) {
   }
 }
 
-TEST(Gpt2BpeTokenizer, RoundTripsEveryOracleCase) {
+TEST(gpt2_bpe_tokenizer, round_trips_every_oracle_case) {
   CANOPY_SHARED_PATH_OR_SKIP(oracle, "oracle/tokenizers.json");
   const auto vectors = read_json(oracle);
   const auto tok = load_gpt2(oracle);
@@ -60,7 +60,7 @@ TEST(Gpt2BpeTokenizer, RoundTripsEveryOracleCase) {
   }
 }
 
-TEST(Gpt2BpeTokenizer, TokenBytesTable) {
+TEST(gpt2_bpe_tokenizer, token_bytes_table) {
   CANOPY_SHARED_PATH_OR_SKIP(oracle, "oracle/tokenizers.json");
   const auto vectors = read_json(oracle);
   const auto tok = load_gpt2(oracle);
@@ -87,7 +87,7 @@ TEST(Gpt2BpeTokenizer, TokenBytesTable) {
   EXPECT_EQ(controls, 1u);
 }
 
-TEST(Gpt2BpeTokenizer, ByteAlphabetMatchesOracle) {
+TEST(gpt2_bpe_tokenizer, byte_alphabet_matches_oracle) {
   CANOPY_SHARED_PATH_OR_SKIP(oracle, "oracle/tokenizers.json");
   const auto chars = read_json(oracle).at("token_bytes").at("gpt2_byte_alphabet").at("chars");
   ASSERT_EQ(chars.size(), 256u);
@@ -99,7 +99,7 @@ TEST(Gpt2BpeTokenizer, ByteAlphabetMatchesOracle) {
   }
 }
 
-TEST(ByteLevelAlphabet, IsABijectionOntoPrintableCodePoints) {
+TEST(byte_level_alphabet, is_a_bijection_onto_printable_code_points) {
   const auto& table = byte_level_alphabet();
   EXPECT_EQ(table[0x20], U'\u0120');  // 'Ġ'
   EXPECT_EQ(table['A'], U'A');
@@ -113,7 +113,7 @@ TEST(ByteLevelAlphabet, IsABijectionOntoPrintableCodePoints) {
   EXPECT_EQ(byte_level_piece_bytes("\xE2\x80\x9C"), std::nullopt);
 }
 
-TEST(Gpt2BpeTokenizer, InvalidUtf8BytesAreKeptAsTheirOwnWords) {
+TEST(gpt2_bpe_tokenizer, invalid_utf8_bytes_are_kept_as_their_own_words) {
   CANOPY_SHARED_PATH_OR_SKIP(oracle, "oracle/tokenizers.json");
   const auto tok = load_gpt2(oracle);
   const std::string text = "a\xff" "b \x80\xc3 ok\xe2\x82";
@@ -124,7 +124,7 @@ TEST(Gpt2BpeTokenizer, InvalidUtf8BytesAreKeptAsTheirOwnWords) {
   EXPECT_EQ(ids, expected);
 }
 
-TEST(Gpt2BpeTokenizer, DecodeRejectsOutOfRangeIds) {
+TEST(gpt2_bpe_tokenizer, decode_rejects_out_of_range_ids) {
   CANOPY_SHARED_PATH_OR_SKIP(oracle, "oracle/tokenizers.json");
   const auto tok = load_gpt2(oracle);
   EXPECT_THAT([&] { (void)tok.decode({15496, 50257}); },
@@ -133,7 +133,7 @@ TEST(Gpt2BpeTokenizer, DecodeRejectsOutOfRangeIds) {
               ::testing::ThrowsMessage<std::invalid_argument>(::testing::HasSubstr("-1")));
 }
 
-TEST(Gpt2BpeTokenizer, ConstMethodsAreSafeFromManyThreads) {
+TEST(gpt2_bpe_tokenizer, const_methods_are_safe_from_many_threads) {
   CANOPY_SHARED_PATH_OR_SKIP(oracle, "oracle/tokenizers.json");
   const auto vectors = read_json(oracle);
   const auto tok = load_gpt2(oracle);
@@ -185,7 +185,7 @@ struct tiny_bpe {
   }
 };
 
-TEST(Gpt2BpeTokenizer, LowestRankMergesFirstAcrossTheWord) {
+TEST(gpt2_bpe_tokenizer, lowest_rank_merges_first_across_the_word) {
   // "b c" outranks "a b": "abc" must become a|bc although "ab" comes first in the text.
   const tiny_bpe bpe(merge_list{{"b", "c"}, {"a", "b"}});
   EXPECT_EQ(bpe.pieces("abc"), (std::vector<std::string>{"a", "bc"}));
@@ -193,7 +193,7 @@ TEST(Gpt2BpeTokenizer, LowestRankMergesFirstAcrossTheWord) {
   EXPECT_EQ(reversed.pieces("abc"), (std::vector<std::string>{"ab", "c"}));
 }
 
-TEST(Gpt2BpeTokenizer, MergesEveryOccurrenceLeftToRight) {
+TEST(gpt2_bpe_tokenizer, merges_every_occurrence_left_to_right) {
   // encoder.py merges all non-overlapping occurrences of the chosen pair, left to right,
   // before it looks at the pairs that creates. Here "aa a" outranks "a a": merging one pair
   // at a time would turn "aaaa" into aa|a|a and then aaa|a.
@@ -208,7 +208,7 @@ TEST(Gpt2BpeTokenizer, MergesEveryOccurrenceLeftToRight) {
   EXPECT_EQ(bpe.pieces(std::string(41, 'a')), odd);
 }
 
-TEST(Gpt2BpeTokenizer, MergeRulesListTheMergesFirstAppliedFirst) {
+TEST(gpt2_bpe_tokenizer, merge_rules_list_the_merges_first_applied_first) {
   // "a b" is listed twice: its later line is its rank, in encoding and in the listing.
   const tiny_bpe bpe(merge_list{{"a", "b"}, {"b", "c"}, {"a", "b"}});
   const gpt2_bpe_tokenizer tok(bpe.vocab, bpe.merges);
@@ -218,7 +218,7 @@ TEST(Gpt2BpeTokenizer, MergeRulesListTheMergesFirstAppliedFirst) {
   EXPECT_EQ(bpe.pieces("abc"), (std::vector<std::string>{"a", "bc"}));
 }
 
-TEST(Gpt2BpeTokenizer, MergeRulesOfGpt2AreItsMergesFile) {
+TEST(gpt2_bpe_tokenizer, merge_rules_of_gpt2_are_its_merges_file) {
   CANOPY_SHARED_PATH_OR_SKIP(oracle, "oracle/tokenizers.json");
   const auto tok = load_gpt2(oracle);
   const auto rules = tok.merge_rules();
@@ -231,7 +231,7 @@ TEST(Gpt2BpeTokenizer, MergeRulesOfGpt2AreItsMergesFile) {
                 *tok.byte_vocab().at(static_cast<std::size_t>(rule.right)));
 }
 
-TEST(Gpt2BpeTokenizer, MergesNeverCrossPreTokenizerWords) {
+TEST(gpt2_bpe_tokenizer, merges_never_cross_pre_tokenizer_words) {
   // The space belongs to the next word (" world"), never to the end of "hello".
   const tiny_bpe bpe(merge_list{{"o", "\xC4\xA0"}, {"\xC4\xA0", "w"}});  // "oĠ", "Ġw"
   EXPECT_EQ(bpe.pieces("o w"), (std::vector<std::string>{"o", " w"}));
@@ -269,7 +269,7 @@ std::vector<std::string> encoder_py_bpe(const std::string& word,
   return parts;
 }
 
-TEST(Gpt2BpeTokenizer, MatchesEncoderPyOnRandomMergeTables) {
+TEST(gpt2_bpe_tokenizer, matches_encoder_py_on_random_merge_tables) {
   // Random merge tables over "abcd" and random words of 1..120 letters (one pre-token each),
   // so both the short-word loop and the heap for long words are checked against encoder.py.
   std::mt19937 rng(11);
@@ -302,7 +302,7 @@ TEST(Gpt2BpeTokenizer, MatchesEncoderPyOnRandomMergeTables) {
   }
 }
 
-TEST(Gpt2BpeTokenizer, MatchesEncoderPyOnLongWordsWithTheRealMerges) {
+TEST(gpt2_bpe_tokenizer, matches_encoder_py_on_long_words_with_the_real_merges) {
   CANOPY_SHARED_PATH_OR_SKIP(oracle, "oracle/tokenizers.json");
   const auto tok = load_gpt2(oracle);
   std::map<std::pair<std::string, std::string>, int> ranks;
@@ -327,7 +327,7 @@ TEST(Gpt2BpeTokenizer, MatchesEncoderPyOnLongWordsWithTheRealMerges) {
   }
 }
 
-TEST(Gpt2BpeTokenizer, ControlPiecesHaveNoBytesButDecodeToTheirText) {
+TEST(gpt2_bpe_tokenizer, control_pieces_have_no_bytes_but_decode_to_their_text) {
   const tiny_bpe bpe(merge_list{}, {"<|endoftext|>"});
   gpt2_bpe_tokenizer tok(bpe.vocab, bpe.merges);
   ASSERT_EQ(tok.byte_vocab().size(), 257u);

@@ -75,9 +75,9 @@ json config_json(const checkpoint& ckpt) {
 
 // --- round trips ----------------------------------------------------------------------
 
-class HfRoundTrip : public ::testing::TestWithParam<architecture> {};
+class hf_round_trip : public ::testing::TestWithParam<architecture> {};
 
-TEST_P(HfRoundTrip, SyntheticWritesAndLoadsBackIdentically) {
+TEST_P(hf_round_trip, synthetic_writes_and_loads_back_identically) {
   const checkpoint original = small_checkpoint(GetParam());
   scratch_dir dir;
   write_hf_checkpoint(original, dir.path());
@@ -88,7 +88,7 @@ TEST_P(HfRoundTrip, SyntheticWritesAndLoadsBackIdentically) {
   EXPECT_FALSE(std::filesystem::exists(dir / "model.safetensors.tmp"));
 }
 
-TEST_P(HfRoundTrip, UntiedCheckpointKeepsLmHead) {
+TEST_P(hf_round_trip, untied_checkpoint_keeps_lm_head) {
   checkpoint original = small_checkpoint(GetParam());
   original.config.tied_embeddings = false;
   const std::string embedding = GetParam() == architecture::llama
@@ -103,7 +103,7 @@ TEST_P(HfRoundTrip, UntiedCheckpointKeepsLmHead) {
   expect_same_tensors(loaded, original);
 }
 
-TEST_P(HfRoundTrip, HalfPrecisionDtypesAreKeptAsStored) {
+TEST_P(hf_round_trip, half_precision_dtypes_are_kept_as_stored) {
   // Reinterpret the float32 buffers' first halves as F16 / BF16 values: any bit
   // pattern is fine for a byte-exact round trip.
   checkpoint original = small_checkpoint(GetParam());
@@ -124,7 +124,7 @@ TEST_P(HfRoundTrip, HalfPrecisionDtypesAreKeptAsStored) {
                                                                       : "bfloat16");
 }
 
-TEST_P(HfRoundTrip, ShardedIndexLoadsTheSame) {
+TEST_P(hf_round_trip, sharded_index_loads_the_same) {
   const checkpoint original = small_checkpoint(GetParam());
   scratch_dir dir;
   write_bytes(dir / "config.json", hf_config_json(original.config, weight_dtype::f32));
@@ -146,11 +146,11 @@ TEST_P(HfRoundTrip, ShardedIndexLoadsTheSame) {
   expect_same_tensors(loaded, original);
 }
 
-INSTANTIATE_TEST_SUITE_P(Architectures, HfRoundTrip,
+INSTANTIATE_TEST_SUITE_P(architectures, hf_round_trip,
                          ::testing::Values(architecture::llama, architecture::gpt2),
                          [](const auto& info) { return to_string(info.param); });
 
-TEST(HfCheckpoint, WriterPermutesInterleavedQueryAndKeyRows) {
+TEST(hf_checkpoint, writer_permutes_interleaved_query_and_key_rows) {
   checkpoint original = small_checkpoint(architecture::llama);
   original.config.rope = rope_pairs::interleaved;
   scratch_dir dir;
@@ -179,7 +179,7 @@ TEST(HfCheckpoint, WriterPermutesInterleavedQueryAndKeyRows) {
 
 // --- GPT-2 name normalization ---------------------------------------------------------
 
-TEST(HfCheckpoint, Gpt2NamesWithoutPrefixAndMaskBuffersAreNormalized) {
+TEST(hf_checkpoint, gpt2_names_without_prefix_and_mask_buffers_are_normalized) {
   const checkpoint original = small_checkpoint(architecture::gpt2);
   scratch_dir dir;
   std::map<std::string, tensor_view> tensors;
@@ -203,7 +203,7 @@ TEST(HfCheckpoint, Gpt2NamesWithoutPrefixAndMaskBuffersAreNormalized) {
   expect_same_tensors(loaded, original);
 }
 
-TEST(HfCheckpoint, Gpt2NameGivenWithAndWithoutPrefixIsAnError) {
+TEST(hf_checkpoint, gpt2_name_given_with_and_without_prefix_is_an_error) {
   const checkpoint original = small_checkpoint(architecture::gpt2);
   scratch_dir dir;
   auto tensors = original.tensors;
@@ -214,7 +214,7 @@ TEST(HfCheckpoint, Gpt2NameGivenWithAndWithoutPrefixIsAnError) {
       {(dir / "model.safetensors").string(), "'ln_f.bias'", "'transformer.ln_f.bias'"});
 }
 
-TEST(HfCheckpoint, OtherAttentionBiasNamesAreNotDropped) {
+TEST(hf_checkpoint, other_attention_bias_names_are_not_dropped) {
   // Only h.N.attn.bias / masked_bias are buffers; anything else unknown is an error.
   const checkpoint original = small_checkpoint(architecture::gpt2);
   scratch_dir dir;
@@ -226,7 +226,7 @@ TEST(HfCheckpoint, OtherAttentionBiasNamesAreNotDropped) {
       {"model.safetensors", "'transformer.h.0.attn.extra_bias'", "unexpected"});
 }
 
-TEST(HfCheckpoint, LlamaRotaryFrequencyBuffersAreDropped) {
+TEST(hf_checkpoint, llama_rotary_frequency_buffers_are_dropped) {
   const checkpoint original = small_checkpoint(architecture::llama);
   scratch_dir dir;
   auto tensors = original.tensors;
@@ -241,14 +241,14 @@ TEST(HfCheckpoint, LlamaRotaryFrequencyBuffersAreDropped) {
 
 // --- schema: the weights against the config -------------------------------------------
 
-TEST(CheckpointSchema, TensorWithoutDataIsNamed) {
+TEST(checkpoint_schema, tensor_without_data_is_named) {
   checkpoint broken = small_checkpoint(architecture::gpt2);
   broken.tensors.at("transformer.h.0.ln_2.bias").data = nullptr;
   EXPECT_CHECKPOINT_ERROR(check_checkpoint(broken),
                           {broken.source, "'transformer.h.0.ln_2.bias'", "no data"});
 }
 
-TEST(CheckpointSchema, ExpectedTensorsAreTheDocumentedSets) {
+TEST(checkpoint_schema, expected_tensors_are_the_documented_sets) {
   const checkpoint llama = small_checkpoint(architecture::llama);
   const auto specs = expected_tensors(llama.config);
   ASSERT_EQ(specs.size(), 1u + 2u * 9u + 1u);
@@ -269,7 +269,7 @@ TEST(CheckpointSchema, ExpectedTensorsAreTheDocumentedSets) {
   EXPECT_EQ(gpt2_specs[4].shape, (std::vector<std::int64_t>{16, 48}));
 }
 
-TEST(HfCheckpoint, MissingTensorIsNamed) {
+TEST(hf_checkpoint, missing_tensor_is_named) {
   const checkpoint original = small_checkpoint(architecture::llama);
   scratch_dir dir;
   auto tensors = original.tensors;
@@ -280,7 +280,7 @@ TEST(HfCheckpoint, MissingTensorIsNamed) {
       {(dir / "model.safetensors").string(), "missing", "'model.norm.weight'"});
 }
 
-TEST(HfCheckpoint, UnexpectedTensorIsNamed) {
+TEST(hf_checkpoint, unexpected_tensor_is_named) {
   const checkpoint original = small_checkpoint(architecture::llama);
   scratch_dir dir;
   auto tensors = original.tensors;
@@ -291,7 +291,7 @@ TEST(HfCheckpoint, UnexpectedTensorIsNamed) {
                            "'model.layers.0.self_attn.q_proj.bias'"});
 }
 
-TEST(HfCheckpoint, ShapeMismatchIsNamed) {
+TEST(hf_checkpoint, shape_mismatch_is_named) {
   const checkpoint original = small_checkpoint(architecture::gpt2);
   scratch_dir dir;
   auto tensors = original.tensors;
@@ -302,7 +302,7 @@ TEST(HfCheckpoint, ShapeMismatchIsNamed) {
                            "'transformer.h.1.mlp.c_fc.weight'", "[24, 16]", "[16, 24]"});
 }
 
-TEST(HfCheckpoint, ConfigVocabContradictingTheEmbeddingIsNamed) {
+TEST(hf_checkpoint, config_vocab_contradicting_the_embedding_is_named) {
   const checkpoint original = small_checkpoint(architecture::llama);
   scratch_dir dir;
   json config = config_json(original);
@@ -314,7 +314,7 @@ TEST(HfCheckpoint, ConfigVocabContradictingTheEmbeddingIsNamed) {
                            "vocab 41"});
 }
 
-TEST(HfCheckpoint, ConfigWithFewerLayersThanTheFileNamesTheExtraLayer) {
+TEST(hf_checkpoint, config_with_fewer_layers_than_the_file_names_the_extra_layer) {
   const checkpoint original = small_checkpoint(architecture::llama);
   scratch_dir dir;
   json config = config_json(original);
@@ -324,7 +324,7 @@ TEST(HfCheckpoint, ConfigWithFewerLayersThanTheFileNamesTheExtraLayer) {
                                                         "'model.layers.1.", "layers 1"});
 }
 
-TEST(HfCheckpoint, UntiedConfigWithoutLmHeadIsMissingIt) {
+TEST(hf_checkpoint, untied_config_without_lm_head_is_missing_it) {
   const checkpoint original = small_checkpoint(architecture::llama);
   scratch_dir dir;
   json config = config_json(original);
@@ -334,7 +334,7 @@ TEST(HfCheckpoint, UntiedConfigWithoutLmHeadIsMissingIt) {
                           {"model.safetensors", "missing", "'lm_head.weight'"});
 }
 
-TEST(HfCheckpoint, TiedLmHeadOfTheWrongShapeIsAnError) {
+TEST(hf_checkpoint, tied_lm_head_of_the_wrong_shape_is_an_error) {
   const checkpoint original = small_checkpoint(architecture::llama);
   scratch_dir dir;
   auto tensors = original.tensors;
@@ -345,7 +345,7 @@ TEST(HfCheckpoint, TiedLmHeadOfTheWrongShapeIsAnError) {
       {(dir / "model.safetensors").string(), "'lm_head.weight'", "ties it"});
 }
 
-TEST(HfCheckpoint, UnsupportedDtypeInTheFileIsNamed) {
+TEST(hf_checkpoint, unsupported_dtype_in_the_file_is_named) {
   const checkpoint original = small_checkpoint(architecture::llama);
   scratch_dir dir;
   write_hf_checkpoint(original, dir.path());
@@ -358,7 +358,7 @@ TEST(HfCheckpoint, UnsupportedDtypeInTheFileIsNamed) {
                           {(dir / "model.safetensors").string(), "I32", "tensor '"});
 }
 
-TEST(HfCheckpoint, TruncatedWeightsFileIsNamed) {
+TEST(hf_checkpoint, truncated_weights_file_is_named) {
   const checkpoint original = small_checkpoint(architecture::gpt2);
   scratch_dir dir;
   write_hf_checkpoint(original, dir.path());
@@ -373,7 +373,7 @@ TEST(HfCheckpoint, TruncatedWeightsFileIsNamed) {
 
 // --- config.json ----------------------------------------------------------------------
 
-TEST(HfCheckpoint, MissingConfigIsAnError) {
+TEST(hf_checkpoint, missing_config_is_an_error) {
   const checkpoint original = small_checkpoint(architecture::llama);
   scratch_dir dir;
   write_hf_checkpoint(original, dir.path());
@@ -382,7 +382,7 @@ TEST(HfCheckpoint, MissingConfigIsAnError) {
                           {dir.path().string(), "config.json"});
 }
 
-TEST(HfCheckpoint, ConfigProblemsNameTheFileAndKey) {
+TEST(hf_checkpoint, config_problems_name_the_file_and_key) {
   const checkpoint llama = small_checkpoint(architecture::llama);
   const checkpoint gpt2 = small_checkpoint(architecture::gpt2);
   struct edit_case {
@@ -486,7 +486,7 @@ TEST(HfCheckpoint, ConfigProblemsNameTheFileAndKey) {
   }
 }
 
-TEST(HfCheckpoint, ConfigDefaultsFollowHf) {
+TEST(hf_checkpoint, config_defaults_follow_hf) {
   // Llama: kv heads = heads, head_dim = hidden / heads, theta 1e4, untied, eps 1e-6.
   const model_config llama = parse_hf_config(
       R"({"architectures": ["LlamaForCausalLM"], "hidden_size": 32, "intermediate_size": 64,
@@ -548,7 +548,7 @@ TEST(HfCheckpoint, ConfigDefaultsFollowHf) {
   EXPECT_TRUE(gpt2.tied_embeddings);
 }
 
-TEST(HfCheckpoint, TheConfigOfEveryArchitectureAndFeatureIsWrittenAndReadBack) {
+TEST(hf_checkpoint, the_config_of_every_architecture_and_feature_is_written_and_read_back) {
   model_config base;
   base.hidden_size = 64;
   base.intermediate_size = 192;
@@ -584,7 +584,7 @@ TEST(HfCheckpoint, TheConfigOfEveryArchitectureAndFeatureIsWrittenAndReadBack) {
   }
 }
 
-TEST(HfCheckpoint, ConfigThatIsNotJsonIsNamed) {
+TEST(hf_checkpoint, config_that_is_not_json_is_named) {
   EXPECT_CHECKPOINT_ERROR(parse_hf_config("{nope", "x/config.json"),
                           {"x/config.json", "not valid JSON"});
   EXPECT_CHECKPOINT_ERROR(parse_hf_config("[]", "x/config.json"),
@@ -593,7 +593,7 @@ TEST(HfCheckpoint, ConfigThatIsNotJsonIsNamed) {
 
 // --- weights files and shards ---------------------------------------------------------
 
-TEST(HfCheckpoint, DirectoryWithoutWeightsIsAnError) {
+TEST(hf_checkpoint, directory_without_weights_is_an_error) {
   const checkpoint original = small_checkpoint(architecture::llama);
   scratch_dir dir;
   write_hf_checkpoint(original, dir.path());
@@ -622,7 +622,7 @@ void write_sharded(const scratch_dir& dir, const checkpoint& original,
               json{{"weight_map", weight_map}}.dump());
 }
 
-TEST(HfCheckpoint, ShardMissingFromDiskIsNamed) {
+TEST(hf_checkpoint, shard_missing_from_disk_is_named) {
   const checkpoint original = small_checkpoint(architecture::llama);
   scratch_dir dir;
   write_sharded(dir, original, [](json&) {});
@@ -632,7 +632,7 @@ TEST(HfCheckpoint, ShardMissingFromDiskIsNamed) {
                            "'b.safetensors'", "missing", "model.layers.1."});
 }
 
-TEST(HfCheckpoint, IndexListingATensorTheShardLacksIsNamed) {
+TEST(hf_checkpoint, index_listing_a_tensor_the_shard_lacks_is_named) {
   const checkpoint original = small_checkpoint(architecture::llama);
   scratch_dir dir;
   write_sharded(dir, original, [](json& map) {
@@ -643,7 +643,7 @@ TEST(HfCheckpoint, IndexListingATensorTheShardLacksIsNamed) {
                            "'model.layers.0.mlp.up_proj.weight'", "'b.safetensors'"});
 }
 
-TEST(HfCheckpoint, ShardHoldingAnUnlistedTensorIsNamed) {
+TEST(hf_checkpoint, shard_holding_an_unlisted_tensor_is_named) {
   const checkpoint original = small_checkpoint(architecture::llama);
   scratch_dir dir;
   write_sharded(dir, original, [](json& map) { map.erase("model.norm.weight"); });
@@ -652,7 +652,7 @@ TEST(HfCheckpoint, ShardHoldingAnUnlistedTensorIsNamed) {
       {(dir / "a.safetensors").string(), "'model.norm.weight'", "not listed"});
 }
 
-TEST(HfCheckpoint, ShardOutsideTheDirectoryIsRefused) {
+TEST(hf_checkpoint, shard_outside_the_directory_is_refused) {
   const checkpoint original = small_checkpoint(architecture::llama);
   scratch_dir dir;
   write_sharded(dir, original,
@@ -662,7 +662,7 @@ TEST(HfCheckpoint, ShardOutsideTheDirectoryIsRefused) {
                            "'../a.safetensors'", "not a file name"});
 }
 
-TEST(HfCheckpoint, IndexWithoutWeightMapIsNamed) {
+TEST(hf_checkpoint, index_without_weight_map_is_named) {
   const checkpoint original = small_checkpoint(architecture::llama);
   scratch_dir dir;
   write_sharded(dir, original, [](json&) {});
@@ -674,13 +674,13 @@ TEST(HfCheckpoint, IndexWithoutWeightMapIsNamed) {
 
 // --- load_checkpoint dispatch and the writer's own checks -----------------------------
 
-TEST(LoadCheckpoint, MissingPathIsNamed) {
+TEST(load_checkpoint, missing_path_is_named) {
   scratch_dir dir;
   EXPECT_CHECKPOINT_ERROR(load_checkpoint(dir / "nothing-here"),
                           {(dir / "nothing-here").string(), "no such file"});
 }
 
-TEST(LoadCheckpoint, AFileOfAnHfDirectoryAsksForTheDirectory) {
+TEST(load_checkpoint, a_file_of_an_hf_directory_asks_for_the_directory) {
   const checkpoint original = small_checkpoint(architecture::gpt2);
   scratch_dir dir;
   write_hf_checkpoint(original, dir.path());
@@ -688,7 +688,7 @@ TEST(LoadCheckpoint, AFileOfAnHfDirectoryAsksForTheDirectory) {
                           {(dir / "model.safetensors").string(), "directory"});
 }
 
-TEST(WriteHfCheckpoint, RefusesAnInconsistentCheckpointAndWritesNothing) {
+TEST(write_hf_checkpoint, refuses_an_inconsistent_checkpoint_and_writes_nothing) {
   checkpoint broken = small_checkpoint(architecture::llama);
   broken.tensors.erase("model.layers.1.mlp.down_proj.weight");
   scratch_dir dir;

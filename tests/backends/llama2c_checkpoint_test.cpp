@@ -29,7 +29,7 @@ void expect_same_tensors(const checkpoint& a, const checkpoint& b) {
   }
 }
 
-TEST(Llama2cCheckpoint, TiedFileLoadsToCanonicalTensors) {
+TEST(llama2c_checkpoint, tied_file_loads_to_canonical_tensors) {
   const checkpoint original = small_checkpoint(architecture::llama);
   scratch_dir dir;
   write_bytes(dir / "m.bin", encode_llama2c(original));
@@ -54,7 +54,7 @@ TEST(Llama2cCheckpoint, TiedFileLoadsToCanonicalTensors) {
   expect_same_tensors(loaded, original);
 }
 
-TEST(Llama2cCheckpoint, NegativeVocabMeansAnUntiedClassifierAtTheEnd) {
+TEST(llama2c_checkpoint, negative_vocab_means_an_untied_classifier_at_the_end) {
   checkpoint original = small_checkpoint(architecture::llama);
   original.config.tied_embeddings = false;
   // A different matrix, so a loader reading the embedding for the head would fail.
@@ -71,7 +71,7 @@ TEST(Llama2cCheckpoint, NegativeVocabMeansAnUntiedClassifierAtTheEnd) {
   expect_same_tensors(loaded, original);
 }
 
-TEST(Llama2cCheckpoint, TruncatedFileIsNamed) {
+TEST(llama2c_checkpoint, truncated_file_is_named) {
   scratch_dir dir;
   std::string bytes = encode_llama2c(small_checkpoint(architecture::llama));
   bytes.resize(bytes.size() - 4);
@@ -81,7 +81,7 @@ TEST(Llama2cCheckpoint, TruncatedFileIsNamed) {
       {(dir / "m.bin").string(), "truncated", std::to_string(bytes.size()) + " bytes"});
 }
 
-TEST(Llama2cCheckpoint, TrailingBytesAreNamed) {
+TEST(llama2c_checkpoint, trailing_bytes_are_named) {
   scratch_dir dir;
   write_bytes(dir / "m.bin",
               encode_llama2c(small_checkpoint(architecture::llama)) + "xxxx");
@@ -89,7 +89,7 @@ TEST(Llama2cCheckpoint, TrailingBytesAreNamed) {
                           {(dir / "m.bin").string(), "trailing bytes"});
 }
 
-TEST(Llama2cCheckpoint, FileShorterThanTheHeaderIsNamed) {
+TEST(llama2c_checkpoint, file_shorter_than_the_header_is_named) {
   scratch_dir dir;
   write_bytes(dir / "m.bin", le32(64) + le32(172));
   EXPECT_CHECKPOINT_ERROR(load_checkpoint(dir / "m.bin"),
@@ -104,7 +104,7 @@ std::string header(std::initializer_list<std::int32_t> fields) {
   return out + std::string(64, '\0');
 }
 
-TEST(Llama2cCheckpoint, BadHeaderValuesAreNamed) {
+TEST(llama2c_checkpoint, bad_header_values_are_named) {
   struct bad {
     std::string bytes;
     std::vector<std::string> expected;
@@ -144,7 +144,7 @@ TEST(Llama2cCheckpoint, BadHeaderValuesAreNamed) {
   }
 }
 
-TEST(Llama2cCheckpoint, DirectoryOrUnreadablePathIsNamed) {
+TEST(llama2c_checkpoint, directory_or_unreadable_path_is_named) {
   scratch_dir dir;
   EXPECT_CHECKPOINT_ERROR(load_llama2c_checkpoint(dir.path()),
                           {dir.path().string(), "not a regular file"});

@@ -21,7 +21,7 @@ fs::path tok512(const fs::path& oracle_file) {
   return oracle_file.parent_path().parent_path() / "models" / "stories260K" / "tok512.bin";
 }
 
-TEST(Llama2cTokenizer, EncodesEveryOracleCase) {
+TEST(llama2c_tokenizer, encodes_every_oracle_case) {
   CANOPY_SHARED_PATH_OR_SKIP(oracle, "oracle/tokenizers.json");
   const auto vectors = read_json(oracle);
   const llama2c_tokenizer tok(tok512(oracle));
@@ -38,7 +38,7 @@ TEST(Llama2cTokenizer, EncodesEveryOracleCase) {
   }
 }
 
-TEST(Llama2cTokenizer, ControlTokensAreNamedWithoutTheirNewlines) {
+TEST(llama2c_tokenizer, control_tokens_are_named_without_their_newlines) {
   CANOPY_SHARED_PATH_OR_SKIP(oracle, "oracle/tokenizers.json");
   const llama2c_tokenizer tok(tok512(oracle));
   EXPECT_EQ(tok.token_text(0), "<unk>");
@@ -47,7 +47,7 @@ TEST(Llama2cTokenizer, ControlTokensAreNamedWithoutTheirNewlines) {
   EXPECT_EQ(tok.token_text(300), std::nullopt) << "an ordinary piece has bytes instead";
 }
 
-TEST(Llama2cTokenizer, DecodesEveryOracleCase) {
+TEST(llama2c_tokenizer, decodes_every_oracle_case) {
   CANOPY_SHARED_PATH_OR_SKIP(oracle, "oracle/tokenizers.json");
   const auto vectors = read_json(oracle);
   const llama2c_tokenizer tok(tok512(oracle));
@@ -63,7 +63,7 @@ TEST(Llama2cTokenizer, DecodesEveryOracleCase) {
     EXPECT_EQ(tok.decode(ids_of(c.at("ids"))), c.at("text").get<std::string>());
 }
 
-TEST(Llama2cTokenizer, DecodesTheGreedyOracleTextLikeRunC) {
+TEST(llama2c_tokenizer, decodes_the_greedy_oracle_text_like_run_c) {
   CANOPY_SHARED_PATH_OR_SKIP(greedy_file, "oracle/stories260K/greedy.json");
   CANOPY_SHARED_PATH_OR_SKIP(oracle, "oracle/tokenizers.json");
   const auto greedy = read_json(greedy_file);
@@ -74,7 +74,7 @@ TEST(Llama2cTokenizer, DecodesTheGreedyOracleTextLikeRunC) {
   EXPECT_EQ(tok.decode(ids), greedy.at("text").get<std::string>());
 }
 
-TEST(Llama2cTokenizer, DecodeRules) {
+TEST(llama2c_tokenizer, decode_rules) {
   CANOPY_SHARED_PATH_OR_SKIP(oracle, "oracle/tokenizers.json");
   const llama2c_tokenizer tok(tok512(oracle));
   EXPECT_EQ(tok.decode({403}), " Once");          // no BOS before it: the space is text
@@ -89,7 +89,7 @@ TEST(Llama2cTokenizer, DecodeRules) {
               ::testing::ThrowsMessage<std::invalid_argument>(::testing::HasSubstr("-3")));
 }
 
-TEST(Llama2cTokenizer, TokenBytesTable) {
+TEST(llama2c_tokenizer, token_bytes_table) {
   CANOPY_SHARED_PATH_OR_SKIP(oracle, "oracle/tokenizers.json");
   const auto vectors = read_json(oracle);
   const llama2c_tokenizer tok(tok512(oracle));
@@ -160,7 +160,7 @@ std::vector<token_id> run_c_encode(const llama2c_tokenizer& tok, const std::stri
   return tokens;
 }
 
-TEST(Llama2cTokenizer, MatchesRunCOnRandomTexts) {
+TEST(llama2c_tokenizer, matches_run_c_on_random_texts) {
   CANOPY_SHARED_PATH_OR_SKIP(oracle, "oracle/tokenizers.json");
   const llama2c_tokenizer tok(tok512(oracle));
   // Common pieces, spaces, newlines, multi-byte characters with and without pieces, and
@@ -212,7 +212,7 @@ std::string tokenizer_file(const std::vector<std::pair<std::string, float>>& ext
   return out;
 }
 
-TEST(Llama2cTokenizer, HighestScoreMergesFirstLeftmostOnTies) {
+TEST(llama2c_tokenizer, highest_score_merges_first_leftmost_on_ties) {
   const scratch_dir dir;
   // ids: 259 " ", 260 "a", 261 "b", 262 "c", 263 "ab", 264 "bc"
   const auto ties = dir.write("ties.bin", tokenizer_file({{" ", -9}, {"a", -9}, {"b", -9}, {"c", -9},
@@ -226,7 +226,7 @@ TEST(Llama2cTokenizer, HighestScoreMergesFirstLeftmostOnTies) {
   EXPECT_EQ(llama2c_tokenizer(floor).encode("ab"), (std::vector<token_id>{1, 259, 260, 261}));
 }
 
-TEST(Llama2cTokenizer, NoDummyPrefixWithoutASpacePiece) {
+TEST(llama2c_tokenizer, no_dummy_prefix_without_a_space_piece) {
   const scratch_dir dir;
   const auto file = dir.write("t.bin", tokenizer_file({{"a", -1}}));
   const llama2c_tokenizer tok(file);

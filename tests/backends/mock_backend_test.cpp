@@ -76,7 +76,7 @@ void expect_pass_error(backend_i& backend, const pass_request& request,
   EXPECT_EQ(backend.kv_entries(), before);
 }
 
-TEST(MockLogprobs, RowsAreDistributions) {
+TEST(mock_logprobs, rows_are_distributions) {
   for (const std::int64_t vocab : {2, 64, 512, 50257}) {
     mock_options options;
     options.vocab_size = vocab;
@@ -90,7 +90,7 @@ TEST(MockLogprobs, RowsAreDistributions) {
   }
 }
 
-TEST(MockLogprobs, IsDeterministicAndSequenceSpecific) {
+TEST(mock_logprobs, is_deterministic_and_sequence_specific) {
   const mock_options options;
   EXPECT_EQ(expected(options, {3, 1, 4}), expected(options, {3, 1, 4}));
   EXPECT_NE(expected(options, {2}), expected(options, {0, 1}));
@@ -102,7 +102,7 @@ TEST(MockLogprobs, IsDeterministicAndSequenceSpecific) {
   EXPECT_NE(expected(options, {3, 1, 4}), expected(reseeded, {3, 1, 4}));
 }
 
-TEST(MockLogprobs, RowsArePeakedEnoughToSampleFrom) {
+TEST(mock_logprobs, rows_are_peaked_enough_to_sample_from) {
   // A flat row would make sampling tests unable to tell distributions apart.
   const mock_options options; // vocab 512
   for (int t = 0; t < 20; ++t) {
@@ -112,7 +112,7 @@ TEST(MockLogprobs, RowsArePeakedEnoughToSampleFrom) {
   }
 }
 
-TEST(MockBackend, InfoReflectsOptions) {
+TEST(mock_backend, info_reflects_options) {
   mock_options options = small_options();
   options.kv_bytes_per_token = 123;
   const auto backend = make_mock_backend(options);
@@ -123,7 +123,7 @@ TEST(MockBackend, InfoReflectsOptions) {
   EXPECT_EQ(backend->kv_entries(), 0u);
 }
 
-TEST(MockBackend, RowsAtSeveralPositionsMatchMockLogprobs) {
+TEST(mock_backend, rows_at_several_positions_match_mock_logprobs) {
   const mock_options options = small_options();
   const auto backend = make_mock_backend(options);
   const token_seq tokens{5, 9, 2, 7, 7};
@@ -137,7 +137,7 @@ TEST(MockBackend, RowsAtSeveralPositionsMatchMockLogprobs) {
   EXPECT_EQ(out.kv.size(), tokens.size());
 }
 
-TEST(MockBackend, KvPathEqualsOneShotPathBitForBit) {
+TEST(mock_backend, kv_path_equals_one_shot_path_bit_for_bit) {
   const mock_options options = small_options();
   const token_seq abc{11, 42, 3};
 
@@ -160,7 +160,7 @@ TEST(MockBackend, KvPathEqualsOneShotPathBitForBit) {
   EXPECT_EQ(s2.logprobs, expected(options, {11, 42}));
 }
 
-TEST(MockBackend, KvEntryCarriesItsPrefix) {
+TEST(mock_backend, kv_entry_carries_its_prefix) {
   // Continuing the same token from two different prefixes must differ, so a cache
   // that hands over the wrong handle is caught by a wrong row.
   const mock_options options = small_options();
@@ -173,7 +173,7 @@ TEST(MockBackend, KvEntryCarriesItsPrefix) {
   EXPECT_EQ(after_b.logprobs, expected(options, {2, 9}));
 }
 
-TEST(MockBackend, UnderAWindowAPassNeedsThePrefixsLastWMinusOneKvOnly) {
+TEST(mock_backend, under_a_window_a_pass_needs_the_prefixs_last_w_minus_one_kv_only) {
   // W = 4: continuing 6 tokens reads the KV of tokens 4-6. Releasing token 3's is
   // harmless; releasing token 4's fails the pass, as a windowed model's would.
   mock_options options = small_options();
@@ -187,7 +187,7 @@ TEST(MockBackend, UnderAWindowAPassNeedsThePrefixsLastWMinusOneKvOnly) {
   EXPECT_THROW(run_one(*backend, make_item({7}, {0}, six.kv.at(5), 6)), std::runtime_error);
 }
 
-TEST(MockBackend, RaggedPassEqualsItemsRunAlone) {
+TEST(mock_backend, ragged_pass_equals_items_run_alone) {
   const mock_options options = small_options();
   const auto together = make_mock_backend(options);
   const auto alone = make_mock_backend(options);
@@ -211,7 +211,7 @@ TEST(MockBackend, RaggedPassEqualsItemsRunAlone) {
   EXPECT_EQ(together->kv_entries(), alone->kv_entries());
 }
 
-TEST(MockBackend, TokensComputedCountsExactlyTheNewTokens) {
+TEST(mock_backend, tokens_computed_counts_exactly_the_new_tokens) {
   const auto backend = make_mock_backend(small_options());
   const kv_handle prefix = run_one(*backend, make_item({1, 2, 3}, {})).kv.at(2);
   pass_request request;
@@ -220,7 +220,7 @@ TEST(MockBackend, TokensComputedCountsExactlyTheNewTokens) {
   EXPECT_EQ(backend->run(request).tokens_computed, 2u + 1 + 5);
 }
 
-TEST(MockBackend, HandlesAreNonZeroIncreasingAndNeverReused) {
+TEST(mock_backend, handles_are_non_zero_increasing_and_never_reused) {
   const auto backend = make_mock_backend(small_options());
   const auto first = run_one(*backend, make_item({1, 2, 3}, {}));
   ASSERT_EQ(first.kv.size(), 3u);
@@ -233,7 +233,7 @@ TEST(MockBackend, HandlesAreNonZeroIncreasingAndNeverReused) {
     EXPECT_GT(handle, first.kv.back());
 }
 
-TEST(MockBackend, KeepKvFalseLeavesNoEntries) {
+TEST(mock_backend, keep_kv_false_leaves_no_entries) {
   const mock_options options = small_options();
   const auto backend = make_mock_backend(options);
   const auto out = run_one(*backend, make_item({7, 8, 9}, {2}, no_kv, 0, false));
@@ -242,7 +242,7 @@ TEST(MockBackend, KeepKvFalseLeavesNoEntries) {
   EXPECT_EQ(out.logprobs, expected(options, {7, 8, 9}));
 }
 
-TEST(MockBackend, ReleaseKvFreesEntriesAndAReleasedHandleFailsAPass) {
+TEST(mock_backend, release_kv_frees_entries_and_a_released_handle_fails_a_pass) {
   const auto backend = make_mock_backend(small_options());
   const auto out = run_one(*backend, make_item({1, 2, 3}, {}));
   ASSERT_EQ(backend->kv_entries(), 3u);
@@ -256,7 +256,7 @@ TEST(MockBackend, ReleaseKvFreesEntriesAndAReleasedHandleFailsAPass) {
   EXPECT_EQ(run_one(*backend, make_item({4}, {}, out.kv[1], 2)).kv.size(), 1u);
 }
 
-TEST(MockBackend, InvalidItemsFailTheWholePassAndMakeNoKv) {
+TEST(mock_backend, invalid_items_fail_the_whole_pass_and_make_no_kv) {
   const auto backend = make_mock_backend(small_options());
   const kv_handle prefix = run_one(*backend, make_item({1, 2}, {})).kv.at(1);
   // Item 0 is valid each time: the failure must name item 1 and keep item 0's KV out.
@@ -294,7 +294,7 @@ TEST(MockBackend, InvalidItemsFailTheWholePassAndMakeNoKv) {
   EXPECT_EQ(run_one(*backend, make_item(token_seq(14, 1), {}, prefix, 2)).kv.size(), 14u);
 }
 
-TEST(MockBackend, SimulatedCostIsSpentPerPassAndPerToken) {
+TEST(mock_backend, simulated_cost_is_spent_per_pass_and_per_token) {
   mock_options options = small_options();
   options.cost_per_token = std::chrono::milliseconds(2);
   const auto backend = make_mock_backend(options);
@@ -310,7 +310,7 @@ TEST(MockBackend, SimulatedCostIsSpentPerPassAndPerToken) {
   EXPECT_GE(std::chrono::steady_clock::now() - again, std::chrono::milliseconds(5));
 }
 
-TEST(BackendFactory, MakesTheMockFromASpec) {
+TEST(backend_factory, makes_the_mock_from_a_spec) {
   backend_spec spec;
   spec.mock = small_options();
   const auto backend = make_backend(spec);
@@ -330,7 +330,7 @@ template <class Make> void expect_invalid(Make make, const std::string& fragment
   }
 }
 
-TEST(BackendFactory, RejectsUnknownKindsDevicesAndBadOptions) {
+TEST(backend_factory, rejects_unknown_kinds_devices_and_bad_options) {
   backend_spec spec;
   spec.kind = "llama";
   expect_invalid([&] { return make_backend(spec); },

@@ -117,7 +117,7 @@ TEST(model_identity, describe_model_agrees_with_the_backend_for_the_mock_and_the
   EXPECT_EQ(describe_model(builtin).dtype, "bfloat16");
 }
 
-TEST(model_identity, describe_model_agrees_with_the_backend_for_both_forms_of_stories260K) {
+TEST(model_identity, describe_model_agrees_with_the_backend_for_both_forms_of_stories260_k) {
   CANOPY_SHARED_PATH_OR_SKIP(bin, "models/stories260K/stories260K.bin");
   CANOPY_SHARED_PATH_OR_SKIP(hf, "models/stories260K/hf");
   for (const auto& path : {bin, hf}) {

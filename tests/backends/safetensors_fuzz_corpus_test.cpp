@@ -108,7 +108,7 @@ std::vector<std::string> mutations() {
   return out;
 }
 
-TEST(SafetensorsFuzzCorpus, EntryOnlyReturnsOrRefusesWithCheckpointError) {
+TEST(safetensors_fuzz_corpus, entry_only_returns_or_refuses_with_checkpoint_error) {
   const std::vector<std::string> inputs = mutations();
   ASSERT_GT(inputs.size(), 3000u);
   std::size_t accepted = 0, refused = 0;

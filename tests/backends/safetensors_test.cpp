@@ -22,7 +22,7 @@ safetensors_header parse(const std::string& bytes) {
   return parse_safetensors_header(bytes, file);
 }
 
-TEST(SafetensorsHeader, ParsesEntriesMetadataAndOffsets) {
+TEST(safetensors_header, parses_entries_metadata_and_offsets) {
   const std::string bytes = raw_safetensors(
       R"({"__metadata__": {"format": "pt"},)"
       R"( "b": {"dtype": "F16", "shape": [2, 3], "data_offsets": [16, 28]},)"
@@ -48,7 +48,7 @@ TEST(SafetensorsHeader, ParsesEntriesMetadataAndOffsets) {
             bytes.data() + h.data_offset + 16);
 }
 
-TEST(SafetensorsHeader, EncodeRoundTripsAndPadsToEightBytes) {
+TEST(safetensors_header, encode_round_trips_and_pads_to_eight_bytes) {
   const float a[3] = {1.0f, -2.5f, 3.25f};
   const std::uint16_t b[2] = {0x3C00, 0xC000};
   std::map<std::string, tensor_view> tensors{
@@ -66,46 +66,46 @@ TEST(SafetensorsHeader, EncodeRoundTripsAndPadsToEightBytes) {
   EXPECT_EQ(views.at("b").dtype, weight_dtype::bf16);
 }
 
-TEST(SafetensorsHeader, RejectsFilesTooShortForTheLength) {
+TEST(safetensors_header, rejects_files_too_short_for_the_length) {
   EXPECT_CHECKPOINT_ERROR(parse("abc"), {file, "too short"});
   EXPECT_CHECKPOINT_ERROR(parse(""), {file, "too short"});
 }
 
-TEST(SafetensorsHeader, RejectsLengthPastTheEnd) {
+TEST(safetensors_header, rejects_length_past_the_end) {
   EXPECT_CHECKPOINT_ERROR(parse(le64(100) + "{}"), {file, "past the end"});
 }
 
-TEST(SafetensorsHeader, RejectsAbsurdLength) {
+TEST(safetensors_header, rejects_absurd_length) {
   EXPECT_CHECKPOINT_ERROR(parse(le64(~std::uint64_t{0}) + "{}"), {file, "absurd"});
   EXPECT_CHECKPOINT_ERROR(parse(le64(max_safetensors_header_bytes + 1) + "{}"),
                           {file, "absurd"});
 }
 
-TEST(SafetensorsHeader, RejectsHeaderThatIsNotJson) {
+TEST(safetensors_header, rejects_header_that_is_not_json) {
   EXPECT_CHECKPOINT_ERROR(parse(raw_safetensors("{\"a\": ", 0)),
                           {file, "not valid JSON"});
   EXPECT_CHECKPOINT_ERROR(parse(raw_safetensors("", 0)), {file, "not valid JSON"});
   EXPECT_CHECKPOINT_ERROR(parse(raw_safetensors("{\"\xff\": 1}", 0)), {file, "JSON"});
 }
 
-TEST(SafetensorsHeader, RejectsHeaderThatIsNotAnObject) {
+TEST(safetensors_header, rejects_header_that_is_not_an_object) {
   EXPECT_CHECKPOINT_ERROR(parse(raw_safetensors("[1, 2]", 0)),
                           {file, "not a JSON object"});
   EXPECT_CHECKPOINT_ERROR(parse(raw_safetensors("42", 0)), {file, "not a JSON object"});
 }
 
-TEST(SafetensorsHeader, RejectsDeepNesting) {
+TEST(safetensors_header, rejects_deep_nesting) {
   const std::string deep =
       "{\"a\": " + std::string(100, '[') + std::string(100, ']') + "}";
   EXPECT_CHECKPOINT_ERROR(parse(raw_safetensors(deep, 0)), {file, "nests"});
 }
 
-TEST(SafetensorsHeader, RejectsEntryThatIsNotAnObject) {
+TEST(safetensors_header, rejects_entry_that_is_not_an_object) {
   EXPECT_CHECKPOINT_ERROR(parse(raw_safetensors(R"({"w.0": [1]})", 0)),
                           {file, "'w.0'", "not an object"});
 }
 
-TEST(SafetensorsHeader, RejectsMissingFields) {
+TEST(safetensors_header, rejects_missing_fields) {
   EXPECT_CHECKPOINT_ERROR(
       parse(raw_safetensors(R"({"w.0": {"shape": [1], "data_offsets": [0, 4]}})", 4)),
       {file, "'w.0'", "dtype"});
@@ -117,7 +117,7 @@ TEST(SafetensorsHeader, RejectsMissingFields) {
       {file, "'w.2'", "data_offsets"});
 }
 
-TEST(SafetensorsHeader, RejectsUnsupportedDtypeByName) {
+TEST(safetensors_header, rejects_unsupported_dtype_by_name) {
   EXPECT_CHECKPOINT_ERROR(
       parse(raw_safetensors(
           R"({"ids": {"dtype": "I64", "shape": [1], "data_offsets": [0, 8]}})", 8)),
@@ -128,7 +128,7 @@ TEST(SafetensorsHeader, RejectsUnsupportedDtypeByName) {
       {file, "'ids'", "dtype"});
 }
 
-TEST(SafetensorsHeader, RejectsBadDimensions) {
+TEST(safetensors_header, rejects_bad_dimensions) {
   EXPECT_CHECKPOINT_ERROR(
       parse(raw_safetensors(
           R"({"neg": {"dtype": "F32", "shape": [-1, 4], "data_offsets": [0, 16]}})", 16)),
@@ -154,7 +154,7 @@ TEST(SafetensorsHeader, RejectsBadDimensions) {
       {file, "'s'", "shape"});
 }
 
-TEST(SafetensorsHeader, RejectsOffsetsOutsideTheDataSection) {
+TEST(safetensors_header, rejects_offsets_outside_the_data_section) {
   EXPECT_CHECKPOINT_ERROR(
       parse(raw_safetensors(
           R"({"w": {"dtype": "F32", "shape": [4], "data_offsets": [4, 20]}})", 16)),
@@ -173,14 +173,14 @@ TEST(SafetensorsHeader, RejectsOffsetsOutsideTheDataSection) {
       {file, "'w'", "negative"});
 }
 
-TEST(SafetensorsHeader, RejectsByteCountThatDisagreesWithTheShape) {
+TEST(safetensors_header, rejects_byte_count_that_disagrees_with_the_shape) {
   EXPECT_CHECKPOINT_ERROR(
       parse(raw_safetensors(
           R"({"w": {"dtype": "F16", "shape": [3], "data_offsets": [0, 12]}})", 12)),
       {file, "'w'", "hold 12 bytes", "needs 6"});
 }
 
-TEST(SafetensorsHeader, RejectsOverlappingTensorsNamingBoth) {
+TEST(safetensors_header, rejects_overlapping_tensors_naming_both) {
   EXPECT_CHECKPOINT_ERROR(
       parse(raw_safetensors(
           R"({"first": {"dtype": "F32", "shape": [4], "data_offsets": [0, 16]},)"
@@ -189,7 +189,7 @@ TEST(SafetensorsHeader, RejectsOverlappingTensorsNamingBoth) {
       {file, "'first'", "'second'", "overlaps"});
 }
 
-TEST(SafetensorsHeader, RejectsDuplicateTensorNames) {
+TEST(safetensors_header, rejects_duplicate_tensor_names) {
   EXPECT_CHECKPOINT_ERROR(
       parse(raw_safetensors(
           R"({"w": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]},)"
@@ -198,21 +198,21 @@ TEST(SafetensorsHeader, RejectsDuplicateTensorNames) {
       {file, "'w'", "twice"});
 }
 
-TEST(SafetensorsHeader, RejectsBadMetadata) {
+TEST(safetensors_header, rejects_bad_metadata) {
   EXPECT_CHECKPOINT_ERROR(parse(raw_safetensors(R"({"__metadata__": [1]})", 0)),
                           {file, "__metadata__"});
   EXPECT_CHECKPOINT_ERROR(parse(raw_safetensors(R"({"__metadata__": {"n": 1}})", 0)),
                           {file, "__metadata__", "'n'"});
 }
 
-TEST(SafetensorsHeader, RejectsEmptyTensorName) {
+TEST(safetensors_header, rejects_empty_tensor_name) {
   EXPECT_CHECKPOINT_ERROR(
       parse(raw_safetensors(
           R"({"": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}})", 4)),
       {file, "empty name"});
 }
 
-TEST(SafetensorsHeader, ClipsAndEscapesHostileNamesInMessages) {
+TEST(safetensors_header, clips_and_escapes_hostile_names_in_messages) {
   try {
     parse(raw_safetensors(
         "{\"" + std::string("evil\\n") + std::string(1000, 'x') +

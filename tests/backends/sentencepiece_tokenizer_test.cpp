@@ -72,7 +72,7 @@ reference_encoding reference(const fs::path& model, const std::string& text) {
   return r;
 }
 
-TEST(SentencePieceTokenizer, TrainedModelEncodesDecodesAndSpellsBytes) {
+TEST(sentence_piece_tokenizer, trained_model_encodes_decodes_and_spells_bytes) {
   ASSERT_TRUE(canopy::backends::sentencepiece_supported());
   const scratch_dir dir;
   const fs::path model = train_tiny_model(dir);
@@ -115,7 +115,7 @@ TEST(SentencePieceTokenizer, TrainedModelEncodesDecodesAndSpellsBytes) {
 
 #else
 
-TEST(SentencePieceTokenizer, ModelFilesNeedSentencePieceSupport) {
+TEST(sentence_piece_tokenizer, model_files_need_sentence_piece_support) {
   ASSERT_FALSE(canopy::backends::sentencepiece_supported());
   const scratch_dir dir;
   const auto file = dir.write("tokenizer.model", "x");

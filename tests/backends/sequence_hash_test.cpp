@@ -20,32 +20,32 @@ std::uint64_t hash_of(const token_seq& tokens, std::uint64_t s = seed) {
   return sequence_hash(s, tokens.data(), tokens.size());
 }
 
-TEST(SequenceHash, SeparatesTheGenlmMockCollision) {
+TEST(sequence_hash, separates_the_genlm_mock_collision) {
   // genlm-backend's mock seeds with sum((i+1)*t): [2] and [0, 1] both give 2.
   EXPECT_NE(hash_of({2}), hash_of({0, 1}));
 }
 
-TEST(SequenceHash, TokenZeroAndLengthCount) {
+TEST(sequence_hash, token_zero_and_length_count) {
   EXPECT_NE(hash_of({}), hash_of({0}));
   EXPECT_NE(hash_of({0}), hash_of({0, 0}));
   EXPECT_NE(hash_of({0, 0}), hash_of({0, 0, 0}));
 }
 
-TEST(SequenceHash, IsOrderSensitive) {
+TEST(sequence_hash, is_order_sensitive) {
   EXPECT_NE(hash_of({1, 2}), hash_of({2, 1}));
   EXPECT_NE(hash_of({1, 2, 3}), hash_of({3, 2, 1}));
   EXPECT_NE(hash_of({1, 2, 3}), hash_of({1, 3, 2}));
   EXPECT_NE(hash_of({5, 5, 7}), hash_of({5, 7, 5}));
 }
 
-TEST(SequenceHash, IsAPureFunctionOfSeedAndTokens) {
+TEST(sequence_hash, is_a_pure_function_of_seed_and_tokens) {
   EXPECT_EQ(hash_of({4, 8, 15, 16, 23, 42}), hash_of({4, 8, 15, 16, 23, 42}));
   EXPECT_EQ(hash_of({}), sequence_hash_start(seed));
   EXPECT_NE(hash_of({4, 8, 15}, 1), hash_of({4, 8, 15}, 2));
   EXPECT_NE(sequence_hash_start(0), sequence_hash_start(1));
 }
 
-TEST(SequenceHash, IncrementalEqualsOneShot) {
+TEST(sequence_hash, incremental_equals_one_shot) {
   std::mt19937 rng(7);
   std::uniform_int_distribution<int> token(0, 50256);
   for (int trial = 0; trial < 100; ++trial) {
@@ -61,7 +61,7 @@ TEST(SequenceHash, IncrementalEqualsOneShot) {
   }
 }
 
-TEST(SequenceHash, NoCollisionsAmongShortSequences) {
+TEST(sequence_hash, no_collisions_among_short_sequences) {
   // Every sequence of length <= 3 over a 64-token alphabet: 1 + 64 + 64^2 + 64^3.
   constexpr int alphabet = 64;
   std::vector<std::uint64_t> hashes;

@@ -41,7 +41,7 @@ moments moments_of(const std::vector<float>& v) {
   return {mean, std::sqrt(sq / static_cast<double>(v.size()) - mean * mean)};
 }
 
-TEST(SyntheticCheckpoint, NormalStreamMatchesAnIndependentTranscription) {
+TEST(synthetic_checkpoint, normal_stream_matches_an_independent_transcription) {
   // Values from a Python transcription of the documented algorithm (fnv1a name hash,
   // mix64 key, splitmix64 outputs 2p/2p+1, Box-Muller in double).
   EXPECT_NEAR(synthetic_normal(1, "model.norm.weight", 0), 1.1213167020588064, 1e-14);
@@ -52,7 +52,7 @@ TEST(SyntheticCheckpoint, NormalStreamMatchesAnIndependentTranscription) {
               1e-14);
 }
 
-TEST(SyntheticCheckpoint, NormalStreamIsStandardNormal) {
+TEST(synthetic_checkpoint, normal_stream_is_standard_normal) {
   double sum = 0, sq = 0;
   int within_one = 0;
   constexpr int n = 200000;
@@ -67,7 +67,7 @@ TEST(SyntheticCheckpoint, NormalStreamIsStandardNormal) {
   EXPECT_NEAR(static_cast<double>(within_one) / n, 0.6827, 0.005);
 }
 
-TEST(SyntheticCheckpoint, SameSpecSameBytesOtherSeedOtherBytes) {
+TEST(synthetic_checkpoint, same_spec_same_bytes_other_seed_other_bytes) {
   synthetic_spec spec;
   const checkpoint a = make_synthetic_checkpoint(spec);
   const checkpoint b = make_synthetic_checkpoint(spec);
@@ -79,7 +79,7 @@ TEST(SyntheticCheckpoint, SameSpecSameBytesOtherSeedOtherBytes) {
   }
 }
 
-TEST(SyntheticCheckpoint, GrowingTheModelKeepsExistingTensors) {
+TEST(synthetic_checkpoint, growing_the_model_keeps_existing_tensors) {
   synthetic_spec spec;
   const checkpoint small = make_synthetic_checkpoint(spec);
   spec.layers = 3;
@@ -89,7 +89,7 @@ TEST(SyntheticCheckpoint, GrowingTheModelKeepsExistingTensors) {
     EXPECT_EQ(view_bytes(view), view_bytes(large.tensors.at(name))) << name;
 }
 
-TEST(SyntheticCheckpoint, ConfigFollowsTheSpec) {
+TEST(synthetic_checkpoint, config_follows_the_spec) {
   synthetic_spec spec;
   spec.hidden = 96;
   spec.heads = 6;
@@ -120,14 +120,14 @@ TEST(SyntheticCheckpoint, ConfigFollowsTheSpec) {
   EXPECT_NO_THROW(check_checkpoint(gpt2));
 }
 
-TEST(SyntheticCheckpoint, DefaultIntermediateSizes) {
+TEST(synthetic_checkpoint, default_intermediate_sizes) {
   EXPECT_EQ(default_intermediate_size(architecture::llama, 64), 192);
   EXPECT_EQ(default_intermediate_size(architecture::llama, 288), 768);
   EXPECT_EQ(default_intermediate_size(architecture::llama, 4096), 10944);
   EXPECT_EQ(default_intermediate_size(architecture::gpt2, 768), 3072);
 }
 
-TEST(SyntheticCheckpoint, ScalesAreTheDocumentedOnes) {
+TEST(synthetic_checkpoint, scales_are_the_documented_ones) {
   synthetic_spec spec;
   spec.arch = architecture::gpt2;
   spec.hidden = 256;
@@ -176,7 +176,7 @@ double head_entropy(const checkpoint& ckpt, const char* embedding,
   return entropy;
 }
 
-TEST(SyntheticCheckpoint, NextTokenDistributionsAreClearlyNonUniform) {
+TEST(synthetic_checkpoint, next_token_distributions_are_clearly_non_uniform) {
   for (std::int64_t hidden : {64, 256}) {
     synthetic_spec spec;
     spec.hidden = hidden;
@@ -193,7 +193,7 @@ TEST(SyntheticCheckpoint, NextTokenDistributionsAreClearlyNonUniform) {
   }
 }
 
-TEST(SyntheticCheckpoint, ImpossibleSpecsAreRefusedNamingTheField) {
+TEST(synthetic_checkpoint, impossible_specs_are_refused_naming_the_field) {
   struct bad {
     std::function<void(synthetic_spec&)> edit;
     std::string expected;

@@ -35,7 +35,7 @@ void expect_rejected(const fs::path& path, const fs::path& file, const std::stri
   }
 }
 
-TEST(FindTokenizer, SharedModelLayout) {
+TEST(find_tokenizer, shared_model_layout) {
   CANOPY_SHARED_PATH_OR_SKIP(oracle, "oracle/tokenizers.json");
   const fs::path models = models_dir(oracle);
   EXPECT_EQ(find_tokenizer(models / "stories260K" / "stories260K.bin"),
@@ -49,7 +49,7 @@ TEST(FindTokenizer, SharedModelLayout) {
   EXPECT_EQ(find_tokenizer(models / "no-such-model"), fs::path());
 }
 
-TEST(FindTokenizer, PreferenceOrderAndNeverTheModelItself) {
+TEST(find_tokenizer, preference_order_and_never_the_model_itself) {
   const scratch_dir dir;
   dir.write("hf/tokenizer.bin", "x");
   dir.write("hf/tokenizer.model", "x");
@@ -65,7 +65,7 @@ TEST(FindTokenizer, PreferenceOrderAndNeverTheModelItself) {
   EXPECT_EQ(find_tokenizer(model), dir.path() / "l" / "tok512.bin");
 }
 
-TEST(LoadTokenizer, DispatchesOnTheSharedFiles) {
+TEST(load_tokenizer, dispatches_on_the_shared_files) {
   CANOPY_SHARED_PATH_OR_SKIP(oracle, "oracle/tokenizers.json");
   const fs::path models = models_dir(oracle);
   EXPECT_EQ(load_tokenizer(models / "gpt2-synthetic")->kind(), "gpt2-bpe");
@@ -78,7 +78,7 @@ TEST(LoadTokenizer, DispatchesOnTheSharedFiles) {
   expect_rejected(models / "stories260K" / "hf", "hf", "no tokenizer in this directory");
 }
 
-TEST(FindTokenizer, TokenizerJsonComesFirstInAnHfDirectory) {
+TEST(find_tokenizer, tokenizer_json_comes_first_in_an_hf_directory) {
   CANOPY_SHARED_PATH_OR_SKIP(llama3, "models/tokenizers/llama3");
   EXPECT_EQ(find_tokenizer(llama3), llama3 / "tokenizer.json");
   EXPECT_EQ(load_tokenizer(llama3)->kind(), "tokenizer.json");
@@ -89,7 +89,7 @@ TEST(FindTokenizer, TokenizerJsonComesFirstInAnHfDirectory) {
   EXPECT_EQ(find_tokenizer(dir.path()), dir / "tokenizer.json");
 }
 
-TEST(LoadTokenizer, MissingOrUnknownFiles) {
+TEST(load_tokenizer, missing_or_unknown_files) {
   const scratch_dir dir;
   expect_rejected(dir.path() / "nothing.bin", "nothing.bin", "no such tokenizer file");
   expect_rejected(dir.write("tokenizer.txt", "{}"), "tokenizer.txt", "unrecognized tokenizer file");
@@ -98,7 +98,7 @@ TEST(LoadTokenizer, MissingOrUnknownFiles) {
   expect_rejected(dir.write("only/vocab.json", "{}"), "vocab.json", "needs both vocab.json and merges.txt");
 }
 
-TEST(LoadTokenizer, TruncatedTok512) {
+TEST(load_tokenizer, truncated_tok512) {
   CANOPY_SHARED_PATH_OR_SKIP(oracle, "oracle/tokenizers.json");
   const std::string bytes = read_bytes(models_dir(oracle) / "stories260K" / "tok512.bin");
   ASSERT_EQ(bytes.size(), 6227u);
@@ -120,7 +120,7 @@ std::string le32(std::int32_t v) {
   return out;
 }
 
-TEST(LoadTokenizer, BadLlama2cLengths) {
+TEST(load_tokenizer, bad_llama2c_lengths) {
   CANOPY_SHARED_PATH_OR_SKIP(oracle, "oracle/tokenizers.json");
   const std::string bytes = read_bytes(models_dir(oracle) / "stories260K" / "tok512.bin");
   const scratch_dir dir;
@@ -152,7 +152,7 @@ nlohmann::json byte_vocab_json() {
   return v;
 }
 
-TEST(LoadTokenizer, MalformedVocabJson) {
+TEST(load_tokenizer, malformed_vocab_json) {
   const scratch_dir dir;
   const auto case_dir = [&](const std::string& name, const std::string& vocab,
                             const std::string& merges = "#version: 0.2\n") {
@@ -185,7 +185,7 @@ TEST(LoadTokenizer, MalformedVocabJson) {
   expect_rejected(case_dir("nobyte", v.dump()), "vocab.json", "no piece for byte 0x0A");
 }
 
-TEST(LoadTokenizer, MalformedMergesTxt) {
+TEST(load_tokenizer, malformed_merges_txt) {
   const scratch_dir dir;
   auto v = byte_vocab_json();
   v["ab"] = 256;
@@ -204,7 +204,7 @@ TEST(LoadTokenizer, MalformedMergesTxt) {
   expect_rejected(case_dir("result", "a c\n"), "merges.txt", "line 1: merged piece \"ac\" is not in vocab.json");
 }
 
-TEST(LoadTokenizer, SentencePieceModelFiles) {
+TEST(load_tokenizer, sentence_piece_model_files) {
   const scratch_dir dir;
   const auto garbage = dir.write("tokenizer.model", "this is not a protobuf \x01\x02\xff");
   if (canopy::backends::sentencepiece_supported())

@@ -19,7 +19,7 @@ std::uint32_t found(const child_index& index, std::uint64_t key) {
   return value ? *value : 0xdeadbeefu;
 }
 
-TEST(ChildIndex, EmptyFindsNothing) {
+TEST(child_index, empty_finds_nothing) {
   child_index index;
   EXPECT_EQ(index.find(0), nullptr);
   EXPECT_EQ(index.find(trie_key(1, 2)), nullptr);
@@ -28,7 +28,7 @@ TEST(ChildIndex, EmptyFindsNothing) {
   EXPECT_EQ(index.capacity(), 0u);
 }
 
-TEST(ChildIndex, InsertFindErase) {
+TEST(child_index, insert_find_erase) {
   child_index index;
   EXPECT_TRUE(index.insert(0, 7)); // key 0 is an ordinary key
   EXPECT_TRUE(index.insert(trie_key(0, 5), 1));
@@ -50,7 +50,7 @@ TEST(ChildIndex, InsertFindErase) {
   EXPECT_EQ(found(index, trie_key(0, 5)), 3u);
 }
 
-TEST(ChildIndex, GrowsKeepingEveryKeyAndTheLoadFactor) {
+TEST(child_index, grows_keeping_every_key_and_the_load_factor) {
   child_index index;
   std::uint32_t value = 1;
   for (std::uint32_t parent = 0; parent < 300; ++parent)
@@ -73,7 +73,7 @@ TEST(ChildIndex, GrowsKeepingEveryKeyAndTheLoadFactor) {
 // of small tables, so long probe runs wrap around the table's end and erases shift
 // keys across it: any slip in backward-shift deletion strands a key (a later find
 // misses it) or resurrects one.
-TEST(ChildIndex, RandomizedAgainstUnorderedMap) {
+TEST(child_index, randomized_against_unordered_map) {
   for (std::uint32_t seed = 1; seed <= 18; ++seed) {
     std::mt19937_64 rng(seed);
     // Few distinct keys, so that inserts of present keys and erases of absent ones

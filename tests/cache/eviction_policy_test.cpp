@@ -27,7 +27,7 @@ std::vector<std::size_t> eviction_order(eviction_policy policy,
 
 using order = std::vector<std::size_t>;
 
-TEST(EvictionPolicy, ParsesItsOwnNamesOnly) {
+TEST(eviction_policy, parses_its_own_names_only) {
   for (eviction_policy p : {eviction_policy::lru, eviction_policy::lfu,
                             eviction_policy::fifo, eviction_policy::priority})
     EXPECT_EQ(parse_eviction_policy(to_string(p)), p);
@@ -37,7 +37,7 @@ TEST(EvictionPolicy, ParsesItsOwnNamesOnly) {
   EXPECT_FALSE(parse_eviction_policy(""));
 }
 
-TEST(EvictionPolicy, LruEvictsOldestAccessFirst) {
+TEST(eviction_policy, lru_evicts_oldest_access_first) {
   const std::vector<node_stats> nodes = {
       stats(5, 100, 1), // many hits do not save it
       stats(3, 0, 4),   // oldest access
@@ -46,7 +46,7 @@ TEST(EvictionPolicy, LruEvictsOldestAccessFirst) {
   EXPECT_EQ(eviction_order(eviction_policy::lru, nodes), (order{1, 0, 2}));
 }
 
-TEST(EvictionPolicy, LfuEvictsFewestHitsFirstAndBreaksTiesByAccess) {
+TEST(eviction_policy, lfu_evicts_fewest_hits_first_and_breaks_ties_by_access) {
   const std::vector<node_stats> nodes = {
       stats(1, 7, 1),
       stats(8, 2, 2), // two hits, recent
@@ -56,7 +56,7 @@ TEST(EvictionPolicy, LfuEvictsFewestHitsFirstAndBreaksTiesByAccess) {
   EXPECT_EQ(eviction_order(eviction_policy::lfu, nodes), (order{2, 1, 0, 3}));
 }
 
-TEST(EvictionPolicy, FifoEvictsInCreationOrder) {
+TEST(eviction_policy, fifo_evicts_in_creation_order) {
   const std::vector<node_stats> nodes = {
       stats(1, 0, 30),
       stats(50, 90, 10), // created first, however popular
@@ -65,7 +65,7 @@ TEST(EvictionPolicy, FifoEvictsInCreationOrder) {
   EXPECT_EQ(eviction_order(eviction_policy::fifo, nodes), (order{1, 2, 0}));
 }
 
-TEST(EvictionPolicy, PriorityEvictsLowestPriorityFirstThenLru) {
+TEST(eviction_policy, priority_evicts_lowest_priority_first_then_lru) {
   const std::vector<node_stats> nodes = {
       stats(1, 0, 1, 5),
       stats(9, 0, 2, -3), // negative priority, evicted first despite recent access
@@ -74,7 +74,7 @@ TEST(EvictionPolicy, PriorityEvictsLowestPriorityFirstThenLru) {
   EXPECT_EQ(eviction_order(eviction_policy::priority, nodes), (order{1, 3, 2, 0}));
 }
 
-TEST(EvictionPolicy, KeysNeverTieBetweenNodes) {
+TEST(eviction_policy, keys_never_tie_between_nodes) {
   // Identical statistics except the unique creation time.
   const node_stats a = stats(4, 4, 1, 4), b = stats(4, 4, 2, 4);
   for (eviction_policy p : {eviction_policy::lru, eviction_policy::lfu,

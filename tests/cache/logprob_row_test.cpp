@@ -120,7 +120,7 @@ error_figures measure(const std::vector<float>& values, row_dtype dtype) {
   return e;
 }
 
-TEST(RowDtype, ParsesItsOwnNamesOnly) {
+TEST(row_dtype, parses_its_own_names_only) {
   for (row_dtype d : {row_dtype::float32, row_dtype::float16, row_dtype::bfloat16})
     EXPECT_EQ(parse_row_dtype(to_string(d)), d);
   EXPECT_EQ(to_string(row_dtype::bfloat16), "bfloat16");
@@ -132,7 +132,7 @@ TEST(RowDtype, ParsesItsOwnNamesOnly) {
   EXPECT_EQ(element_bytes(row_dtype::bfloat16), 2u);
 }
 
-TEST(LogprobRow, Float32IsExactAndSharedWithoutCopy) {
+TEST(logprob_row, float32_is_exact_and_shared_without_copy) {
   const std::vector<float> values = log_softmax_row(512, 1);
   const row_ptr row =
       logprob_row::encode(values.data(), values.size(), row_dtype::float32);
@@ -151,7 +151,7 @@ TEST(LogprobRow, Float32IsExactAndSharedWithoutCopy) {
   }
 }
 
-TEST(LogprobRow, SixteenBitRowsHalveTheBytesAndHaveNoFloat32View) {
+TEST(logprob_row, sixteen_bit_rows_halve_the_bytes_and_have_no_float32_view) {
   const std::vector<float> values = {-0.5f, -1.0f, -2.75f, 0.0f, -10.25f};
   for (row_dtype d : {row_dtype::float16, row_dtype::bfloat16}) {
     const row_ptr row = logprob_row::encode(values.data(), values.size(), d);
@@ -164,13 +164,13 @@ TEST(LogprobRow, SixteenBitRowsHalveTheBytesAndHaveNoFloat32View) {
   }
 }
 
-TEST(LogprobRow, EmptyRowIsValid) {
+TEST(logprob_row, empty_row_is_valid) {
   const row_ptr row = logprob_row::encode(nullptr, 0, row_dtype::float16);
   EXPECT_EQ(row->vocab(), 0u);
   EXPECT_EQ(row->bytes(), 0u);
 }
 
-TEST(LogprobRow, AdoptValidatesSizeAndKeepsTheBytes) {
+TEST(logprob_row, adopt_validates_size_and_keeps_the_bytes) {
   const std::vector<float> values = {-1.5f, -0.25f, -7.0f};
   for (row_dtype d : {row_dtype::float32, row_dtype::float16, row_dtype::bfloat16}) {
     const row_ptr made = logprob_row::encode(values.data(), values.size(), d);
@@ -196,7 +196,7 @@ TEST(LogprobRow, AdoptValidatesSizeAndKeepsTheBytes) {
   EXPECT_THROW(logprob_row::adopt(row_dtype::float16, huge, {}), std::invalid_argument);
 }
 
-TEST(HalfConversion, RoundsToNearestEven) {
+TEST(half_conversion, rounds_to_nearest_even) {
   EXPECT_EQ(float_to_half(1.0f), 0x3c00);
   // 1 + 2^-11 is halfway between 1 and 1 + 2^-10: ties go to the even mantissa.
   EXPECT_EQ(float_to_half(1.0f + std::ldexp(1.0f, -11)), 0x3c00);
@@ -205,7 +205,7 @@ TEST(HalfConversion, RoundsToNearestEven) {
   EXPECT_EQ(float_to_half(-2.0f), 0xc000);
 }
 
-TEST(HalfConversion, OverflowsToInfinityAtTheRoundingBoundary) {
+TEST(half_conversion, overflows_to_infinity_at_the_rounding_boundary) {
   EXPECT_EQ(float_to_half(65504.0f), 0x7bff);
   EXPECT_EQ(float_to_half(65519.996f), 0x7bff);
   EXPECT_EQ(float_to_half(65520.0f), 0x7c00); // halfway; 0x7bff is odd
@@ -213,7 +213,7 @@ TEST(HalfConversion, OverflowsToInfinityAtTheRoundingBoundary) {
   EXPECT_EQ(float_to_half(-1e9f), 0xfc00);
 }
 
-TEST(HalfConversion, HandlesSubnormals) {
+TEST(half_conversion, handles_subnormals) {
   const float tiny = std::ldexp(1.0f, -24); // smallest half subnormal
   EXPECT_EQ(float_to_half(tiny), 0x0001);
   EXPECT_EQ(half_to_float(0x0001), tiny);
@@ -228,7 +228,7 @@ TEST(HalfConversion, HandlesSubnormals) {
   EXPECT_EQ(float_to_half(-1e-30f), 0x8000);
 }
 
-TEST(HalfConversion, EveryHalfSurvivesARoundTrip) {
+TEST(half_conversion, every_half_survives_a_round_trip) {
   for (std::uint32_t h = 0; h <= 0xffff; ++h) {
     const auto bits = static_cast<std::uint16_t>(h);
     const float f = half_to_float(bits);
@@ -241,7 +241,7 @@ TEST(HalfConversion, EveryHalfSurvivesARoundTrip) {
   }
 }
 
-TEST(HalfConversion, AgreesWithAnExactReference) {
+TEST(half_conversion, agrees_with_an_exact_reference) {
   std::mt19937 rng(7);
   std::uniform_int_distribution<std::uint32_t> any;
   for (int i = 0; i < 200000; ++i) {
@@ -256,7 +256,7 @@ TEST(HalfConversion, AgreesWithAnExactReference) {
   }
 }
 
-TEST(Bfloat16Conversion, RoundsToNearestEvenAndMatchesAReference) {
+TEST(bfloat16_conversion, rounds_to_nearest_even_and_matches_a_reference) {
   EXPECT_EQ(float_to_bfloat16(1.0f), 0x3f80);
   EXPECT_EQ(float_to_bfloat16(float_of(0x3f808000u)), 0x3f80); // tie, even stays
   EXPECT_EQ(float_to_bfloat16(float_of(0x3f818000u)), 0x3f82); // tie, odd rounds up
@@ -272,7 +272,7 @@ TEST(Bfloat16Conversion, RoundsToNearestEvenAndMatchesAReference) {
   }
 }
 
-TEST(Bfloat16Conversion, EveryBfloat16SurvivesARoundTrip) {
+TEST(bfloat16_conversion, every_bfloat16_survives_a_round_trip) {
   for (std::uint32_t b = 0; b <= 0xffff; ++b) {
     const auto bits = static_cast<std::uint16_t>(b);
     const float f = bfloat16_to_float(bits);
@@ -283,7 +283,7 @@ TEST(Bfloat16Conversion, EveryBfloat16SurvivesARoundTrip) {
   }
 }
 
-TEST(LogprobRow, SpecialValuesArePreserved) {
+TEST(logprob_row, special_values_are_preserved) {
   const float inf = std::numeric_limits<float>::infinity();
   const std::vector<float> values = {
       -inf,
@@ -312,7 +312,7 @@ TEST(LogprobRow, SpecialValuesArePreserved) {
 // and 2^-4 = 0.0625 for bfloat16, and it shrinks towards 0, where the probable tokens
 // are. Measured on a dense sweep of [-30, 0] (printed): float16 0.0078, bfloat16
 // 0.0625, relative 4.9e-4 and 3.9e-3: the bounds are reached.
-TEST(LogprobRowAccuracy, SweepOfLogProbRangeStaysWithinHalfAnUlp) {
+TEST(logprob_row_accuracy, sweep_of_log_prob_range_stays_within_half_an_ulp) {
   std::vector<float> sweep;
   for (int i = 0; i <= 300000; ++i)
     sweep.push_back(-30.0f + 1e-4f * static_cast<float>(i));
@@ -333,7 +333,7 @@ TEST(LogprobRowAccuracy, SweepOfLogProbRangeStaysWithinHalfAnUlp) {
 // bfloat16 0.062; vocab 50257, min -35.1: float16 0.0103, bfloat16 0.118 (the far
 // tail, below -32, has twice the spacing). Relative error stays under 4.9e-4 (float16)
 // and 3.9e-3 (bfloat16) throughout.
-TEST(LogprobRowAccuracy, LogSoftmaxRowsStayWithinTheStatedBounds) {
+TEST(logprob_row_accuracy, log_softmax_rows_stay_within_the_stated_bounds) {
   for (std::size_t vocab : {std::size_t{512}, std::size_t{50257}}) {
     error_figures half, bf16;
     for (std::uint32_t seed = 0; seed < 8; ++seed) {
@@ -360,7 +360,7 @@ TEST(LogprobRowAccuracy, LogSoftmaxRowsStayWithinTheStatedBounds) {
 
 // The probable tokens matter most: for log-probs in [-1, 0] (probability above 0.37)
 // float16 stays under 2^-12 absolute and bfloat16 under 2^-9.
-TEST(LogprobRowAccuracy, ProbableTokensAreMostAccurate) {
+TEST(logprob_row_accuracy, probable_tokens_are_most_accurate) {
   std::vector<float> near_zero;
   for (int i = 0; i <= 100000; ++i)
     near_zero.push_back(-1e-5f * static_cast<float>(i));

@@ -66,7 +66,7 @@ struct counting_cache {
 
 // tests/test_cache.py::test_memory_freed_on_eviction: with maxsize=2, storing two
 // entries reaches capacity, and each of four more stores keeps memory at capacity.
-TEST(GenlmOutputCache, MemoryIsFreedOnEviction) {
+TEST(genlm_output_cache, memory_is_freed_on_eviction) {
   token_trie t(output_cache(2));
   for (token_id i = 0; i < 2; ++i)
     ASSERT_TRUE(t.attach_logprobs(insert(t, {i}), fresh_row()));
@@ -88,7 +88,7 @@ TEST(GenlmOutputCache, MemoryIsFreedOnEviction) {
 }
 
 // tests/test_cache.py::test_memory_freed_on_clear.
-TEST(GenlmOutputCache, MemoryIsFreedOnClear) {
+TEST(genlm_output_cache, memory_is_freed_on_clear) {
   token_trie t(output_cache(2));
   for (token_id i = 0; i < 2; ++i)
     ASSERT_TRUE(t.attach_logprobs(insert(t, {i}), fresh_row()));
@@ -103,7 +103,7 @@ TEST(GenlmOutputCache, MemoryIsFreedOnClear) {
 // tests/test_llm.py::test_cache: with cache_size=2, asking for [0] and [1] stores two
 // entries; asking again returns the same rows without recomputing; clear_cache
 // empties the cache.
-TEST(GenlmOutputCache, RepeatedQueriesHitAndClearEmpties) {
+TEST(genlm_output_cache, repeated_queries_hit_and_clear_empties) {
   counting_cache cache(output_cache(2));
   const row_ptr first = cache.next_token_logprobs({0});
   const row_ptr second = cache.next_token_logprobs({1});
@@ -119,7 +119,7 @@ TEST(GenlmOutputCache, RepeatedQueriesHitAndClearEmpties) {
 
 // OutputCache.__getitem__ moves a hit to the end of the OrderedDict, so a lookup
 // protects an entry: set a, set b, get a, set c evicts b.
-TEST(GenlmOutputCache, LookupRefreshesRecency) {
+TEST(genlm_output_cache, lookup_refreshes_recency) {
   counting_cache cache(output_cache(2));
   const row_ptr a = cache.next_token_logprobs({10});
   cache.next_token_logprobs({11});
@@ -133,7 +133,7 @@ TEST(GenlmOutputCache, LookupRefreshesRecency) {
 
 // The prompts of tests/test_hf_llm.py's token_ids_list include one prompt twice
 // ("Check duplicate query logic"): a duplicate is one trie entry and one computation.
-TEST(GenlmTokenTrie, DuplicatePromptsShareOneEntry) {
+TEST(genlm_token_trie, duplicate_prompts_share_one_entry) {
   counting_cache cache(output_cache(10));
   const std::vector<token_seq> prompts = {
       {1858, 1244, 307, 1223, 2642}, // "There might be something wrong"
@@ -161,7 +161,7 @@ void extend_cache(token_trie& t, const token_seq& s) {
 // tests/test_hf_llm.py::test_caching: after the preprompt is computed, walking its
 // tokens finds a node for each; the longer prompt then reuses the preprompt's nodes
 // and extends them.
-TEST(GenlmTokenTrie, CachingExtendsThePrepromptPath) {
+TEST(genlm_token_trie, caching_extends_the_preprompt_path) {
   token_trie t(output_cache(100));
   const token_seq preprompt = {1858, 1244, 307, 1223, 2642};
   token_seq prompt = preprompt;
@@ -192,7 +192,7 @@ TEST(GenlmTokenTrie, CachingExtendsThePrepromptPath) {
 
 // tests/test_hf_llm.py::test_cache_operations: after clear_cache, walk_cache of the
 // prompt matches no token, finds no past and base 0.
-TEST(GenlmTokenTrie, ClearedCacheMatchesNothing) {
+TEST(genlm_token_trie, cleared_cache_matches_nothing) {
   token_trie t(output_cache(100));
   const token_seq prompt = {7594, 6152};
   extend_cache(t, prompt);
@@ -218,7 +218,7 @@ void cache_kv(token_trie& t, const token_seq& s, kv_handle base) {
 
 // tests/test_hf_llm.py::test_cache_kv: after cache_kv(prompt), walking the prompt
 // reaches its end and the node there holds the past key/values.
-TEST(GenlmTokenTrie, CacheKvMakesThePromptResumable) {
+TEST(genlm_token_trie, cache_kv_makes_the_prompt_resumable) {
   token_trie t(output_cache(100));
   const token_seq prompt = {14402, 509, 53, 40918};
   cache_kv(t, prompt, 100);
@@ -240,7 +240,7 @@ TEST(GenlmTokenTrie, CacheKvMakesThePromptResumable) {
 // base == len(base_prompt). Upstream's cache_kv rebuilds the base prompt's nodes and
 // so drops the extension (next_token_index == len(base_prompt) there); the trie keeps
 // existing nodes, so the whole extended prompt still matches.
-TEST(GenlmTokenTrie, WalkWithPastResumesAfterTheCachedBase) {
+TEST(genlm_token_trie, walk_with_past_resumes_after_the_cached_base) {
   token_trie t(output_cache(100));
   const token_seq base = {1212, 318, 257, 1332, 286};
   token_seq extended = base;
@@ -268,7 +268,7 @@ TEST(GenlmTokenTrie, WalkWithPastResumesAfterTheCachedBase) {
 // test_kv_fork_matches_cold_prefill: once the contexts are computed (KV held), each
 // context + [100] resumes from the context's full KV, and two forks of one parent
 // (parent + [100], parent + [101]) both resume from the parent's KV.
-TEST(GenlmTokenTrie, ContinuationsAndForksReuseTheParentsKv) {
+TEST(genlm_token_trie, continuations_and_forks_reuse_the_parents_kv) {
   token_trie t(output_cache(100));
   const token_seq parent = {1858, 1244, 307, 1223, 2642, 11};
   const token_seq other = {4480, 262, 3303, 2746, 2438};
@@ -298,7 +298,7 @@ TEST(GenlmTokenTrie, ContinuationsAndForksReuseTheParentsKv) {
 // TokenKVTrie.extend_cache_from_base fills in a node's log-probs or key/values only
 // when missing: what a node already holds is kept. The trie keeps an existing row;
 // for KV it refuses the second handle, which stays the caller's to free.
-TEST(GenlmTokenTrie, ExistingEntriesAreKept) {
+TEST(genlm_token_trie, existing_entries_are_kept) {
   token_trie t(output_cache(100));
   const node_id n = insert(t, {5, 6});
   const row_ptr kept = fresh_row();
@@ -313,7 +313,7 @@ TEST(GenlmTokenTrie, ExistingEntriesAreKept) {
 }
 
 // TokenTrie.clear_kv_cache drops key/values everywhere and keeps the log-probs.
-TEST(GenlmTokenTrie, ClearKvCacheKeepsLogprobs) {
+TEST(genlm_token_trie, clear_kv_cache_keeps_logprobs) {
   token_trie t(output_cache(100));
   const token_seq prompt = {3, 1, 4, 1, 5};
   extend_cache(t, prompt);

@@ -28,7 +28,7 @@ std::vector<node_id> put(token_trie& t, const token_seq& s, kv_handle base) {
   return path;
 }
 
-TEST(TokenTrieHostTier, TheDeviceDemotesLeafFirstAndTheHostDropsWhenFull) {
+TEST(token_trie_host_tier, the_device_demotes_leaf_first_and_the_host_drops_when_full) {
   auto t = two_tiers(2);
   const auto a = put(t, {1, 2, 3}, 100);
   const auto b = put(t, {7}, 200); // the device evicts a's leaf: demoted
@@ -48,7 +48,7 @@ TEST(TokenTrieHostTier, TheDeviceDemotesLeafFirstAndTheHostDropsWhenFull) {
   (void)b;
 }
 
-TEST(TokenTrieHostTier, PromotionMovesALockedPathBackWithinTheDeviceBudget) {
+TEST(token_trie_host_tier, promotion_moves_a_locked_path_back_within_the_device_budget) {
   auto t = two_tiers(3);
   const auto a = put(t, {1, 2, 3}, 100);
   put(t, {7, 8, 9}, 200); // a is all on the host now
@@ -72,7 +72,7 @@ TEST(TokenTrieHostTier, PromotionMovesALockedPathBackWithinTheDeviceBudget) {
   t.check_invariants();
 }
 
-TEST(TokenTrieHostTier, NotWithASlidingWindow) {
+TEST(token_trie_host_tier, not_with_a_sliding_window) {
   trie_config c;
   c.kv_window = 4;
   c.kv_host_budget_bytes = 100;

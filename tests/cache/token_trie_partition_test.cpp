@@ -43,7 +43,7 @@ row_ptr put_row(token_trie& t, std::string_view partition, const token_seq& s, f
   return row;
 }
 
-TEST(TokenTriePartitions, EqualTokensInTwoPartitionsShareNoRowNorKv) {
+TEST(token_trie_partitions, equal_tokens_in_two_partitions_share_no_row_nor_kv) {
   token_trie t(config_with(8));
   const node_id shared = insert(t, "", {1, 2});
   const node_id in_a = insert(t, "a", {1, 2});
@@ -65,7 +65,7 @@ TEST(TokenTriePartitions, EqualTokensInTwoPartitionsShareNoRowNorKv) {
   t.check_invariants();
 }
 
-TEST(TokenTriePartitions, APartitionWithNoNodesMatchesNothingAndCannotBeExtended) {
+TEST(token_trie_partitions, a_partition_with_no_nodes_matches_nothing_and_cannot_be_extended) {
   token_trie t(config_with(8));
   insert(t, "a", {1});
   const match_result m = match(t, "b", {1});
@@ -78,7 +78,7 @@ TEST(TokenTriePartitions, APartitionWithNoNodesMatchesNothingAndCannotBeExtended
   t.check_invariants();
 }
 
-TEST(TokenTriePartitions, DepthsCountTokensFromThePartitionsRoot) {
+TEST(token_trie_partitions, depths_count_tokens_from_the_partitions_root) {
   token_trie t(config_with(8));
   const node_id leaf = insert(t, "tenant 1", {5, 6, 7});
   const std::vector<node_id> path = t.path(leaf);
@@ -109,7 +109,7 @@ TEST(TokenTriePartitions, DepthsCountTokensFromThePartitionsRoot) {
   t.check_invariants();
 }
 
-TEST(TokenTriePartitions, APartitionGoesWithItsLastNode) {
+TEST(token_trie_partitions, a_partition_goes_with_its_last_node) {
   token_trie t(config_with(8));
   const node_id leaf = insert(t, "a", {1, 2});
   t.lock(leaf);
@@ -121,7 +121,7 @@ TEST(TokenTriePartitions, APartitionGoesWithItsLastNode) {
   t.check_invariants();
 }
 
-TEST(TokenTriePartitions, BudgetsAndEvictionSpanEveryPartition) {
+TEST(token_trie_partitions, budgets_and_eviction_span_every_partition) {
   token_trie t(config_with(2));
   put_row(t, "a", {1}, -1.0f);
   put_row(t, "b", {1}, -2.0f);
@@ -137,7 +137,7 @@ TEST(TokenTriePartitions, BudgetsAndEvictionSpanEveryPartition) {
   t.check_invariants();
 }
 
-TEST(TokenTriePartitions, ClearTakesOnlyThePartitionsNamedByThePrefix) {
+TEST(token_trie_partitions, clear_takes_only_the_partitions_named_by_the_prefix) {
   token_trie t(config_with(8));
   for (std::string_view name : {"", "1\n", "1\nsalt", "12\n"}) {
     put_row(t, name, {1, 2}, -1.0f);

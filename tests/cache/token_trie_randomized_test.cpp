@@ -484,9 +484,9 @@ struct scenario {
   std::size_t kv_host_budget = 0; // each worker's host tier (no window)
 };
 
-class TokenTrieRandomized : public ::testing::TestWithParam<scenario> {};
+class token_trie_randomized : public ::testing::TestWithParam<scenario> {};
 
-TEST_P(TokenTrieRandomized, InterleavedOperationsKeepEveryInvariant) {
+TEST_P(token_trie_randomized, interleaved_operations_keep_every_invariant) {
   const scenario& sc = GetParam();
   trie_config c;
   c.logprob_budget_bytes = 48; // rows are 2..16 bytes
@@ -520,7 +520,7 @@ TEST_P(TokenTrieRandomized, InterleavedOperationsKeepEveryInvariant) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Seeds, TokenTrieRandomized,
+INSTANTIATE_TEST_SUITE_P(seeds, token_trie_randomized,
                          ::testing::Values(scenario{eviction_policy::lru, 0, 2, 1},
                                            scenario{eviction_policy::lfu, 4, 3, 2},
                                            scenario{eviction_policy::fifo, 0, 2, 3},

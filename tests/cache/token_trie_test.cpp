@@ -67,7 +67,7 @@ std::vector<kv_handle> released_handles(token_trie& t) {
   return handles;
 }
 
-TEST(TokenTrie, InsertCreatesNodesAndMatchFollowsThem) {
+TEST(token_trie, insert_creates_nodes_and_match_follows_them) {
   token_trie t(config_with(8));
   const node_id leaf = insert(t, {1, 2, 3});
   EXPECT_EQ(t.stats().nodes, 4u);
@@ -96,7 +96,7 @@ TEST(TokenTrie, InsertCreatesNodesAndMatchFollowsThem) {
   t.check_invariants();
 }
 
-TEST(TokenTrie, ExtendContinuesFromWhereAMatchEnded) {
+TEST(token_trie, extend_continues_from_where_a_match_ended) {
   token_trie t(config_with(8));
   const node_id prompt = insert(t, {1, 2});
   const token_seq query{1, 2, 3, 4};
@@ -113,7 +113,7 @@ TEST(TokenTrie, ExtendContinuesFromWhereAMatchEnded) {
   t.check_invariants();
 }
 
-TEST(TokenTrie, RowIsReturnedOnlyForTheWholeSequence) {
+TEST(token_trie, row_is_returned_only_for_the_whole_sequence) {
   token_trie t(config_with(8));
   const row_ptr row = put_row(t, {1, 2});
   EXPECT_EQ(match(t, {1, 2}).logprobs, row);
@@ -123,7 +123,7 @@ TEST(TokenTrie, RowIsReturnedOnlyForTheWholeSequence) {
   t.check_invariants();
 }
 
-TEST(TokenTrie, AttachingASecondRowKeepsTheFirst) {
+TEST(token_trie, attaching_a_second_row_keeps_the_first) {
   token_trie t(config_with(8));
   const row_ptr first = put_row(t, {1});
   EXPECT_TRUE(t.attach_logprobs(insert(t, {1}), make_row(-2.0f)));
@@ -133,7 +133,7 @@ TEST(TokenTrie, AttachingASecondRowKeepsTheFirst) {
   EXPECT_THROW(t.attach_logprobs(root_node, make_row()), std::invalid_argument);
 }
 
-TEST(TokenTrie, MatchRefreshesRecencySoLruKeepsTheMatchedRow) {
+TEST(token_trie, match_refreshes_recency_so_lru_keeps_the_matched_row) {
   token_trie t(config_with(2));
   put_row(t, {1});
   put_row(t, {2});
@@ -146,7 +146,7 @@ TEST(TokenTrie, MatchRefreshesRecencySoLruKeepsTheMatchedRow) {
   t.check_invariants();
 }
 
-TEST(TokenTrie, LockedNodesAreNeitherEvictedNorRemoved) {
+TEST(token_trie, locked_nodes_are_neither_evicted_nor_removed) {
   token_trie t(config_with(2));
   const node_id a = insert(t, {1, 1});
   ASSERT_TRUE(t.attach_logprobs(a, make_row()));
@@ -177,7 +177,7 @@ TEST(TokenTrie, LockedNodesAreNeitherEvictedNorRemoved) {
   t.check_invariants();
 }
 
-TEST(TokenTrie, EvictionIsLeafFirst) {
+TEST(token_trie, eviction_is_leaf_first) {
   // FIFO would evict the oldest node, {1}; leaf-first makes it wait for its children.
   token_trie t(config_with(3, 1000, eviction_policy::fifo));
   put_row(t, {1});
@@ -197,7 +197,7 @@ TEST(TokenTrie, EvictionIsLeafFirst) {
   t.check_invariants();
 }
 
-TEST(TokenTrie, ChildHoldingOnlyKvDoesNotShieldItsParentsRow) {
+TEST(token_trie, child_holding_only_kv_does_not_shield_its_parents_row) {
   token_trie t(config_with(1, 1000, eviction_policy::fifo));
   put_row(t, {1});
   put_kv_path(t, {1, 2}, 10, 8); // {1,2} holds KV but no row
@@ -207,7 +207,7 @@ TEST(TokenTrie, ChildHoldingOnlyKvDoesNotShieldItsParentsRow) {
   t.check_invariants();
 }
 
-TEST(TokenTrie, AttachNeverEvictsTheTargetsAncestors) {
+TEST(token_trie, attach_never_evicts_the_targets_ancestors) {
   // {1} is the FIFO-oldest candidate, but the new row goes under it.
   token_trie t(config_with(2, 16, eviction_policy::fifo));
   put_row(t, {1});
@@ -226,7 +226,7 @@ TEST(TokenTrie, AttachNeverEvictsTheTargetsAncestors) {
   t.check_invariants();
 }
 
-TEST(TokenTrie, KvIsPrefixClosed) {
+TEST(token_trie, kv_is_prefix_closed) {
   token_trie t(config_with(4, 1000, eviction_policy::lru, 2));
   const node_id deep = insert(t, {1, 2});
   EXPECT_FALSE(t.attach_kv(deep, 0, 7, 8)); // {1} lacks KV on worker 0
@@ -246,7 +246,7 @@ TEST(TokenTrie, KvIsPrefixClosed) {
   t.check_invariants();
 }
 
-TEST(TokenTrie, KvEvictionIsLeafFirstAndQueuesReleases) {
+TEST(token_trie, kv_eviction_is_leaf_first_and_queues_releases) {
   token_trie t(config_with(1, 24, eviction_policy::fifo));
   put_kv_path(t, {1, 2, 3}, 10, 8); // handles 10, 11, 12 fill the budget
   EXPECT_TRUE(t.attach_kv(insert(t, {5}), 0, 50, 8));
@@ -260,7 +260,7 @@ TEST(TokenTrie, KvEvictionIsLeafFirstAndQueuesReleases) {
   t.check_invariants();
 }
 
-TEST(TokenTrie, MatchReportsKvPrefixPerWorkerUpToTheCap) {
+TEST(token_trie, match_reports_kv_prefix_per_worker_up_to_the_cap) {
   token_trie t(config_with(4, 1000, eviction_policy::lru, 3));
   put_kv_path(t, {1, 2, 3}, 10, 8, 0);
   put_kv_path(t, {1}, 20, 8, 1);
@@ -287,7 +287,7 @@ TEST(TokenTrie, MatchReportsKvPrefixPerWorkerUpToTheCap) {
   t.check_invariants();
 }
 
-TEST(TokenTrie, KvPrefixesOfANodeAreWhatAMatchEndingThereReports) {
+TEST(token_trie, kv_prefixes_of_a_node_are_what_a_match_ending_there_reports) {
   token_trie t(config_with(4, 1000, eviction_policy::lru, 3));
   put_kv_path(t, {1, 2}, 10, 8, 0);
   put_kv_path(t, {1}, 20, 8, 1);
@@ -309,7 +309,7 @@ TEST(TokenTrie, KvPrefixesOfANodeAreWhatAMatchEndingThereReports) {
   EXPECT_THROW(t.kv_prefixes(99), std::out_of_range);
 }
 
-TEST(TokenTrie, LockedNodesCountsTheNodesInUse) {
+TEST(token_trie, locked_nodes_counts_the_nodes_in_use) {
   token_trie t(config_with(4));
   const node_id a = insert(t, {1, 2});
   const node_id b = insert(t, {1, 3});
@@ -329,7 +329,7 @@ TEST(TokenTrie, LockedNodesCountsTheNodesInUse) {
   t.check_invariants();
 }
 
-TEST(TokenTrie, DroppingKvKeepsRowsAndTheOtherWayRound) {
+TEST(token_trie, dropping_kv_keeps_rows_and_the_other_way_round) {
   token_trie t(config_with(1, 16));
   put_kv_path(t, {1}, 10, 8);
   const row_ptr row = put_row(t, {1});
@@ -346,7 +346,7 @@ TEST(TokenTrie, DroppingKvKeepsRowsAndTheOtherWayRound) {
   t.check_invariants();
 }
 
-TEST(TokenTrie, BothBudgetsHoldAfterEveryOperation) {
+TEST(token_trie, both_budgets_hold_after_every_operation) {
   trie_config c = config_with(3, 40, eviction_policy::lru, 2);
   token_trie t(c);
   for (token_id i = 0; i < 200; ++i) {
@@ -366,7 +366,7 @@ TEST(TokenTrie, BothBudgetsHoldAfterEveryOperation) {
   EXPECT_GT(t.stats().kv_evictions, 0u);
 }
 
-TEST(TokenTrie, OversizedAttachIsRefusedWithoutEvicting) {
+TEST(token_trie, oversized_attach_is_refused_without_evicting) {
   token_trie t(config_with(2, 16));
   put_row(t, {1});
   put_kv_path(t, {1}, 10, 8);
@@ -384,7 +384,7 @@ TEST(TokenTrie, OversizedAttachIsRefusedWithoutEvicting) {
   t.check_invariants();
 }
 
-TEST(TokenTrie, AttachIsRefusedWhenEverythingElseIsLocked) {
+TEST(token_trie, attach_is_refused_when_everything_else_is_locked) {
   token_trie t(config_with(2, 16));
   const node_id a = insert(t, {1}), b = insert(t, {2});
   t.lock(a);
@@ -412,7 +412,7 @@ TEST(TokenTrie, AttachIsRefusedWhenEverythingElseIsLocked) {
   t.check_invariants();
 }
 
-TEST(TokenTrie, EntryLimitEvictsTheLeastRecentlyUsedRow) {
+TEST(token_trie, entry_limit_evicts_the_least_recently_used_row) {
   // genlm-backend's OutputCache(maxsize=3): the fourth row pushes out the oldest.
   trie_config c = config_with(1000);
   c.logprob_max_entries = 3;
@@ -432,7 +432,7 @@ TEST(TokenTrie, EntryLimitEvictsTheLeastRecentlyUsedRow) {
   t.check_invariants();
 }
 
-TEST(TokenTrie, ClearAndClearKvLeaveLockedNodesIntact) {
+TEST(token_trie, clear_and_clear_kv_leave_locked_nodes_intact) {
   token_trie t(config_with(8, 1000, eviction_policy::lru, 2));
   put_kv_path(t, {1, 2}, 10, 8, 0);
   put_kv_path(t, {1, 2}, 20, 8, 1);
@@ -464,7 +464,7 @@ TEST(TokenTrie, ClearAndClearKvLeaveLockedNodesIntact) {
   t.check_invariants();
 }
 
-TEST(TokenTrie, ForgetWorkerDropsItsKvEvenWhenLockedWithoutReleases) {
+TEST(token_trie, forget_worker_drops_its_kv_even_when_locked_without_releases) {
   token_trie t(config_with(8, 16, eviction_policy::lru, 2));
   put_kv_path(t, {1}, 10, 8, 0);
   put_kv_path(t, {1}, 20, 8, 1);
@@ -483,7 +483,7 @@ TEST(TokenTrie, ForgetWorkerDropsItsKvEvenWhenLockedWithoutReleases) {
   t.check_invariants();
 }
 
-TEST(TokenTrie, EmptyNodesAreRemovedAndTheirIdsRecycled) {
+TEST(token_trie, empty_nodes_are_removed_and_their_ids_recycled) {
   token_trie t(config_with(1));
   const node_id leaf = insert(t, {1, 2, 3});
   const std::vector<node_id> old_path = t.path(leaf);
@@ -514,7 +514,7 @@ TEST(TokenTrie, EmptyNodesAreRemovedAndTheirIdsRecycled) {
   t.check_invariants();
 }
 
-TEST(TokenTrie, PriorityPolicyEvictsLowPriorityFirst) {
+TEST(token_trie, priority_policy_evicts_low_priority_first) {
   token_trie t(config_with(2, 1000, eviction_policy::priority));
   ASSERT_TRUE(t.attach_logprobs(insert(t, {1}, 5), make_row()));
   ASSERT_TRUE(t.attach_logprobs(insert(t, {2}, -1), make_row()));
@@ -525,7 +525,7 @@ TEST(TokenTrie, PriorityPolicyEvictsLowPriorityFirst) {
   t.check_invariants();
 }
 
-TEST(TokenTrie, LfuPolicyEvictsTheLeastMatchedRow) {
+TEST(token_trie, lfu_policy_evicts_the_least_matched_row) {
   token_trie t(config_with(2, 1000, eviction_policy::lfu));
   put_row(t, {1});
   put_row(t, {2});
@@ -537,7 +537,7 @@ TEST(TokenTrie, LfuPolicyEvictsTheLeastMatchedRow) {
   EXPECT_FALSE(has_row(t, {2}));
 }
 
-TEST(TokenTrie, EachWorkerHasItsOwnKvBudget) {
+TEST(token_trie, each_worker_has_its_own_kv_budget) {
   token_trie t(config_with(8, /*kv_bytes=*/64));
   const worker_id small = t.add_worker(16);
   EXPECT_EQ(small, 1u);
@@ -559,7 +559,7 @@ TEST(TokenTrie, EachWorkerHasItsOwnKvBudget) {
   t.check_invariants();
 }
 
-TEST(TokenTrie, AWorkerGetsANewBudgetOnlyWhenItHoldsNoKv) {
+TEST(token_trie, a_worker_gets_a_new_budget_only_when_it_holds_no_kv) {
   token_trie t(config_with(8, /*kv_bytes=*/64, eviction_policy::lru, /*workers=*/0));
   EXPECT_EQ(t.workers(), 0u);
   const worker_id w = t.add_worker(32);
@@ -574,7 +574,7 @@ TEST(TokenTrie, AWorkerGetsANewBudgetOnlyWhenItHoldsNoKv) {
   t.check_invariants();
 }
 
-TEST(TokenTrie, AccessorsRejectDeadNodes) {
+TEST(token_trie, accessors_reject_dead_nodes) {
   token_trie t(config_with(1));
   EXPECT_FALSE(t.exists(42));
   EXPECT_THROW(t.lock(42), std::out_of_range);

@@ -64,7 +64,7 @@ std::vector<kv_handle> released_handles(token_trie& t) {
   return out;
 }
 
-TEST(TokenTrieWindow, KvAboveTheWindowOfEveryLockGoesEvenOnALockedPath) {
+TEST(token_trie_window, kv_above_the_window_of_every_lock_goes_even_on_a_locked_path) {
   // W = 4 and room for 6 tokens of KV: a 12-token sequence, locked at its end, is
   // stored token by token (one long pass). Each attach past the budget drops the
   // oldest KV, which is W or more above the lock; every row stays.
@@ -90,7 +90,7 @@ TEST(TokenTrieWindow, KvAboveTheWindowOfEveryLockGoesEvenOnALockedPath) {
   EXPECT_EQ(m.kv[0].length, 11u);
 }
 
-TEST(TokenTrieWindow, WithoutAWindowTheSameLockedPathRefusesKvPastTheBudget) {
+TEST(token_trie_window, without_a_window_the_same_locked_path_refuses_kv_past_the_budget) {
   // The contrast: full attention needs every token's KV, so the locked path keeps it
   // and the rest of the pass's KV is refused.
   trie_config c = windowed(0, 6);
@@ -102,7 +102,7 @@ TEST(TokenTrieWindow, WithoutAWindowTheSameLockedPathRefusesKvPastTheBudget) {
   EXPECT_EQ(t.stats().kv_evictions, 0u);
 }
 
-TEST(TokenTrieWindow, KvWithinTheWindowOfAnyLockIsKept) {
+TEST(token_trie_window, kv_within_the_window_of_any_lock_is_kept) {
   // Locks at depths 5 (a pass reading that prefix) and 12 keep depths 2-5 and 9-12;
   // with room for 8 tokens, storing the path drops 1, 6, 7 and 8, and then an attach
   // elsewhere is refused without evicting anything.
@@ -128,7 +128,7 @@ TEST(TokenTrieWindow, KvWithinTheWindowOfAnyLockIsKept) {
   t.check_invariants();
 }
 
-TEST(TokenTrieWindow, AMatchUsesOnlyTheNodesItsEndsWindowCovers) {
+TEST(token_trie_window, a_match_uses_only_the_nodes_its_ends_window_covers) {
   // Two particles share a 6-token prompt and then differ for 4 tokens each (W = 4);
   // A is matched, then B. Under LRU the KV evicted first must be the prompt's, which
   // neither particle's window reads, not the window of A for having been matched
@@ -153,7 +153,7 @@ TEST(TokenTrieWindow, AMatchUsesOnlyTheNodesItsEndsWindowCovers) {
   t.check_invariants();
 }
 
-TEST(TokenTrieWindow, KvNeverJoinsARunThatStartsBelowIt) {
+TEST(token_trie_window, kv_never_joins_a_run_that_starts_below_it) {
   // W = 2 and room for 3: storing a 4-token path locked at its end drops depth 1's
   // KV, and KV elsewhere then drops depth 2's (the lock keeps 3 and 4).
   token_trie t(windowed(2, 3));

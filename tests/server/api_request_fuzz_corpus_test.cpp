@@ -133,7 +133,7 @@ std::vector<std::string> mutations() {
   return out;
 }
 
-TEST(ApiRequestFuzzCorpus, EntryOnlyReturnsAndEveryOutcomeOccurs) {
+TEST(api_request_fuzz_corpus, entry_only_returns_and_every_outcome_occurs) {
   const std::vector<std::string> inputs = mutations();
   ASSERT_GT(inputs.size(), 8000u);
   const request_limits limits{4, 64};

@@ -47,7 +47,7 @@ parsed<sample_request> sample(const std::string& body) {
 
 // ---- accepted forms ----
 
-TEST(ApiRequests, LogprobsTokensWithDefaults) {
+TEST(api_requests, logprobs_tokens_with_defaults) {
   const auto& r = accepted(logprobs(R"({"tokens": [1, 0, 2147483647, -2147483648]})"));
   ASSERT_EQ(r.sequences.size(), 1u);
   EXPECT_EQ(r.sequences[0].tokens, (cache::token_seq{1, 0, 2147483647, -2147483647 - 1}));
@@ -60,7 +60,7 @@ TEST(ApiRequests, LogprobsTokensWithDefaults) {
   EXPECT_EQ(r.dtype, wire_dtype::float32);
 }
 
-TEST(ApiRequests, LogprobsTextAndEveryOption) {
+TEST(api_requests, logprobs_text_and_every_option) {
   const auto& r =
       accepted(logprobs(R"({"text": "héllo", "all_positions": true, "top_k": 5,
       "priority": -7, "deadline_ms": 0.5, "dtype": "float16"})"));
@@ -76,7 +76,7 @@ TEST(ApiRequests, LogprobsTextAndEveryOption) {
             wire_dtype::float32);
 }
 
-TEST(ApiRequests, LogprobsBatchMixesTokenListsAndTexts) {
+TEST(api_requests, logprobs_batch_mixes_token_lists_and_texts) {
   const auto& r = accepted(logprobs(R"({"batch": [[1, 2], "two", [3]]})"));
   EXPECT_TRUE(r.batch);
   ASSERT_EQ(r.sequences.size(), 3u);
@@ -87,7 +87,7 @@ TEST(ApiRequests, LogprobsBatchMixesTokenListsAndTexts) {
   EXPECT_TRUE(accepted(logprobs(R"({"batch": [[1]]})")).batch);
 }
 
-TEST(ApiRequests, SampleWithDefaultsAndEveryOption) {
+TEST(api_requests, sample_with_defaults_and_every_option) {
   const auto& d = accepted(sample(R"({"tokens": [5], "max_tokens": 0})"));
   EXPECT_EQ(d.prompts.size(), 1u);
   EXPECT_EQ(d.max_tokens, 0u);
@@ -106,7 +106,7 @@ TEST(ApiRequests, SampleWithDefaultsAndEveryOption) {
   EXPECT_EQ(r.eos_token_ids, (std::vector<std::int32_t>{2, 0}));
 }
 
-TEST(ApiRequests, TokenizeDetokenizeCacheKvAndClear) {
+TEST(api_requests, tokenize_detokenize_cache_kv_and_clear) {
   EXPECT_EQ(accepted(parse_tokenize_request(R"({"text": "a b"})")).text, "a b");
   EXPECT_TRUE(accepted(parse_tokenize_request(R"({"text": "a"})")).add_special_tokens);
   EXPECT_FALSE(accepted(parse_tokenize_request(R"({"text": "a", "add_special_tokens": false})"))
@@ -126,7 +126,7 @@ TEST(ApiRequests, TokenizeDetokenizeCacheKvAndClear) {
   EXPECT_TRUE(accepted(parse_cache_clear_request(R"({"kv_only": true})")).kv_only);
 }
 
-TEST(ApiRequests, BracketsInsideStringsDoNotCountAsNesting) {
+TEST(api_requests, brackets_inside_strings_do_not_count_as_nesting) {
   const std::string text(1000, '[');
   EXPECT_EQ(accepted(logprobs(R"({"text": ")" + text + R"(\"[{"})")).sequences[0].text,
             text + "\"[{");
@@ -134,7 +134,7 @@ TEST(ApiRequests, BracketsInsideStringsDoNotCountAsNesting) {
 
 // ---- malformed bodies ----
 
-TEST(ApiRequests, MalformedJsonGivesTheParsersPosition) {
+TEST(api_requests, malformed_json_gives_the_parsers_position) {
   EXPECT_TRUE(refused(logprobs("{\"tokens\": [1,}"), "malformed_json", "column 15"));
   EXPECT_TRUE(refused(logprobs("{\"tokens\": [1]"), "malformed_json", "column 15"));
   EXPECT_TRUE(refused(logprobs(""), "malformed_json", "column 1"));
@@ -145,7 +145,7 @@ TEST(ApiRequests, MalformedJsonGivesTheParsersPosition) {
   EXPECT_TRUE(refused(parse_tokenize_request("  "), "malformed_json", "column"));
 }
 
-TEST(ApiRequests, AnyBytesGiveACleanError) {
+TEST(api_requests, any_bytes_give_a_clean_error) {
   const std::string bad_utf8 = "{\"text\": \"a\xff\xfe\"}";
   const std::string overlong = "{\"text\": \"\xc0\xaf\"}";
   const std::string surrogate = "{\"text\": \"\xed\xa0\x80\"}";
@@ -164,7 +164,7 @@ TEST(ApiRequests, AnyBytesGiveACleanError) {
   EXPECT_TRUE(refused(logprobs(R"({"text": "\ud800"})"), "malformed_json", "column"));
 }
 
-TEST(ApiRequests, NestingIsBoundedBeforeParsing) {
+TEST(api_requests, nesting_is_bounded_before_parsing) {
   // Hostile nesting: refused quickly with the byte where it went too deep.
   const std::string deep = std::string(1000000, '[') + std::string(1000000, ']');
   EXPECT_TRUE(refused(logprobs(deep), "invalid_request", "nests deeper than 8 levels"));
@@ -177,7 +177,7 @@ TEST(ApiRequests, NestingIsBoundedBeforeParsing) {
                       "tokens[0] is not an integer"));
 }
 
-TEST(ApiRequests, TopLevelMustBeAnObject) {
+TEST(api_requests, top_level_must_be_an_object) {
   for (const char* body : {"[1, 2]", "5", "\"tokens\"", "null", "true"})
     EXPECT_TRUE(refused(logprobs(body), "invalid_request", "not an object")) << body;
   EXPECT_TRUE(
@@ -186,7 +186,7 @@ TEST(ApiRequests, TopLevelMustBeAnObject) {
 
 // ---- fields ----
 
-TEST(ApiRequests, UnknownFieldsAreNamed) {
+TEST(api_requests, unknown_fields_are_named) {
   EXPECT_TRUE(refused(logprobs(R"({"tokenz": [1]})"), "invalid_request",
                       "unknown field 'tokenz'"));
   EXPECT_TRUE(refused(logprobs(R"({"tokens": [1], "max_tokens": 3})"), "invalid_request",
@@ -205,7 +205,7 @@ TEST(ApiRequests, UnknownFieldsAreNamed) {
   EXPECT_LT(std::get<api_error>(result).message.size(), 200u);
 }
 
-TEST(ApiRequests, ExactlyOneOfTokensTextBatch) {
+TEST(api_requests, exactly_one_of_tokens_text_batch) {
   EXPECT_TRUE(refused(logprobs("{}"), "invalid_request",
                       "one of tokens, text, batch is required"));
   EXPECT_TRUE(refused(logprobs(R"({"top_k": 2})"), "invalid_request",
@@ -224,7 +224,7 @@ TEST(ApiRequests, ExactlyOneOfTokensTextBatch) {
       refused(parse_detokenize_request("{}"), "invalid_request", "tokens is required"));
 }
 
-TEST(ApiRequests, TokenListsMustHoldInt32Integers) {
+TEST(api_requests, token_lists_must_hold_int32_integers) {
   EXPECT_TRUE(refused(logprobs(R"({"tokens": "1 2"})"), "invalid_request",
                       "tokens is not a list of token ids"));
   EXPECT_TRUE(refused(logprobs(R"({"tokens": {"0": 1}})"), "invalid_request",
@@ -250,7 +250,7 @@ TEST(ApiRequests, TokenListsMustHoldInt32Integers) {
                       "token_out_of_range", "tokens[0] is outside the int32 range"));
 }
 
-TEST(ApiRequests, TextMustBeAString) {
+TEST(api_requests, text_must_be_a_string) {
   EXPECT_TRUE(
       refused(logprobs(R"({"text": 5})"), "invalid_request", "text is not a string"));
   EXPECT_TRUE(refused(parse_tokenize_request(R"({"text": ["a"]})"), "invalid_request",
@@ -259,7 +259,7 @@ TEST(ApiRequests, TextMustBeAString) {
                       "text is not a string"));
 }
 
-TEST(ApiRequests, BatchEntriesAreNamedByIndex) {
+TEST(api_requests, batch_entries_are_named_by_index) {
   EXPECT_TRUE(
       refused(logprobs(R"({"batch": "a"})"), "invalid_request", "batch is not a list"));
   EXPECT_TRUE(refused(logprobs(R"({"batch": []})"), "invalid_request", "batch is empty"));
@@ -273,7 +273,7 @@ TEST(ApiRequests, BatchEntriesAreNamedByIndex) {
                       "token_out_of_range", "batch[1][1] is outside the int32 range"));
 }
 
-TEST(ApiRequests, BatchOverTheLimitIsTooLarge) {
+TEST(api_requests, batch_over_the_limit_is_too_large) {
   EXPECT_EQ(accepted(logprobs(R"({"batch": [[1], [2], [3]]})")).sequences.size(), 3u);
   EXPECT_TRUE(refused(logprobs(R"({"batch": [[1], [2], [3], [4]]})"), "batch_too_large",
                       "batch has 4 sequences, more than the limit of 3"));
@@ -281,7 +281,7 @@ TEST(ApiRequests, BatchOverTheLimitIsTooLarge) {
                       "batch_too_large", "more than the limit of 3"));
 }
 
-TEST(ApiRequests, LogprobsOptionsAreChecked) {
+TEST(api_requests, logprobs_options_are_checked) {
   EXPECT_TRUE(refused(logprobs(R"({"tokens": [1], "all_positions": 1})"),
                       "invalid_request", "all_positions is not a boolean"));
   for (const char* k : {"0", "-1", "-99999999999999999999"})
@@ -314,7 +314,7 @@ TEST(ApiRequests, LogprobsOptionsAreChecked) {
                       "dtype is not a string"));
 }
 
-TEST(ApiRequests, SampleOptionsAreChecked) {
+TEST(api_requests, sample_options_are_checked) {
   EXPECT_TRUE(
       refused(sample(R"({"tokens": [1]})"), "invalid_request", "max_tokens is required"));
   EXPECT_TRUE(refused(sample(R"({"tokens": [1], "max_tokens": 101})"), "invalid_request",
@@ -348,7 +348,7 @@ TEST(ApiRequests, SampleOptionsAreChecked) {
                       "tokens is empty"));
 }
 
-TEST(ApiRequests, CacheClearOptionIsChecked) {
+TEST(api_requests, cache_clear_option_is_checked) {
   EXPECT_TRUE(refused(parse_cache_clear_request(R"({"kv_only": 1})"), "invalid_request",
                       "kv_only is not a boolean"));
   EXPECT_TRUE(refused(parse_cache_clear_request("x"), "malformed_json", "column 1"));

@@ -295,7 +295,7 @@ server_stats busy_server() {
   return s;
 }
 
-TEST(PrometheusText, EveryLineIsWellFormed) {
+TEST(prometheus_text, every_line_is_well_formed) {
   for (const auto& [engine, server] : {std::pair{busy_engine(), busy_server()},
                                        std::pair{engine_stats{}, server_stats{}}}) {
     const parsed_text p = check_text(prometheus_text(engine, server));
@@ -304,7 +304,7 @@ TEST(PrometheusText, EveryLineIsWellFormed) {
   }
 }
 
-TEST(PrometheusText, HistogramBucketsAreCumulative) {
+TEST(prometheus_text, histogram_buckets_are_cumulative) {
   engine_stats e = busy_engine();
   e.latency_seconds.count = 9; // a snapshot read across increments: buckets say 8
   const std::string text = prometheus_text(e, busy_server());
@@ -330,7 +330,7 @@ TEST(PrometheusText, HistogramBucketsAreCumulative) {
   EXPECT_EQ(value_of(empty, "canopy_query_latency_seconds_count"), 0);
 }
 
-TEST(PrometheusText, EveryMetricIsThereWithItsValue) {
+TEST(prometheus_text, every_metric_is_there_with_its_value) {
   const parsed_text p = check_text(prometheus_text(busy_engine(), busy_server()));
   EXPECT_EQ(value_of(p, "canopy_queries_total"), 100);
   EXPECT_EQ(value_of(p, "canopy_queries_answered_total"), 90);
@@ -400,7 +400,7 @@ TEST(PrometheusText, EveryMetricIsThereWithItsValue) {
   EXPECT_EQ(p.types.at("canopy_queue_depth"), "gauge");
 }
 
-TEST(PrometheusText, LabelValuesAreEscaped) {
+TEST(prometheus_text, label_values_are_escaped) {
   server_stats s;
   s.requests = {{{"a\"b\\c\nd", 500}, 1}};
   engine_stats e;
@@ -419,7 +419,7 @@ TEST(PrometheusText, LabelValuesAreEscaped) {
   EXPECT_EQ(value_of(p, "canopy_query_errors_total", {{"code", "x\\\"y"}}), 3);
 }
 
-TEST(PrometheusText, TheLineCheckerCatchesBrokenText) {
+TEST(prometheus_text, the_line_checker_catches_broken_text) {
   // The checker itself must be able to fail.
   for (const char* bad :
        {"canopy_x 1", // no newline

@@ -64,14 +64,14 @@ std::uint32_t u32_at(const std::string& bytes, std::size_t offset) {
 
 // ---- JSON ----
 
-TEST(RowEncoding, JsonOneSequenceDense) {
+TEST(row_encoding, json_one_sequence_dense) {
   const std::vector<scored_sequence> answers{
       {{1, 2}, {row_of({-0.5f, -1.25f, -inf, not_a_number, inf, 0.1f, -3e-7f})}}};
   EXPECT_EQ(encode_json(answers, {}),
             R"({"tokens":[1,2],"logprobs":[-0.5,-1.25,null,null,null,0.1,-3e-07]})");
 }
 
-TEST(RowEncoding, JsonAllPositionsTopKAndBatch) {
+TEST(row_encoding, json_all_positions_top_k_and_batch) {
   const std::vector<scored_sequence> answers{
       {{4, 5}, {row_of({-1, -2, -0.5f}), row_of({-3, -0.25f, -0.75f})}},
       {{6}, {row_of({-2, -1, -4})}}};
@@ -94,7 +94,7 @@ TEST(RowEncoding, JsonAllPositionsTopKAndBatch) {
             R"({"results":[{"tokens":[6],"logprobs":[-2,-1]}]})");
 }
 
-TEST(RowEncoding, JsonFloatsReadBackAsTheSameFloat32) {
+TEST(row_encoding, json_floats_read_back_as_the_same_float32) {
   std::vector<float> values{0.0f,
                             -0.0f,
                             1.0f,
@@ -141,7 +141,7 @@ TEST(RowEncoding, JsonFloatsReadBackAsTheSameFloat32) {
   }
 }
 
-TEST(RowEncoding, TopKIsLargestFirstTiesLowerIdFirst) {
+TEST(row_encoding, top_k_is_largest_first_ties_lower_id_first) {
   const auto row = row_of({0.5f, 1, 1, -1, 1, not_a_number, -inf});
   row_format format;
   format.top_k = 4;
@@ -157,7 +157,7 @@ TEST(RowEncoding, TopKIsLargestFirstTiesLowerIdFirst) {
             R"({"tokens":[0],"logprobs":[null],"ids":[0]})");
 }
 
-TEST(RowEncoding, RowsStoredAsHalvesAreDecoded) {
+TEST(row_encoding, rows_stored_as_halves_are_decoded) {
   const std::vector<float> values{-0.1f, -2.7f, -30.3f};
   for (row_dtype dtype : {row_dtype::float16, row_dtype::bfloat16}) {
     const auto row = row_of(values, dtype);
@@ -167,7 +167,7 @@ TEST(RowEncoding, RowsStoredAsHalvesAreDecoded) {
   }
 }
 
-TEST(RowEncoding, GptSizedRowIsComplete) {
+TEST(row_encoding, gpt_sized_row_is_complete) {
   std::vector<float> values(50257);
   for (std::size_t i = 0; i < values.size(); ++i)
     values[i] = -static_cast<float>(i) / 997.0f;
@@ -177,7 +177,7 @@ TEST(RowEncoding, GptSizedRowIsComplete) {
   EXPECT_EQ(static_cast<float>(j["logprobs"][50256].get<double>()), values[50256]);
 }
 
-TEST(RowEncoding, BrokenPreconditionsThrow) {
+TEST(row_encoding, broken_preconditions_throw) {
   const auto row = row_of({-1, -2});
   EXPECT_THROW(encode_json({{{1}, {row}}, {{2}, {row}}}, {}), std::invalid_argument);
   EXPECT_THROW(encode_json({{{1, 2}, {row, row}}}, {}), std::invalid_argument);
@@ -189,7 +189,7 @@ TEST(RowEncoding, BrokenPreconditionsThrow) {
 
 // ---- binary ----
 
-TEST(RowEncoding, BinaryDenseFloat32) {
+TEST(row_encoding, binary_dense_float32) {
   const std::vector<float> values{-0.5f, -inf, not_a_number, 0.1f, -17.25f};
   const std::string bytes = encode_binary({{{7, 300000}, {row_of(values)}}}, {});
 
@@ -221,7 +221,7 @@ TEST(RowEncoding, BinaryDenseFloat32) {
   EXPECT_EQ(u32_at(bytes, 44), bits_of(-0.5f));
 }
 
-TEST(RowEncoding, BinaryTopKFloat16AllPositionsBatch) {
+TEST(row_encoding, binary_top_k_float16_all_positions_batch) {
   const std::vector<scored_sequence> answers{
       {{1, 2}, {row_of({-1, -3, -0.5f, -1}), row_of({-2, -2, -9, -0.125f})}},
       {{-3}, {row_of({not_a_number, -inf, -4, -65504})}}};
@@ -245,7 +245,7 @@ TEST(RowEncoding, BinaryTopKFloat16AllPositionsBatch) {
   EXPECT_EQ(encode_binary(answers, format), expected.out);
 }
 
-TEST(RowEncoding, BinaryDenseBatchOfDecodedRows) {
+TEST(row_encoding, binary_dense_batch_of_decoded_rows) {
   const auto half_row = row_of({-0.3f, -7.1f}, row_dtype::bfloat16);
   const std::vector<scored_sequence> answers{{{5}, {row_of({-1.5f, -2.5f})}},
                                              {{6, 7, 8}, {half_row}}};
@@ -271,7 +271,7 @@ TEST(RowEncoding, BinaryDenseBatchOfDecodedRows) {
   EXPECT_EQ(encode_binary(answers, format), topk.out);
 }
 
-TEST(RowEncoding, AnswersNeverExceedTheSizeBoundAServerReservesAhead) {
+TEST(row_encoding, answers_never_exceed_the_size_bound_a_server_reserves_ahead) {
   // The longest texts there are: 9 significant digits and a two-digit negative
   // exponent, the most negative token id, and nulls; so the bound is tight enough to
   // matter and must still hold.
