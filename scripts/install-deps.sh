@@ -23,6 +23,7 @@ packages=(
   python3-jinja2        # apply_chat_template renders chat templates with Jinja2, as transformers does
   python3-venv python3-pip python3-setuptools  # the test of `pip install ./apps/python`
   curl                  # the quick start's request against canopy serve
+  clang-format          # ctest clang_format_check: the code as .clang-format lays it out (v14)
   # genlm's own tests over CanopyLM (tests/python/genlm; ../shared/third_party/README.md):
   # their imports and test runners, and Cython for arsenal's two heaps.
   python3-torch python3-scipy python3-regex python3-numba python3-jsonschema

@@ -46,8 +46,8 @@ void configure_actor_system(caf::actor_system_config& system_config,
   messages::add_message_types(system_config);
   system_config.add_thread_hook<timer_slack_hook>();
   system_config.set("work-stealing.moderate-sleep-duration",
-                    caf::timespan{std::chrono::nanoseconds(
-                      static_cast<std::int64_t>(config.scheduler_poll_sleep_us * 1000))});
+                    caf::timespan{std::chrono::nanoseconds(static_cast<std::int64_t>(
+                        config.scheduler_poll_sleep_us * 1000))});
   if (role == network_role::none)
     return;
   system_config.load<caf::io::middleman>();
@@ -66,7 +66,8 @@ void check_actor_system(caf::actor_system& system, const engine_config& config,
                         network_role role) {
   if (role == network_role::none)
     return;
-  const std::string fix = ": call canopy::configure_actor_system on the actor system's config";
+  const std::string fix =
+      ": call canopy::configure_actor_system on the actor system's config";
   if (!system.has_middleman())
     throw error(errc::invalid_config, "remote workers need CAF's middleman" + fix);
   if (config.tls() && !system.has_openssl_manager())

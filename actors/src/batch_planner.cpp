@@ -9,7 +9,8 @@ namespace canopy::actors {
 namespace {
 
 bool is_prefix_or_equal(const cache::token_seq& prefix, const cache::token_seq& seq) {
-  return prefix.size() <= seq.size() && std::equal(prefix.begin(), prefix.end(), seq.begin());
+  return prefix.size() <= seq.size() &&
+         std::equal(prefix.begin(), prefix.end(), seq.begin());
 }
 
 /// Entries answered by one item: each is a prefix of (or equal to) the last.
@@ -35,8 +36,8 @@ void emit_item(const chain& c, const std::vector<plan_entry>& entries,
     item.rows.resize(item.tokens.size());
     std::iota(item.rows.begin(), item.rows.end(), 0u);
     for (auto e : c.entries)
-      plan.answers[e] = {item_index,
-                         static_cast<std::uint32_t>(entries[e].tokens->size() - 1 - start)};
+      plan.answers[e] = {
+          item_index, static_cast<std::uint32_t>(entries[e].tokens->size() - 1 - start)};
   } else {
     // Entries come shortest first, so their positions ascend; equal ones share a row.
     for (auto e : c.entries) {
@@ -52,7 +53,8 @@ void emit_item(const chain& c, const std::vector<plan_entry>& entries,
 
 } // namespace
 
-batch_plan plan_batch(const std::vector<plan_entry>& entries, const plan_options& options) {
+batch_plan plan_batch(const std::vector<plan_entry>& entries,
+                      const plan_options& options) {
   batch_plan plan;
   plan.answers.resize(entries.size());
   std::vector<std::uint32_t> order(entries.size());
@@ -106,7 +108,8 @@ std::uint32_t common_prefix(const cache::token_seq& a, const cache::token_seq& b
 std::vector<entry_route> route_entries(const std::vector<routing_entry>& entries,
                                        const routing_view& workers) {
   const auto ready = [&](cache::worker_id w) {
-    return std::find(workers.ready.begin(), workers.ready.end(), w) != workers.ready.end();
+    return std::find(workers.ready.begin(), workers.ready.end(), w) !=
+           workers.ready.end();
   };
   std::vector<entry_route> out(entries.size());
   std::map<cache::worker_id, std::uint64_t> given; // by this routing, so families spread
@@ -146,22 +149,25 @@ std::vector<entry_route> route_entries(const std::vector<routing_entry>& entries
   }
   // Families: in lexicographic order, each entry sharing a first token (in its
   // partition) with the next.
-  std::stable_sort(unplaced.begin(), unplaced.end(), [&](std::uint32_t a, std::uint32_t b) {
-    return partition_order(entries[a].partition, *entries[a].tokens, entries[b].partition,
-                           *entries[b].tokens);
-  });
+  std::stable_sort(unplaced.begin(), unplaced.end(),
+                   [&](std::uint32_t a, std::uint32_t b) {
+                     return partition_order(entries[a].partition, *entries[a].tokens,
+                                            entries[b].partition, *entries[b].tokens);
+                   });
   const auto same_family = [&](const routing_entry& a, const routing_entry& b) {
     return a.partition == b.partition && common_prefix(*a.tokens, *b.tokens) > 0;
   };
   for (std::size_t i = 0; i < unplaced.size();) {
     std::size_t end = i + 1;
     std::uint64_t size = entries[unplaced[i]].tokens->size();
-    while (end < unplaced.size() && same_family(entries[unplaced[end - 1]], entries[unplaced[end]]))
+    while (end < unplaced.size() &&
+           same_family(entries[unplaced[end - 1]], entries[unplaced[end]]))
       size += entries[unplaced[end++]].tokens->size();
-    const auto w = *std::min_element(
-      workers.active.begin(), workers.active.end(), [&](cache::worker_id a, cache::worker_id b) {
-        return workers.load[a] + given[a] < workers.load[b] + given[b];
-      });
+    const auto w = *std::min_element(workers.active.begin(), workers.active.end(),
+                                     [&](cache::worker_id a, cache::worker_id b) {
+                                       return workers.load[a] + given[a] <
+                                              workers.load[b] + given[b];
+                                     });
     for (; i < end; ++i)
       out[unplaced[i]] = {w, !ready(w)};
     given[w] += size;

@@ -4,7 +4,6 @@
 
 #include <canopy/messages/errors.hpp>
 
-
 #include <algorithm>
 #include <optional>
 #include <utility>
@@ -83,8 +82,9 @@ void arm_timer(batcher_pointer self) {
 bool drop_if_abandoned(batcher_pointer self, entry_id id) {
   auto& entry = self->state.entries.at(id);
   if (entry.waiters.empty() || (entry.deadline && *entry.deadline <= now(self))) {
-    finish(self, id, make_error(errc::deadline_exceeded, "the query's deadline passed "
-                                                         "before it reached a worker"));
+    finish(self, id,
+           make_error(errc::deadline_exceeded, "the query's deadline passed "
+                                               "before it reached a worker"));
     return true;
   }
   return false;
@@ -106,17 +106,21 @@ void flush_if_due(batcher_pointer self) {
       st.flush_timer.arm(self, *st.workerless_since + patience, flush_atom::value);
       return;
     }
-    fail_pending(self, make_error(errc::no_workers,
-                                  (st.workers.size() == 0 ? "no worker has joined the engine"
-                                                          : "every worker was lost") +
-                                    (patience.count() > 0
-                                       ? " and none came back within " +
-                                           std::to_string(std::chrono::duration_cast<
-                                                            std::chrono::milliseconds>(patience)
-                                                            .count()) +
-                                           " ms"
-                                       : std::string{}) +
-                                    st.metrics->remote_nodes_summary()));
+    fail_pending(
+        self,
+        make_error(
+            errc::no_workers,
+            (st.workers.size() == 0 ? "no worker has joined the engine"
+                                    : "every worker was lost") +
+                (patience.count() > 0
+                     ? " and none came back within " +
+                           std::to_string(
+                               std::chrono::duration_cast<std::chrono::milliseconds>(
+                                   patience)
+                                   .count()) +
+                           " ms"
+                     : std::string{}) +
+                st.metrics->remote_nodes_summary()));
     st.workerless_since.reset();
     return;
   }
@@ -132,7 +136,8 @@ void flush_if_due(batcher_pointer self) {
   // waits a 64th of a pass for the rest (Note [idle gather]).
   const auto gather = idle_gather(st);
   const auto gathered = st.entries.at(st.pending.front()).arrival + gather;
-  bool ready = st.pending.size() >= st.options.batch_size || window_end(st) <= now(self) ||
+  bool ready = st.pending.size() >= st.options.batch_size ||
+               window_end(st) <= now(self) ||
                (st.options.flush_when_idle &&
                 (st.burst_enqueued || (gather.count() > 0 && gathered <= now(self))));
   if (!ready && st.options.flush_when_idle && !st.workers.ready().empty()) {
@@ -169,18 +174,18 @@ void flush_if_due(batcher_pointer self) {
     return;
   st.preparing = true;
   self->request(st.cache, caf::infinite, prepare_atom::value, std::move(request))
-    .then(
-      [=](const prepared_batch& prepared) {
-        self->state.preparing = false;
-        dispatch(self, ids, prepared);
-        maybe_flush(self);
-      },
-      [=](const caf::error& e) {
-        self->state.preparing = false;
-        for (auto id : ids)
-          finish(self, id, e);
-        maybe_flush(self);
-      });
+      .then(
+          [=](const prepared_batch& prepared) {
+            self->state.preparing = false;
+            dispatch(self, ids, prepared);
+            maybe_flush(self);
+          },
+          [=](const caf::error& e) {
+            self->state.preparing = false;
+            for (auto id : ids)
+              finish(self, id, e);
+            maybe_flush(self);
+          });
 }
 
 /// Gives the locks collected by unlock_later back to the cache, as one message.
@@ -200,7 +205,8 @@ void send_unlocks(batcher_pointer self) {
 void maybe_flush(batcher_pointer self) {
   flush_if_due(self);
   auto& st = self->state;
-  st.metrics->queue_depth.store(st.pending.size() + st.waiting_count, std::memory_order_relaxed);
+  st.metrics->queue_depth.store(st.pending.size() + st.waiting_count,
+                                std::memory_order_relaxed);
   send_unlocks(self);
 }
 
@@ -277,13 +283,13 @@ void enqueue(batcher_pointer self, query& q, waiter w, cache::node_id leaf) {
 /// (drop_if_abandoned, or dispatch for one being prepared); one already computing
 /// finishes, and its rows are cached.
 void withdraw(batcher_pointer self, const answer_sink& sink,
-              const std::vector<std::uint64_t>& tickets,
-              const std::vector<query>& keys) {
+              const std::vector<std::uint64_t>& tickets, const std::vector<query>& keys) {
   auto& st = self->state;
   auto remove_from = [&](batch_entry& entry, std::uint64_t ticket) {
     auto& ws = entry.waiters;
-    ws.erase(std::remove_if(ws.begin(), ws.end(),
-                            [&](const waiter& w) { return w.ticket == ticket && w.sink == sink; }),
+    ws.erase(std::remove_if(
+                 ws.begin(), ws.end(),
+                 [&](const waiter& w) { return w.ticket == ticket && w.sink == sink; }),
              ws.end());
   };
   for (std::size_t i = 0; i < tickets.size() && i < keys.size(); ++i) {
@@ -302,7 +308,8 @@ void withdraw(batcher_pointer self, const answer_sink& sink,
 
 void cancel_all(batcher_pointer self) {
   auto& st = self->state;
-  auto cancelled = make_error(errc::cancelled, "reset_async_queries() cancelled the query");
+  auto cancelled =
+      make_error(errc::cancelled, "reset_async_queries() cancelled the query");
   fail_pending(self, cancelled);
   // Entries being prepared or computed keep going (their rows get cached); only
   // their waiters are answered now.
@@ -321,14 +328,15 @@ void cancel_all(batcher_pointer self) {
 using namespace batcher_detail;
 
 batcher_actor::behavior_type batcher(batcher_pointer self, batcher_options options,
-                                     cache_actor cache, std::shared_ptr<engine_metrics> metrics) {
+                                     cache_actor cache,
+                                     std::shared_ptr<engine_metrics> metrics) {
   auto& st = self->state;
   st.workers = worker_pool(options.served, options.passes_in_flight);
   st.options = std::move(options);
   st.cache = std::move(cache);
   st.metrics = std::move(metrics);
   self->set_down_handler(
-    [=](caf::down_msg& msg) { on_worker_down(self, msg.source, msg.reason); });
+      [=](caf::down_msg& msg) { on_worker_down(self, msg.source, msg.reason); });
   self->set_exit_handler([=](caf::exit_msg& msg) {
     auto& st = self->state;
     auto stopping = make_error(errc::shutting_down, "the engine stopped");
@@ -342,36 +350,37 @@ batcher_actor::behavior_type batcher(batcher_pointer self, batcher_options optio
     self->quit(msg.reason);
   });
   return {
-    [=](enqueue_atom, query& q, std::uint64_t ticket, const answer_sink& sink,
-        cache::node_id leaf) { enqueue(self, q, waiter{sink, ticket}, leaf); },
-    [=](flush_atom) {
-      self->state.flush_timer.fired(now(self));
-      maybe_flush(self);
-    },
-    [=](idle_atom) {
-      auto& st = self->state;
-      st.idle_check_queued = false;
-      st.burst_enqueued = true;
-      maybe_flush(self);
-      st.burst_enqueued = false;
-    },
-    [=](timeout_atom) { on_pass_watch(self); },
-    [=](cancel_atom) {
-      cancel_all(self);
-      return true;
-    },
-    [=](cancel_atom, const answer_sink& sink, const std::vector<std::uint64_t>& tickets,
-        const std::vector<query>& keys) {
-      withdraw(self, sink, tickets, keys);
-    },
-    [=](join_atom, worker_actor& handle, worker_description& description) {
-      return join(self, std::move(handle), std::move(description));
-    },
-    [=](drain_atom, cache::worker_id w) { drain(self, w); },
-    [=](ping_atom) { return true; },
-    [=](uncached_atom, cache::token_seq& tokens, std::uint64_t ticket, answer_sink& sink) {
-      run_uncached(self, std::move(tokens), ticket, std::move(sink));
-    },
+      [=](enqueue_atom, query& q, std::uint64_t ticket, const answer_sink& sink,
+          cache::node_id leaf) {
+        enqueue(self, q, waiter{sink, ticket}, leaf);
+      },
+      [=](flush_atom) {
+        self->state.flush_timer.fired(now(self));
+        maybe_flush(self);
+      },
+      [=](idle_atom) {
+        auto& st = self->state;
+        st.idle_check_queued = false;
+        st.burst_enqueued = true;
+        maybe_flush(self);
+        st.burst_enqueued = false;
+      },
+      [=](timeout_atom) { on_pass_watch(self); },
+      [=](cancel_atom) {
+        cancel_all(self);
+        return true;
+      },
+      [=](cancel_atom, const answer_sink& sink, const std::vector<std::uint64_t>& tickets,
+          const std::vector<query>& keys) { withdraw(self, sink, tickets, keys); },
+      [=](join_atom, worker_actor& handle, worker_description& description) {
+        return join(self, std::move(handle), std::move(description));
+      },
+      [=](drain_atom, cache::worker_id w) { drain(self, w); },
+      [=](ping_atom) { return true; },
+      [=](uncached_atom, cache::token_seq& tokens, std::uint64_t ticket,
+          answer_sink& sink) {
+        run_uncached(self, std::move(tokens), ticket, std::move(sink));
+      },
   };
 }
 

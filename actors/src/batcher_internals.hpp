@@ -6,8 +6,8 @@
 
 #include <canopy/actors/batcher_actor.hpp>
 
-#include <caf/error.hpp>
 #include <caf/actor_clock.hpp>
+#include <caf/error.hpp>
 
 #include <cstdint>
 #include <vector>
@@ -16,7 +16,9 @@ namespace canopy::actors::batcher_detail {
 
 using clock_point = caf::actor_clock::time_point;
 
-inline clock_point now(batcher_pointer self) { return self->clock().now(); }
+inline clock_point now(batcher_pointer self) {
+  return self->clock().now();
+}
 
 /// Forgets an entry (its lock goes back with the next unlocks) and returns who waits.
 std::vector<waiter> take_waiters(batcher_pointer self, entry_id id);
@@ -55,10 +57,11 @@ void drain(batcher_pointer self, cache::worker_id w);
 /// The worker in slot `w` is gone if `handle` is still its worker: its KV is
 /// forgotten, the queries of its unreturned passes go back to the queue and its
 /// reference-path queries to other workers; with no worker left, they fail.
-void lose_worker(batcher_pointer self, cache::worker_id w, const messages::worker_actor& handle,
-                 const std::string& why);
+void lose_worker(batcher_pointer self, cache::worker_id w,
+                 const messages::worker_actor& handle, const std::string& why);
 /// A worker's handle went down.
-void on_worker_down(batcher_pointer self, const caf::actor_addr& source, const caf::error& reason);
+void on_worker_down(batcher_pointer self, const caf::actor_addr& source,
+                    const caf::error& reason);
 
 /// The reference path: runs the sequence alone on the least loaded active worker.
 void run_uncached(batcher_pointer self, cache::token_seq tokens, std::uint64_t ticket,

@@ -19,13 +19,14 @@ using namespace messages;
 namespace {
 
 /// The worker is free of this batch: it may take another.
-void release_worker(batcher_pointer self, const running_batch& batch, std::uint64_t batch_id) {
+void release_worker(batcher_pointer self, const running_batch& batch,
+                    std::uint64_t batch_id) {
   auto& slot = self->state.workers[batch.worker];
   auto& batches = slot.batches;
   batches.erase(std::remove(batches.begin(), batches.end(), batch_id), batches.end());
   slot.load -= std::min(slot.load, batch.tokens);
-  self->state.metrics->worker(batch.worker).in_flight.store(batches.size(),
-                                                            std::memory_order_relaxed);
+  self->state.metrics->worker(batch.worker)
+      .in_flight.store(batches.size(), std::memory_order_relaxed);
   wake_waiting(self, batch.worker);
 }
 
@@ -77,8 +78,8 @@ void on_stored(batcher_pointer self, std::uint64_t batch_id,
   finish_batch(self, batch_id);
 }
 
-void on_pass_done(batcher_pointer self, std::uint64_t batch_id, const worker_actor& worker,
-                  computed_pass& result) {
+void on_pass_done(batcher_pointer self, std::uint64_t batch_id,
+                  const worker_actor& worker, computed_pass& result) {
   auto& st = self->state;
   auto it = st.running.find(batch_id);
   if (it == st.running.end()) {
@@ -95,11 +96,13 @@ void on_pass_done(batcher_pointer self, std::uint64_t batch_id, const worker_act
     return;
   }
   auto& batch = it->second;
-  if (auto problem = computed_pass_problem(batch.pass, result, st.options.served.vocab_size);
+  if (auto problem =
+          computed_pass_problem(batch.pass, result, st.options.served.vocab_size);
       !problem.empty()) {
-    fail_batch(self, batch_id, make_error(errc::backend_failure,
-                                          "worker " + std::to_string(batch.worker) +
-                                            " answered a pass that does not fit: " + problem));
+    fail_batch(self, batch_id,
+               make_error(errc::backend_failure,
+                          "worker " + std::to_string(batch.worker) +
+                              " answered a pass that does not fit: " + problem));
     return;
   }
   st.metrics->count_pass(batch.worker, result.tokens_computed, result.matmul_flops,
@@ -111,15 +114,15 @@ void on_pass_done(batcher_pointer self, std::uint64_t batch_id, const worker_act
   store_request request{batch.worker, std::move(batch.items), std::move(batch.pass),
                         std::move(result)};
   self->request(st.cache, caf::infinite, store_atom::value, std::move(request))
-    .then(
-      [=](const std::vector<shared_logprobs>& rows) {
-        on_stored(self, batch_id, rows);
-        maybe_flush(self);
-      },
-      [=](const caf::error& e) {
-        fail_batch(self, batch_id, e);
-        maybe_flush(self);
-      });
+      .then(
+          [=](const std::vector<shared_logprobs>& rows) {
+            on_stored(self, batch_id, rows);
+            maybe_flush(self);
+          },
+          [=](const caf::error& e) {
+            fail_batch(self, batch_id, e);
+            maybe_flush(self);
+          });
   // The worker is free now. The next batch's prepare reaches the cache after this
   // store (messages from one sender arrive in order), so it still sees these results.
   release_worker(self, st.running.at(batch_id), batch_id);
@@ -149,7 +152,8 @@ void on_pass_watch(batcher_pointer self) {
     if (!batch.returned && batch.started + st.options.pass_timeout <= now(self))
       overdue.push_back(id);
   for (auto id : overdue)
-    fail_batch(self, id, make_error(errc::backend_failure, "the pass exceeded pass_timeout_ms"));
+    fail_batch(self, id,
+               make_error(errc::backend_failure, "the pass exceeded pass_timeout_ms"));
   watch_passes(self);
   maybe_flush(self);
 }
@@ -167,9 +171,9 @@ std::vector<entry_id> start_batch(batcher_pointer self, cache::worker_id worker,
     // A worker that joined after the prepare has no KV in it yet.
     const auto& prefixes = prepared[i]->kv;
     const auto& q = st.entries.at(ids[i]).q;
-    plan_entries.push_back({&q.tokens,
-                            worker < prefixes.size() ? prefixes[worker] : cache::kv_prefix{},
-                            q.partition});
+    plan_entries.push_back(
+        {&q.tokens, worker < prefixes.size() ? prefixes[worker] : cache::kv_prefix{},
+         q.partition});
   }
   auto plan = plan_batch(plan_entries, st.options.plan);
 
@@ -212,28 +216,30 @@ std::vector<entry_id> start_batch(batcher_pointer self, cache::worker_id worker,
   st.running.emplace(batch_id, std::move(batch));
   watch_passes(self);
   self->request(handle, caf::infinite, run_atom::value, std::move(pass), st.options.rows)
-    .then([=](computed_pass& result) { on_pass_done(self, batch_id, handle, result); },
-          [=](const caf::error& e) {
-            // A Canopy error is the backend's: the pass failed. Anything else comes
-            // from below (the worker or its connection is gone): the worker is lost
-            // and its passes go to the others.
-            if (code_of(e) != errc::none)
-              fail_batch(self, batch_id, e);
-            else
-              lose_worker(self, worker, handle, caf::to_string(e));
-            maybe_flush(self);
-          });
+      .then([=](computed_pass& result) { on_pass_done(self, batch_id, handle, result); },
+            [=](const caf::error& e) {
+              // A Canopy error is the backend's: the pass failed. Anything else comes
+              // from below (the worker or its connection is gone): the worker is lost
+              // and its passes go to the others.
+              if (code_of(e) != errc::none)
+                fail_batch(self, batch_id, e);
+              else
+                lose_worker(self, worker, handle, caf::to_string(e));
+              maybe_flush(self);
+            });
   return deferred;
 }
 
 /// The worker whose running pass computes tokens of `q` (it will hold their KV), if
 /// any. A pass that came back counts until its results are stored: the prepare this
 /// routing follows may have reached the cache before them.
-std::optional<cache::worker_id> running_computation(const batcher_state& st, const query& q) {
+std::optional<cache::worker_id> running_computation(const batcher_state& st,
+                                                    const query& q) {
   for (const auto& [id, batch] : st.running) {
     for (std::size_t i = 0; i < batch.item_owner.size(); ++i) {
       const auto& item = st.entries.at(batch.item_owner[i]).q;
-      if (same_partition(q, item) && common_prefix(q.tokens, item.tokens) > batch.item_start[i])
+      if (same_partition(q, item) &&
+          common_prefix(q.tokens, item.tokens) > batch.item_start[i])
         return batch.worker;
     }
   }
@@ -242,7 +248,8 @@ std::optional<cache::worker_id> running_computation(const batcher_state& st, con
 
 } // namespace
 
-void dispatch(batcher_pointer self, std::vector<entry_id> ids, const prepared_batch& prepared) {
+void dispatch(batcher_pointer self, std::vector<entry_id> ids,
+              const prepared_batch& prepared) {
   auto& st = self->state;
   // Answer what became answerable, and drop entries nobody waits for any more.
   std::vector<entry_id> todo;
@@ -268,12 +275,14 @@ void dispatch(batcher_pointer self, std::vector<entry_id> ids, const prepared_ba
   std::vector<routing_entry> routing;
   for (std::size_t i = 0; i < todo.size(); ++i) {
     const auto& q = st.entries.at(todo[i]).q;
-    routing.push_back({&q.tokens, todo_prepared[i]->kv, running_computation(st, q), q.partition});
+    routing.push_back(
+        {&q.tokens, todo_prepared[i]->kv, running_computation(st, q), q.partition});
   }
-  const auto routes =
-    route_entries(routing, {st.workers.ready(), st.workers.active(), st.workers.loads()});
-  std::map<cache::worker_id, std::pair<std::vector<entry_id>, std::vector<const prepared_entry*>>>
-    batches;
+  const auto routes = route_entries(
+      routing, {st.workers.ready(), st.workers.active(), st.workers.loads()});
+  std::map<cache::worker_id,
+           std::pair<std::vector<entry_id>, std::vector<const prepared_entry*>>>
+      batches;
   std::vector<entry_id> later; // back to the head of the queue, in arrival order
   auto wait_for = [&](cache::worker_id w, entry_id id, std::uint64_t tokens) {
     st.waiting[w].push_back({id, tokens});
@@ -285,7 +294,8 @@ void dispatch(batcher_pointer self, std::vector<entry_id> ids, const prepared_ba
     if (route.waits) {
       if (route.worker) {
         const auto& prefix = routing[i].kv;
-        const auto cached = *route.worker < prefix.size() ? prefix[*route.worker].length : 0u;
+        const auto cached =
+            *route.worker < prefix.size() ? prefix[*route.worker].length : 0u;
         wait_for(*route.worker, todo[i], routing[i].tokens->size() - cached);
       } else {
         later.push_back(todo[i]);

@@ -103,9 +103,10 @@ void lose_worker(batcher_pointer self, cache::worker_id w, const worker_actor& h
   for (auto id : jobs)
     send_uncached(self, id);
   if (!st.workers.any_alive() && st.options.rejoin_patience.count() == 0)
-    fail_pending(self, make_error(errc::worker_lost, label(st.workers, w) + " was lost (" +
-                                                       why + ") and no worker is left" +
-                                                       st.metrics->remote_nodes_summary()));
+    fail_pending(self,
+                 make_error(errc::worker_lost, label(st.workers, w) + " was lost (" +
+                                                   why + ") and no worker is left" +
+                                                   st.metrics->remote_nodes_summary()));
   maybe_flush(self); // with rejoin patience, the queries wait (Note [rejoin patience])
 }
 
@@ -136,8 +137,9 @@ void send_uncached(batcher_pointer self, std::uint64_t id) {
   };
   const auto w = least_loaded(st.workers);
   if (!w) {
-    answer(make_error(st.workers.any_alive() ? errc::no_workers : errc::worker_lost,
-                      "no worker can run the query" + st.metrics->remote_nodes_summary()));
+    answer(
+        make_error(st.workers.any_alive() ? errc::no_workers : errc::worker_lost,
+                   "no worker can run the query" + st.metrics->remote_nodes_summary()));
     return;
   }
   const auto attempt = ++job.attempt;
@@ -148,34 +150,39 @@ void send_uncached(batcher_pointer self, std::uint64_t id) {
   item.rows = {static_cast<std::uint32_t>(job.tokens.size() - 1)};
   item.keep_kv = false;
   backends::pass_request pass{{std::move(item)}};
-  self->request(handle, st.options.pass_timeout, run_atom::value, pass, cache::row_dtype::float32)
-    .then(
-      [=](computed_pass& result) {
-        auto it = self->state.uncached.find(id);
-        if (it == self->state.uncached.end() || it->second.attempt != attempt)
-          return; // answered already, or sent again after its worker was lost
-        const auto& st = self->state;
-        if (auto problem = computed_pass_problem(pass, result, st.options.served.vocab_size);
-            !problem.empty()) {
-          answer(make_error(errc::backend_failure, "a worker answered a pass that does not "
-                                                   "fit: " + problem));
-          return;
-        }
-        st.metrics->count_pass(it->second.worker, result.tokens_computed, result.matmul_flops,
-                               result.compute_ns);
-        answer(take_rows(result.items.at(0), result).at(0));
-      },
-      [=](const caf::error& e) {
-        auto it = self->state.uncached.find(id);
-        if (it == self->state.uncached.end() || it->second.attempt != attempt)
-          return;
-        if (e == caf::sec::request_timeout)
-          answer(make_error(errc::backend_failure, "the pass exceeded pass_timeout_ms"));
-        else if (code_of(e) != errc::none)
-          answer(e);
-        else
-          lose_worker(self, it->second.worker, handle, caf::to_string(e));
-      });
+  self->request(handle, st.options.pass_timeout, run_atom::value, pass,
+                cache::row_dtype::float32)
+      .then(
+          [=](computed_pass& result) {
+            auto it = self->state.uncached.find(id);
+            if (it == self->state.uncached.end() || it->second.attempt != attempt)
+              return; // answered already, or sent again after its worker was lost
+            const auto& st = self->state;
+            if (auto problem =
+                    computed_pass_problem(pass, result, st.options.served.vocab_size);
+                !problem.empty()) {
+              answer(make_error(errc::backend_failure,
+                                "a worker answered a pass that does not "
+                                "fit: " +
+                                    problem));
+              return;
+            }
+            st.metrics->count_pass(it->second.worker, result.tokens_computed,
+                                   result.matmul_flops, result.compute_ns);
+            answer(take_rows(result.items.at(0), result).at(0));
+          },
+          [=](const caf::error& e) {
+            auto it = self->state.uncached.find(id);
+            if (it == self->state.uncached.end() || it->second.attempt != attempt)
+              return;
+            if (e == caf::sec::request_timeout)
+              answer(
+                  make_error(errc::backend_failure, "the pass exceeded pass_timeout_ms"));
+            else if (code_of(e) != errc::none)
+              answer(e);
+            else
+              lose_worker(self, it->second.worker, handle, caf::to_string(e));
+          });
 }
 
 } // namespace canopy::actors::batcher_detail

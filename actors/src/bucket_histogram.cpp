@@ -6,8 +6,8 @@
 namespace canopy::actors {
 
 bucket_histogram::bucket_histogram(std::vector<double> upper_bounds)
-  : bounds_(std::move(upper_bounds)),
-    counts_(new std::atomic<std::uint64_t>[bounds_.size() + 1]) {
+    : bounds_(std::move(upper_bounds)),
+      counts_(new std::atomic<std::uint64_t>[bounds_.size() + 1]) {
   for (std::size_t i = 0; i <= bounds_.size(); ++i)
     counts_[i] = 0;
 }
@@ -15,8 +15,9 @@ bucket_histogram::bucket_histogram(std::vector<double> upper_bounds)
 void bucket_histogram::observe(double value) {
   auto bucket = std::lower_bound(bounds_.begin(), bounds_.end(), value) - bounds_.begin();
   counts_[bucket].fetch_add(1, std::memory_order_relaxed);
-  sum_micros_.fetch_add(static_cast<std::uint64_t>(std::llround(std::max(0.0, value) * 1e6)),
-                        std::memory_order_relaxed);
+  sum_micros_.fetch_add(
+      static_cast<std::uint64_t>(std::llround(std::max(0.0, value) * 1e6)),
+      std::memory_order_relaxed);
 }
 
 histogram_snapshot bucket_histogram::snapshot() const {

@@ -31,9 +31,10 @@ cache::row_ptr cache_state::answerable(cache::node_id node, bool require_kv) con
 cache::node_id cache_state::lock_miss(const query& q, const cache::match_result& m) {
   const auto& tokens = q.tokens;
   const auto leaf =
-    m.node == cache::no_node
-      ? trie->insert(q.partition, tokens.data(), tokens.size(), q.priority)
-      : trie->extend(m.node, tokens.data() + m.length, tokens.size() - m.length, q.priority);
+      m.node == cache::no_node
+          ? trie->insert(q.partition, tokens.data(), tokens.size(), q.priority)
+          : trie->extend(m.node, tokens.data() + m.length, tokens.size() - m.length,
+                         q.priority);
   trie->lock(leaf);
   return leaf;
 }
@@ -196,84 +197,87 @@ cache_actor::behavior_type cache(cache_actor::stateful_pointer<cache_state> self
   st.trie = std::make_unique<cache::token_trie>(st.options.trie);
   st.metrics = std::move(metrics);
   return {
-    [=](lookup_atom, query& q, std::uint64_t ticket, const answer_sink& sink) {
-      auto& st = self->state;
-      if (!st.batcher) {
-        self->send(sink, answer_atom::value, ticket,
-                   make_error(errc::no_workers, "the engine is not started"));
-        return;
-      }
-      auto leaf = cache::root_node;
-      if (st.options.enabled) {
-        const auto m =
-          st.trie->match(q.partition, q.tokens.data(), q.tokens.size(), q.priority, 0);
-        auto row = m.length == q.tokens.size() ? st.answerable(m.node, q.require_kv) : nullptr;
-        if (row) {
-          bump(st.metrics->cache_hits);
-          self->send(sink, answer_atom::value, ticket, shared_logprobs{std::move(row)});
+      [=](lookup_atom, query& q, std::uint64_t ticket, const answer_sink& sink) {
+        auto& st = self->state;
+        if (!st.batcher) {
+          self->send(sink, answer_atom::value, ticket,
+                     make_error(errc::no_workers, "the engine is not started"));
           return;
         }
-        leaf = st.lock_miss(q, m);
-        st.metrics->locked_nodes.store(st.trie->stats().locked_nodes,
-                                       std::memory_order_relaxed);
-      }
-      self->send(st.batcher, enqueue_atom::value, std::move(q), ticket, sink, leaf);
-    },
-    [=](prepare_atom, const prepare_request& request) {
-      auto& st = self->state;
-      prepared_batch out;
-      out.entries.reserve(request.leaves.size());
-      for (std::size_t i = 0; i < request.leaves.size(); ++i)
-        out.entries.push_back(st.prepare(request.leaves[i], request.require_kv[i]));
-      // Promotions may have demoted other KV: the workers hear of it before the
-      // batcher, answered after this, sends the pass that needs the room.
-      st.after_change();
-      return out;
-    },
-    [=](store_atom, store_request& request) -> caf::result<std::vector<shared_logprobs>> {
-      // The batcher checked the pass's shape (pass_check.hpp); a throw here would end
-      // the cache, so whatever slipped through fails this batch only.
-      try {
-        auto rows = self->state.store(request);
+        auto leaf = cache::root_node;
+        if (st.options.enabled) {
+          const auto m = st.trie->match(q.partition, q.tokens.data(), q.tokens.size(),
+                                        q.priority, 0);
+          auto row =
+              m.length == q.tokens.size() ? st.answerable(m.node, q.require_kv) : nullptr;
+          if (row) {
+            bump(st.metrics->cache_hits);
+            self->send(sink, answer_atom::value, ticket, shared_logprobs{std::move(row)});
+            return;
+          }
+          leaf = st.lock_miss(q, m);
+          st.metrics->locked_nodes.store(st.trie->stats().locked_nodes,
+                                         std::memory_order_relaxed);
+        }
+        self->send(st.batcher, enqueue_atom::value, std::move(q), ticket, sink, leaf);
+      },
+      [=](prepare_atom, const prepare_request& request) {
+        auto& st = self->state;
+        prepared_batch out;
+        out.entries.reserve(request.leaves.size());
+        for (std::size_t i = 0; i < request.leaves.size(); ++i)
+          out.entries.push_back(st.prepare(request.leaves[i], request.require_kv[i]));
+        // Promotions may have demoted other KV: the workers hear of it before the
+        // batcher, answered after this, sends the pass that needs the room.
+        st.after_change();
+        return out;
+      },
+      [=](store_atom,
+          store_request& request) -> caf::result<std::vector<shared_logprobs>> {
+        // The batcher checked the pass's shape (pass_check.hpp); a throw here would end
+        // the cache, so whatever slipped through fails this batch only.
+        try {
+          auto rows = self->state.store(request);
+          self->state.after_change();
+          return rows;
+        } catch (const std::exception& e) {
+          self->state.after_change();
+          return make_error(errc::backend_failure,
+                            std::string("storing a pass: ") + e.what());
+        }
+      },
+      [=](release_atom, const std::vector<cache::node_id>& leaves) {
+        auto& st = self->state;
+        if (st.options.enabled)
+          for (auto leaf : leaves)
+            st.trie->unlock(leaf);
+        st.after_change();
+      },
+      [=](forget_atom, cache::worker_id worker) {
+        self->state.trie->forget_worker(worker);
         self->state.after_change();
-        return rows;
-      } catch (const std::exception& e) {
+      },
+      [=](join_atom, cache::worker_id w, worker_actor& handle,
+          const worker_description& description) {
+        self->state.join(w, std::move(handle), description);
+      },
+      [=](connect_atom, const batcher_actor& batcher) { self->state.batcher = batcher; },
+      [=](cancel_atom, answer_sink& sink, std::vector<std::uint64_t>& tickets,
+          std::vector<query>& keys) {
+        if (self->state.batcher)
+          self->send(self->state.batcher, cancel_atom::value, std::move(sink),
+                     std::move(tickets), std::move(keys));
+      },
+      [=](clear_atom, const std::string& partitions) {
+        self->state.trie->clear(partitions);
         self->state.after_change();
-        return make_error(errc::backend_failure, std::string("storing a pass: ") + e.what());
-      }
-    },
-    [=](release_atom, const std::vector<cache::node_id>& leaves) {
-      auto& st = self->state;
-      if (st.options.enabled)
-        for (auto leaf : leaves)
-          st.trie->unlock(leaf);
-      st.after_change();
-    },
-    [=](forget_atom, cache::worker_id worker) {
-      self->state.trie->forget_worker(worker);
-      self->state.after_change();
-    },
-    [=](join_atom, cache::worker_id w, worker_actor& handle,
-        const worker_description& description) {
-      self->state.join(w, std::move(handle), description);
-    },
-    [=](connect_atom, const batcher_actor& batcher) { self->state.batcher = batcher; },
-    [=](cancel_atom, answer_sink& sink, std::vector<std::uint64_t>& tickets,
-        std::vector<query>& keys) {
-      if (self->state.batcher)
-        self->send(self->state.batcher, cancel_atom::value, std::move(sink), std::move(tickets),
-                   std::move(keys));
-    },
-    [=](clear_atom, const std::string& partitions) {
-      self->state.trie->clear(partitions);
-      self->state.after_change();
-      return true;
-    },
-    [=](clear_kv_atom, const std::string& partitions) {
-      self->state.trie->clear_kv(partitions);
-      self->state.after_change();
-      return true;
-    },
+        return true;
+      },
+      [=](clear_kv_atom, const std::string& partitions) {
+        self->state.trie->clear_kv(partitions);
+        self->state.after_change();
+        return true;
+      },
   };
 }
 

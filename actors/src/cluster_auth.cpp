@@ -20,8 +20,8 @@ std::string_view label(auth_role role) {
   return role == auth_role::node ? "canopy node proof" : "canopy front proof";
 }
 
-auth_bytes hmac(const std::string& secret, std::string_view label, const auth_bytes& first,
-                const auth_bytes& second) {
+auth_bytes hmac(const std::string& secret, std::string_view label,
+                const auth_bytes& first, const auth_bytes& second) {
   auth_bytes message(label.begin(), label.end());
   message.insert(message.end(), first.begin(), first.end());
   message.insert(message.end(), second.begin(), second.end());
@@ -46,11 +46,13 @@ std::string read_cluster_secret(const std::string& path) {
   std::ifstream in(path);
   std::string line;
   if (!in || !std::getline(in, line))
-    throw error(errc::invalid_config, "cluster_token_file " + path + ": cannot read a line");
+    throw error(errc::invalid_config,
+                "cluster_token_file " + path + ": cannot read a line");
   while (!line.empty() && std::isspace(static_cast<unsigned char>(line.back())))
     line.pop_back();
   if (line.empty())
-    throw error(errc::invalid_config, "cluster_token_file " + path + ": the first line is empty");
+    throw error(errc::invalid_config,
+                "cluster_token_file " + path + ": the first line is empty");
   return line;
 }
 
@@ -61,13 +63,14 @@ auth_bytes fresh_nonce() {
   return nonce;
 }
 
-auth_bytes auth_proof(const std::string& secret, auth_role role, const auth_bytes& front_nonce,
-                      const auth_bytes& node_nonce) {
+auth_bytes auth_proof(const std::string& secret, auth_role role,
+                      const auth_bytes& front_nonce, const auth_bytes& node_nonce) {
   return hmac(secret, label(role), front_nonce, node_nonce);
 }
 
 bool same_proof(const auth_bytes& a, const auth_bytes& b) {
-  return a.size() == b.size() && !a.empty() && CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
+  return a.size() == b.size() && !a.empty() &&
+         CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
 }
 
 std::uint64_t session_token(const std::string& secret, const auth_bytes& front_nonce,

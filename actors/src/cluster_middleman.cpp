@@ -1,4 +1,5 @@
-// Fronts' and nodes' middleman, every connection behind the gate (see cluster_middleman.hpp).
+// Fronts' and nodes' middleman, every connection behind the gate (see
+// cluster_middleman.hpp).
 #include <canopy/actors/cluster_middleman.hpp>
 
 #include "gated_scribe.hpp"
@@ -53,9 +54,9 @@ private:
 class connection_factory {
 public:
   connection_factory(caf::actor_system& system, gate_settings settings)
-    : system_(system), settings_(std::move(settings)),
-      pending_(std::make_shared<pending_gates>(settings_.handshake_timeout,
-                                               settings_.max_pending)) {}
+      : system_(system), settings_(std::move(settings)),
+        pending_(std::make_shared<pending_gates>(settings_.handshake_timeout,
+                                                 settings_.max_pending)) {}
 
   /// The connection on `fd` to or from `peer` (peer_label); nullptr when OpenSSL
   /// refused the socket at once.
@@ -68,14 +69,14 @@ public:
         report(peer, why);
       };
     if (!settings_.tls)
-      return caf::make_counted<gated_scribe<caf::policy::tcp>>(mpx, fd, std::move(gate),
-                                                               pending_, std::move(refused));
+      return caf::make_counted<gated_scribe<caf::policy::tcp>>(
+          mpx, fd, std::move(gate), pending_, std::move(refused));
     ERR_clear_error();
     auto session = caf::openssl::make_session(system_, fd, accepted);
     if (!session)
       return nullptr;
     return caf::make_counted<gated_scribe<session_policy>>(
-      mpx, fd, std::move(gate), pending_, std::move(refused), std::move(session));
+        mpx, fd, std::move(gate), pending_, std::move(refused), std::move(session));
   }
 
   const std::shared_ptr<pending_gates>& pending() const { return pending_; }
@@ -93,7 +94,7 @@ using factory_ptr = std::shared_ptr<const connection_factory>;
 class gated_doorman final : public net::doorman_impl {
 public:
   gated_doorman(net::default_multiplexer& mpx, net::native_socket fd, factory_ptr factory)
-    : doorman_impl(mpx, fd), factory_(std::move(factory)) {}
+      : doorman_impl(mpx, fd), factory_(std::move(factory)) {}
 
   bool new_connection() override {
     if (detached()) // the broker let go while the multiplexer still had events for it
@@ -103,7 +104,8 @@ public:
     net::nonblocking(fd, true);
     const auto host = net::remote_addr_of_fd(fd);
     const auto port = net::remote_port_of_fd(fd);
-    auto scribe = factory_->make(mpx, fd, true, peer_label(host ? *host : "?", port ? *port : 0));
+    auto scribe =
+        factory_->make(mpx, fd, true, peer_label(host ? *host : "?", port ? *port : 0));
     if (!scribe) {
       net::close_socket(fd);
       return false;
@@ -119,8 +121,9 @@ private:
 
 class cluster_middleman_actor final : public caf::io::middleman_actor_impl {
 public:
-  cluster_middleman_actor(caf::actor_config& config, caf::actor broker, factory_ptr factory)
-    : middleman_actor_impl(config, std::move(broker)), factory_(std::move(factory)) {}
+  cluster_middleman_actor(caf::actor_config& config, caf::actor broker,
+                          factory_ptr factory)
+      : middleman_actor_impl(config, std::move(broker)), factory_(std::move(factory)) {}
 
   const char* name() const override { return "canopy.cluster_middleman"; }
 
@@ -161,15 +164,17 @@ caf::behavior gate_clock(caf::event_based_actor* self, caf::io::middleman_actor 
                          factory_ptr factory) {
   self->monitor(middleman);
   self->set_down_handler([=](caf::down_msg&) {
-    auto& mpx = static_cast<net::default_multiplexer&>(self->system().middleman().backend());
+    auto& mpx =
+        static_cast<net::default_multiplexer&>(self->system().middleman().backend());
     mpx.dispatch([&mpx, pending = factory->pending()] { pending->expire_all(&mpx); });
     self->quit();
   });
-  const auto period = std::max(std::chrono::milliseconds(10),
-                               factory->settings().handshake_timeout / 4);
+  const auto period =
+      std::max(std::chrono::milliseconds(10), factory->settings().handshake_timeout / 4);
   self->send(self, gate_tick_atom::value);
   return {[=](gate_tick_atom) {
-    auto& mpx = static_cast<net::default_multiplexer&>(self->system().middleman().backend());
+    auto& mpx =
+        static_cast<net::default_multiplexer&>(self->system().middleman().backend());
     mpx.dispatch([&mpx, pending = factory->pending()] { pending->sweep(&mpx); });
     self->delayed_send(self, period, gate_tick_atom::value);
   }};
@@ -203,7 +208,7 @@ caf::io::middleman_actor spawn_cluster_middleman(caf::actor_system& system,
   auto broker = system.middleman().named_broker<caf::io::basp_broker>(caf::atom("BASP"));
   // Detached: it blocks in connect; hidden: not counted by await_all_actors_done.
   auto middleman = system.spawn<cluster_middleman_actor, caf::detached + caf::hidden>(
-    std::move(broker), factory);
+      std::move(broker), factory);
   system.spawn<caf::hidden>(gate_clock, middleman, factory);
   return middleman;
 }

@@ -2,8 +2,8 @@
 
 #include <canopy/actor_system_setup.hpp>
 #include <canopy/actors/engine_actors.hpp>
-#include <canopy/actors/remote_workers.hpp>
 #include <canopy/actors/model_tokenizer.hpp>
+#include <canopy/actors/remote_workers.hpp>
 #include <canopy/actors/sampling.hpp>
 #include <canopy/messages/errors.hpp>
 
@@ -51,8 +51,8 @@ struct engine::impl {
     if (!tokenizer)
       throw canopy::error(errc::no_tokenizer,
                           "the model " + actors.model.name +
-                            " has no tokenizer: give token ids, or name one with the "
-                            "'tokenizer' setting");
+                              " has no tokenizer: give token ids, or name one with the "
+                              "'tokenizer' setting");
     return *tokenizer;
   }
 
@@ -76,20 +76,22 @@ struct engine::impl {
     special = actors::load_special_tokens(config, model.vocab_size,
                                           tokenizer ? &*tokenizer : nullptr);
     auto workers = actors::spawn_local_workers(sys, config, std::move(backends));
-    actors = actors::spawn_engine_actors(sys, config, std::move(model), std::move(workers));
+    actors =
+        actors::spawn_engine_actors(sys, config, std::move(model), std::move(workers));
     // The in-process workers join with messages; once the batcher answers a ping sent
     // after them, they are in, and stats() (and GET /v1/model) list them from the start.
     {
       caf::scoped_actor self{sys};
       self->request(actors.batcher, caf::infinite, ping_atom::value)
-        .receive([](bool) {}, [&](const caf::error& e) { throw to_exception(sys, e); });
+          .receive([](bool) {}, [&](const caf::error& e) { throw to_exception(sys, e); });
     }
     if (config.remote_workers.empty())
       return;
     actors::spawn_worker_links(sys, config, actors);
     // The nodes that are up join before the first query; a handshake takes a few
     // round trips, each bounded by worker_timeout_ms.
-    actors::await_first_attempts(sys, actors.links, 3 * from_ms(config.worker_timeout_ms));
+    actors::await_first_attempts(sys, actors.links,
+                                 3 * from_ms(config.worker_timeout_ms));
   }
 
   /// Sends a query whose outcome (a logprobs_result) goes to `on_result`, on an actor
@@ -99,13 +101,13 @@ struct engine::impl {
   template <class OnResult, class Atom, class... Ts>
   void send_query(OnResult on_result, Atom atom, Ts&&... xs) {
     auto* sys = system;
-    reply_callback reply{[sys, on_result = std::move(on_result)](
-                           caf::expected<shared_logprobs> result) {
-      if (result)
-        on_result(to_tensor(*result));
-      else
-        on_result(to_exception(*sys, result.error()));
-    }};
+    reply_callback reply{
+        [sys, on_result = std::move(on_result)](caf::expected<shared_logprobs> result) {
+          if (result)
+            on_result(to_tensor(*result));
+          else
+            on_result(to_exception(*sys, result.error()));
+        }};
     caf::anon_send(front(), atom, std::forward<Ts>(xs)..., std::move(reply));
   }
 
@@ -116,23 +118,23 @@ struct engine::impl {
     auto promise = std::make_shared<std::promise<at::Tensor>>();
     auto future = promise->get_future();
     send_query(
-      [promise = std::move(promise)](logprobs_result result) {
-        if (auto* t = std::get_if<at::Tensor>(&result))
-          promise->set_value(std::move(*t));
-        else
-          promise->set_exception(std::make_exception_ptr(std::get<canopy::error>(result)));
-      },
-      atom, std::forward<Ts>(xs)...);
+        [promise = std::move(promise)](logprobs_result result) {
+          if (auto* t = std::get_if<at::Tensor>(&result))
+            promise->set_value(std::move(*t));
+          else
+            promise->set_exception(
+                std::make_exception_ptr(std::get<canopy::error>(result)));
+        },
+        atom, std::forward<Ts>(xs)...);
     return future;
   }
 
   /// Asks a front actor something with a bool answer and waits for it.
-  template <class Atom, class... Ts>
-  void control(Atom atom, Ts&&... xs) {
+  template <class Atom, class... Ts> void control(Atom atom, Ts&&... xs) {
     caf::scoped_actor self{*system};
     self->request(front(), caf::infinite, atom, std::forward<Ts>(xs)...)
-      .receive([](bool) {},
-               [&](const caf::error& e) { throw to_exception(*system, e); });
+        .receive([](bool) {},
+                 [&](const caf::error& e) { throw to_exception(*system, e); });
   }
 };
 
@@ -149,7 +151,8 @@ engine::engine(engine_config config) : impl_(std::make_unique<impl>()) {
   impl_->start(*impl_->own_system);
 }
 
-engine::engine(caf::actor_system& host, engine_config config) : impl_(std::make_unique<impl>()) {
+engine::engine(caf::actor_system& host, engine_config config)
+    : impl_(std::make_unique<impl>()) {
   config.validate();
   impl_->config = std::move(config);
   impl_->start(host);
@@ -165,15 +168,18 @@ engine::~engine() {
 
 namespace {
 
-query make_query(token_seq tokens, const query_options& options, bool require_kv = false) {
-  return query{std::move(tokens), options.priority, require_kv, from_ms(options.timeout_ms),
-               options.cache_partition};
+query make_query(token_seq tokens, const query_options& options,
+                 bool require_kv = false) {
+  return query{std::move(tokens), options.priority, require_kv,
+               from_ms(options.timeout_ms), options.cache_partition};
 }
 
 } // namespace
 
-std::future<at::Tensor> engine::next_token_logprobs(token_seq tokens, query_options options) {
-  return impl_->future_query(logprobs_atom::value, make_query(std::move(tokens), options));
+std::future<at::Tensor> engine::next_token_logprobs(token_seq tokens,
+                                                    query_options options) {
+  return impl_->future_query(logprobs_atom::value,
+                             make_query(std::move(tokens), options));
 }
 
 void engine::next_token_logprobs(token_seq tokens, logprobs_callback callback,
@@ -206,16 +212,17 @@ at::Tensor engine::next_token_logprobs_uncached(token_seq tokens) {
 }
 
 token_seq engine::sample(const token_seq& prompt, std::size_t max_tokens,
-                         const std::vector<std::int32_t>& eos_token_ids, double temperature,
-                         std::uint64_t seed, const query_options& options) {
-  return batch_sample({prompt}, max_tokens, eos_token_ids, temperature, seed, options).front();
+                         const std::vector<std::int32_t>& eos_token_ids,
+                         double temperature, std::uint64_t seed,
+                         const query_options& options) {
+  return batch_sample({prompt}, max_tokens, eos_token_ids, temperature, seed, options)
+      .front();
 }
 
-std::vector<token_seq> engine::batch_sample(const std::vector<token_seq>& prompts,
-                                            std::size_t max_tokens,
-                                            const std::vector<std::int32_t>& eos_token_ids,
-                                            double temperature, std::uint64_t seed,
-                                            const query_options& options) {
+std::vector<token_seq>
+engine::batch_sample(const std::vector<token_seq>& prompts, std::size_t max_tokens,
+                     const std::vector<std::int32_t>& eos_token_ids, double temperature,
+                     std::uint64_t seed, const query_options& options) {
   actors::sampling_run run(prompts, max_tokens, eos_token_ids, temperature, seed);
   while (!run.finished()) {
     std::vector<std::pair<std::size_t, std::future<at::Tensor>>> asked;
@@ -239,7 +246,9 @@ void engine::clear_cache(std::string_view partitions) {
 void engine::clear_kv_cache(std::string_view partitions) {
   impl_->control(clear_kv_atom::value, std::string(partitions));
 }
-void engine::reset_async_queries() { impl_->control(cancel_atom::value); }
+void engine::reset_async_queries() {
+  impl_->control(cancel_atom::value);
+}
 
 token_seq engine::tokenize(std::string_view text, bool add_special_tokens) const {
   try {
@@ -254,8 +263,9 @@ std::string engine::detokenize(const token_seq& ids) const {
   for (const auto id : ids)
     if (id < 0 || static_cast<std::size_t>(id) >= t.tokenizer->byte_vocab().size())
       throw canopy::error(errc::token_out_of_range,
-                          "token id " + std::to_string(id) + " is outside the tokenizer's [0, " +
-                            std::to_string(t.tokenizer->byte_vocab().size()) + ")");
+                          "token id " + std::to_string(id) +
+                              " is outside the tokenizer's [0, " +
+                              std::to_string(t.tokenizer->byte_vocab().size()) + ")");
   return t.tokenizer->decode(ids);
 }
 
@@ -275,15 +285,27 @@ const backends::chat_templates& engine::chat_templates() const {
   return impl_->need_tokenizer().chat_templates;
 }
 
-bool engine::has_tokenizer() const { return impl_->tokenizer.has_value(); }
+bool engine::has_tokenizer() const {
+  return impl_->tokenizer.has_value();
+}
 
-std::optional<std::int32_t> engine::bos_token_id() const { return impl_->special.bos; }
+std::optional<std::int32_t> engine::bos_token_id() const {
+  return impl_->special.bos;
+}
 
-const std::vector<std::int32_t>& engine::eos_token_ids() const { return impl_->special.eos; }
+const std::vector<std::int32_t>& engine::eos_token_ids() const {
+  return impl_->special.eos;
+}
 
-std::int64_t engine::vocab_size() const { return impl_->actors.model.vocab_size; }
-const backends::model_info& engine::model() const { return impl_->actors.model; }
-const engine_config& engine::config() const { return impl_->config; }
+std::int64_t engine::vocab_size() const {
+  return impl_->actors.model.vocab_size;
+}
+const backends::model_info& engine::model() const {
+  return impl_->actors.model;
+}
+const engine_config& engine::config() const {
+  return impl_->config;
+}
 
 engine_stats engine::stats() const {
   auto s = impl_->actors.metrics->snapshot();
@@ -291,7 +313,9 @@ engine_stats engine::stats() const {
   return s;
 }
 
-engine_actor engine::handle() const { return impl_->actors.fronts.front(); }
+engine_actor engine::handle() const {
+  return impl_->actors.fronts.front();
+}
 
 at::Tensor to_tensor(const shared_logprobs& reply) {
   const auto& row = reply.row;
@@ -301,10 +325,10 @@ at::Tensor to_tensor(const shared_logprobs& reply) {
     // A context with a plain function, not a std::function deleter, saves a heap block
     // per answer (hosts free answers on their own threads, where each costs a lock).
     return at::for_blob(const_cast<float*>(data), {vocab})
-      .context(new cache::row_ptr(row),
-               [](void* keep) { delete static_cast<cache::row_ptr*>(keep); })
-      .options(at::TensorOptions(at::kFloat))
-      .make_tensor();
+        .context(new cache::row_ptr(row),
+                 [](void* keep) { delete static_cast<cache::row_ptr*>(keep); })
+        .options(at::TensorOptions(at::kFloat))
+        .make_tensor();
   }
   auto out = at::empty({vocab}, at::kFloat);
   row->decode(out.data_ptr<float>());

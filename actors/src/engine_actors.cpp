@@ -21,13 +21,15 @@ namespace canopy::actors {
 using namespace messages;
 
 caf::timespan from_ms(double ms) {
-  return std::chrono::duration_cast<caf::timespan>(std::chrono::duration<double, std::milli>(ms));
+  return std::chrono::duration_cast<caf::timespan>(
+      std::chrono::duration<double, std::milli>(ms));
 }
 
-backends::backend_spec backend_spec_for(const engine_config& config, const std::string& device) {
+backends::backend_spec backend_spec_for(const engine_config& config,
+                                        const std::string& device) {
   auto micros = [](double us) {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(
-      std::chrono::duration<double, std::micro>(us));
+        std::chrono::duration<double, std::micro>(us));
   };
   backends::backend_spec spec;
   spec.kind = config.backend;
@@ -54,26 +56,30 @@ backends::backend_spec backend_spec_for(const engine_config& config, const std::
   // (OpenMP's spinning threads and OpenBLAS's yielding ones fought for the cores;
   // `canopy bench --workload smc --variants direct --threads_per_worker 2`).
   spec.torch.threads =
-    static_cast<int>(config.threads_per_worker != 0 ? config.threads_per_worker : 1);
+      static_cast<int>(config.threads_per_worker != 0 ? config.threads_per_worker : 1);
   return spec;
 }
 
-std::uint64_t enforced_kv_budget(std::uint64_t configured, const backends::model_info& model) {
-  return model.kv_keep_bytes != 0 ? std::min(configured, model.kv_keep_bytes) : configured;
+std::uint64_t enforced_kv_budget(std::uint64_t configured,
+                                 const backends::model_info& model) {
+  return model.kv_keep_bytes != 0 ? std::min(configured, model.kv_keep_bytes)
+                                  : configured;
 }
 
-std::vector<std::unique_ptr<backends::backend_i>> make_backends(const engine_config& config) {
+std::vector<std::unique_ptr<backends::backend_i>>
+make_backends(const engine_config& config) {
   std::vector<std::unique_ptr<backends::backend_i>> out;
   auto devices = config.device_list();
   for (std::uint32_t i = 0; i < devices.size(); ++i) {
     try {
       out.push_back(config.backend_factory
-                      ? config.backend_factory(i, devices[i])
-                      : backends::make_backend(backend_spec_for(config, devices[i])));
+                        ? config.backend_factory(i, devices[i])
+                        : backends::make_backend(backend_spec_for(config, devices[i])));
     } catch (const canopy::error&) {
       throw;
     } catch (const std::exception& e) {
-      throw canopy::error(errc::invalid_config, "device " + devices[i] + ": " + exception_text(e));
+      throw canopy::error(errc::invalid_config,
+                          "device " + devices[i] + ": " + exception_text(e));
     }
     if (!out.back())
       throw canopy::error(errc::invalid_config, "backend_factory returned no backend");
@@ -81,8 +87,9 @@ std::vector<std::unique_ptr<backends::backend_i>> make_backends(const engine_con
   return out;
 }
 
-backends::model_info served_model(const engine_config& config,
-                                  const std::vector<std::unique_ptr<backends::backend_i>>& backends) {
+backends::model_info
+served_model(const engine_config& config,
+             const std::vector<std::unique_ptr<backends::backend_i>>& backends) {
   if (!backends.empty())
     return backends.front()->info();
   try {
@@ -102,12 +109,14 @@ spawn_local_workers(caf::actor_system& sys, const engine_config& config,
     worker_binding binding;
     binding.description.model = backends[i]->info();
     binding.description.kv_budget_bytes =
-      enforced_kv_budget(config.kv_budget_bytes, binding.description.model);
+        enforced_kv_budget(config.kv_budget_bytes, binding.description.model);
     binding.description.node = "local";
     binding.description.device = i < devices.size() ? devices[i] : "cpu";
-    auto holder = std::make_shared<std::unique_ptr<backends::backend_i>>(std::move(backends[i]));
-    binding.handle = threads == worker_threads::detached ? sys.spawn<caf::detached>(worker, holder)
-                                                         : sys.spawn(worker, holder);
+    auto holder =
+        std::make_shared<std::unique_ptr<backends::backend_i>>(std::move(backends[i]));
+    binding.handle = threads == worker_threads::detached
+                         ? sys.spawn<caf::detached>(worker, holder)
+                         : sys.spawn(worker, holder);
     out.push_back(std::move(binding));
   }
   return out;
@@ -144,7 +153,8 @@ engine_actors spawn_engine_actors(caf::actor_system& sys, const engine_config& c
   batch_opts.flush_when_idle = config.flush_when_idle;
   batch_opts.merge_duplicates = config.merge_duplicates;
   // Rows nobody will store are not worth computing.
-  batch_opts.plan.rows_at_every_position = config.rows_at_every_position && config.cache_enabled;
+  batch_opts.plan.rows_at_every_position =
+      config.rows_at_every_position && config.cache_enabled;
   batch_opts.plan.kv_reuse = config.cache_enabled && config.kv_reuse;
   batch_opts.pass_timeout = from_ms(config.pass_timeout_ms);
   // A lost node that comes back within the timeout takes the queries that waited.
@@ -155,18 +165,19 @@ engine_actors spawn_engine_actors(caf::actor_system& sys, const engine_config& c
   caf::anon_send(out.cache, connect_atom::value, out.batcher);
   for (auto& w : workers) {
     out.workers.push_back(w.handle);
-    caf::anon_send(out.batcher, join_atom::value, std::move(w.handle), std::move(w.description));
+    caf::anon_send(out.batcher, join_atom::value, std::move(w.handle),
+                   std::move(w.description));
   }
 
   request_options request_opts;
   request_opts.query_timeout = from_ms(config.query_timeout_ms);
   // On 2 cores one front answered cache hits ~30% faster than two; more cores want more.
   const auto fronts = config.request_actors != 0
-                        ? config.request_actors
-                        : std::max(1u, std::thread::hardware_concurrency() / 2);
+                          ? config.request_actors
+                          : std::max(1u, std::thread::hardware_concurrency() / 2);
   for (std::uint32_t i = 0; i < fronts; ++i)
-    out.fronts.push_back(
-      sys.spawn(request_actor, request_opts, out.model, out.cache, out.batcher, out.metrics));
+    out.fronts.push_back(sys.spawn(request_actor, request_opts, out.model, out.cache,
+                                   out.batcher, out.metrics));
   return out;
 }
 

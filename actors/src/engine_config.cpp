@@ -1,8 +1,8 @@
 #include <canopy/engine_config.hpp>
 
+#include <canopy/backends/torch_backend.hpp>
 #include <canopy/cache/eviction_policy.hpp>
 #include <canopy/cache/logprob_row.hpp>
-#include <canopy/backends/torch_backend.hpp>
 #include <canopy/error.hpp>
 
 #include <nlohmann/json.hpp>
@@ -30,8 +30,7 @@ struct setting {
   std::function<json(const engine_config&)> read;
 };
 
-template <class T>
-const char* type_name() {
+template <class T> const char* type_name() {
   if constexpr (std::is_same_v<T, bool>)
     return "a boolean";
   else if constexpr (std::is_integral_v<T>)
@@ -44,8 +43,7 @@ const char* type_name() {
     return "a list of strings";
 }
 
-template <class T>
-bool holds(const json& value) {
+template <class T> bool holds(const json& value) {
   if constexpr (std::is_same_v<T, bool>)
     return value.is_boolean();
   else if constexpr (std::is_integral_v<T>)
@@ -73,86 +71,119 @@ setting make_setting(std::string key, std::string description, T engine_config::
 const std::vector<setting>& settings() {
   using c = engine_config;
   static const std::vector<setting> table = {
-    make_setting("backend", "model backend: mock | torch", &c::backend),
-    make_setting("model", "torch: HF directory or llama2.c .bin; empty: built-in synthetic Llama",
-                 &c::model),
-    make_setting("tokenizer", "tokenizer file or folder; torch: empty finds the model's; "
-                              "mock: rows of its size, as genlm's MockAsyncLM(tokenizer)",
-                 &c::tokenizer),
-    make_setting("dtype", "torch: compute dtype float32 | float16 | bfloat16", &c::dtype),
-    make_setting("kv_dtype", "torch: KV storage float32 | float16 | bfloat16 | int8 (lossy); empty: the compute dtype",
-                 &c::kv_dtype),
-    make_setting("kv_residual_tokens", "torch: the newest N tokens a worker stored also keep their KV in the compute dtype, which passes read (out of kv_budget_bytes); 0: none",
-                 &c::kv_residual_tokens),
-    make_setting("kv_host_budget_bytes", "torch: per worker, host memory that KV evicted from the device moves to instead of being dropped, and comes back from; 0: none (not with a sliding window)",
-                 &c::kv_host_budget_bytes),
-    make_setting("kv_host_dtype", "torch: the host tier's KV format; empty: the device's (lossless); int8 (lossy)",
-                 &c::kv_host_dtype),
-    make_setting("threads_per_worker", "torch: ATen intra-op threads per worker, 0: 1 (matmuls use OpenBLAS's pool)",
-                 &c::threads_per_worker),
-    make_setting("direct_forward", "torch: float32 Llama on the CPU without ATen's per-op dispatch; false: ATen's ops",
-                 &c::direct_forward),
-    make_setting("vocab_size", "mock: entries per log-prob row", &c::vocab_size),
-    make_setting("context_length", "mock: longest accepted sequence", &c::context_length),
-    make_setting("mock_cost_per_pass_us", "mock: simulated microseconds per pass",
-                 &c::mock_cost_per_pass_us),
-    make_setting("mock_cost_per_token_us", "mock: simulated microseconds per new token",
-                 &c::mock_cost_per_token_us),
-    make_setting("mock_kv_bytes_per_token", "mock: KV budget bytes per token",
-                 &c::mock_kv_bytes_per_token),
-    make_setting("mock_kv_window", "mock: sliding window its passes read KV through, 0: none",
-                 &c::mock_kv_window),
-    make_setting("mock_seed", "mock: seed of the log-prob hash", &c::mock_seed),
-    make_setting("workers", "worker actors (one per device) when devices is empty",
-                 &c::workers),
-    make_setting("devices", "devices, e.g. [\"cpu\", \"cpu\"] or [\"cuda:0\"]", &c::devices),
-    make_setting("worker_passes_in_flight", "passes one worker runs or holds at once",
-                 &c::worker_passes_in_flight),
-    make_setting("remote_workers", "\"host:port\" of canopy worker processes, e.g. "
-                 "[\"127.0.0.1:7101\"]", &c::remote_workers),
-    make_setting("worker_timeout_ms", "a remote worker that does not answer within this is lost",
-                 &c::worker_timeout_ms),
-    make_setting("cluster_token_file", "file whose first line is the cluster's shared secret",
-                 &c::cluster_token_file),
-    make_setting("tls_cert", "PEM certificate of this node (TLS between nodes)", &c::tls_cert),
-    make_setting("tls_key", "PEM private key of tls_cert", &c::tls_key),
-    make_setting("tls_ca", "PEM certificate of the CA that signed every node's", &c::tls_ca),
-    make_setting("batch_size", "flush when this many distinct queries wait", &c::batch_size),
-    make_setting("batch_timeout_ms", "flush this long after the first waiting query",
-                 &c::batch_timeout_ms),
-    make_setting("flush_when_idle", "flush at once when a worker is idle",
-                 &c::flush_when_idle),
-    make_setting("merge_duplicates", "equal sequences share one computation",
-                 &c::merge_duplicates),
-    make_setting("rows_at_every_position", "store the row after every computed token",
-                 &c::rows_at_every_position),
-    make_setting("cache_enabled", "false: no cached rows and no KV reuse", &c::cache_enabled),
-    make_setting("kv_reuse", "false: every pass recomputes its whole sequence (rows still cached)",
-                 &c::kv_reuse),
-    make_setting("logprob_budget_bytes", "hard limit on cached row bytes",
-                 &c::logprob_budget_bytes),
-    make_setting("logprob_max_entries", "limit on cached rows, 0: none (OutputCache maxsize)",
-                 &c::logprob_max_entries),
-    make_setting("kv_budget_bytes", "hard limit on KV bytes per worker", &c::kv_budget_bytes),
-    make_setting("max_context_length",
-                 "torch: 0: the model's context; N: up to N tokens (more only with a "
-                 "sliding window)",
-                 &c::max_context_length),
-    make_setting("eviction_policy", "lru | lfu | fifo | priority", &c::eviction_policy),
-    make_setting("logprob_dtype", "stored rows: float32 | float16 | bfloat16",
-                 &c::logprob_dtype),
-    make_setting("request_actors", "front actors callers are spread over, 0: half the cores",
-                 &c::request_actors),
-    make_setting("scheduler_threads", "CAF worker threads of an owned system, 0: cores",
-                 &c::scheduler_threads),
-    make_setting("scheduler_poll_sleep_us",
-                 "CAF workers' sleep between looks for work while briefly idle; less: lone "
-                 "queries answered sooner, passes get less CPU",
-                 &c::scheduler_poll_sleep_us),
-    make_setting("query_timeout_ms", "0: none; else a query fails after this long",
-                 &c::query_timeout_ms),
-    make_setting("pass_timeout_ms", "a pass running longer fails its batch",
-                 &c::pass_timeout_ms),
+      make_setting("backend", "model backend: mock | torch", &c::backend),
+      make_setting(
+          "model",
+          "torch: HF directory or llama2.c .bin; empty: built-in synthetic Llama",
+          &c::model),
+      make_setting("tokenizer",
+                   "tokenizer file or folder; torch: empty finds the model's; "
+                   "mock: rows of its size, as genlm's MockAsyncLM(tokenizer)",
+                   &c::tokenizer),
+      make_setting("dtype", "torch: compute dtype float32 | float16 | bfloat16",
+                   &c::dtype),
+      make_setting("kv_dtype",
+                   "torch: KV storage float32 | float16 | bfloat16 | int8 (lossy); "
+                   "empty: the compute dtype",
+                   &c::kv_dtype),
+      make_setting("kv_residual_tokens",
+                   "torch: the newest N tokens a worker stored also keep their KV in the "
+                   "compute dtype, which passes read (out of kv_budget_bytes); 0: none",
+                   &c::kv_residual_tokens),
+      make_setting("kv_host_budget_bytes",
+                   "torch: per worker, host memory that KV evicted from the device moves "
+                   "to instead of being dropped, and comes back from; 0: none (not with "
+                   "a sliding window)",
+                   &c::kv_host_budget_bytes),
+      make_setting("kv_host_dtype",
+                   "torch: the host tier's KV format; empty: the device's (lossless); "
+                   "int8 (lossy)",
+                   &c::kv_host_dtype),
+      make_setting(
+          "threads_per_worker",
+          "torch: ATen intra-op threads per worker, 0: 1 (matmuls use OpenBLAS's pool)",
+          &c::threads_per_worker),
+      make_setting("direct_forward",
+                   "torch: float32 Llama on the CPU without ATen's per-op dispatch; "
+                   "false: ATen's ops",
+                   &c::direct_forward),
+      make_setting("vocab_size", "mock: entries per log-prob row", &c::vocab_size),
+      make_setting("context_length", "mock: longest accepted sequence",
+                   &c::context_length),
+      make_setting("mock_cost_per_pass_us", "mock: simulated microseconds per pass",
+                   &c::mock_cost_per_pass_us),
+      make_setting("mock_cost_per_token_us", "mock: simulated microseconds per new token",
+                   &c::mock_cost_per_token_us),
+      make_setting("mock_kv_bytes_per_token", "mock: KV budget bytes per token",
+                   &c::mock_kv_bytes_per_token),
+      make_setting("mock_kv_window",
+                   "mock: sliding window its passes read KV through, 0: none",
+                   &c::mock_kv_window),
+      make_setting("mock_seed", "mock: seed of the log-prob hash", &c::mock_seed),
+      make_setting("workers", "worker actors (one per device) when devices is empty",
+                   &c::workers),
+      make_setting("devices", "devices, e.g. [\"cpu\", \"cpu\"] or [\"cuda:0\"]",
+                   &c::devices),
+      make_setting("worker_passes_in_flight", "passes one worker runs or holds at once",
+                   &c::worker_passes_in_flight),
+      make_setting("remote_workers",
+                   "\"host:port\" of canopy worker processes, e.g. "
+                   "[\"127.0.0.1:7101\"]",
+                   &c::remote_workers),
+      make_setting("worker_timeout_ms",
+                   "a remote worker that does not answer within this is lost",
+                   &c::worker_timeout_ms),
+      make_setting("cluster_token_file",
+                   "file whose first line is the cluster's shared secret",
+                   &c::cluster_token_file),
+      make_setting("tls_cert", "PEM certificate of this node (TLS between nodes)",
+                   &c::tls_cert),
+      make_setting("tls_key", "PEM private key of tls_cert", &c::tls_key),
+      make_setting("tls_ca", "PEM certificate of the CA that signed every node's",
+                   &c::tls_ca),
+      make_setting("batch_size", "flush when this many distinct queries wait",
+                   &c::batch_size),
+      make_setting("batch_timeout_ms", "flush this long after the first waiting query",
+                   &c::batch_timeout_ms),
+      make_setting("flush_when_idle", "flush at once when a worker is idle",
+                   &c::flush_when_idle),
+      make_setting("merge_duplicates", "equal sequences share one computation",
+                   &c::merge_duplicates),
+      make_setting("rows_at_every_position", "store the row after every computed token",
+                   &c::rows_at_every_position),
+      make_setting("cache_enabled", "false: no cached rows and no KV reuse",
+                   &c::cache_enabled),
+      make_setting("kv_reuse",
+                   "false: every pass recomputes its whole sequence (rows still cached)",
+                   &c::kv_reuse),
+      make_setting("logprob_budget_bytes", "hard limit on cached row bytes",
+                   &c::logprob_budget_bytes),
+      make_setting("logprob_max_entries",
+                   "limit on cached rows, 0: none (OutputCache maxsize)",
+                   &c::logprob_max_entries),
+      make_setting("kv_budget_bytes", "hard limit on KV bytes per worker",
+                   &c::kv_budget_bytes),
+      make_setting("max_context_length",
+                   "torch: 0: the model's context; N: up to N tokens (more only with a "
+                   "sliding window)",
+                   &c::max_context_length),
+      make_setting("eviction_policy", "lru | lfu | fifo | priority", &c::eviction_policy),
+      make_setting("logprob_dtype", "stored rows: float32 | float16 | bfloat16",
+                   &c::logprob_dtype),
+      make_setting("request_actors",
+                   "front actors callers are spread over, 0: half the cores",
+                   &c::request_actors),
+      make_setting("scheduler_threads", "CAF worker threads of an owned system, 0: cores",
+                   &c::scheduler_threads),
+      make_setting(
+          "scheduler_poll_sleep_us",
+          "CAF workers' sleep between looks for work while briefly idle; less: lone "
+          "queries answered sooner, passes get less CPU",
+          &c::scheduler_poll_sleep_us),
+      make_setting("query_timeout_ms", "0: none; else a query fails after this long",
+                   &c::query_timeout_ms),
+      make_setting("pass_timeout_ms", "a pass running longer fails its batch",
+                   &c::pass_timeout_ms),
   };
   return table;
 }
@@ -163,8 +194,9 @@ std::string address_problem(const std::string& address) {
   if (colon == std::string::npos || colon == 0)
     return "'" + address + "' is not host:port";
   const auto port = address.substr(colon + 1);
-  const bool digits = !port.empty() && port.size() <= 5 &&
-                      std::all_of(port.begin(), port.end(), [](char c) { return c >= '0' && c <= '9'; });
+  const bool digits =
+      !port.empty() && port.size() <= 5 &&
+      std::all_of(port.begin(), port.end(), [](char c) { return c >= '0' && c <= '9'; });
   if (!digits || std::stoul(port) == 0 || std::stoul(port) > 65535)
     return "'" + address + "': port must be in 1..65535";
   return {};
@@ -214,8 +246,9 @@ void engine_config::validate() const {
     invalid("dtype", "unknown dtype '" + dtype + "' (float32, float16, bfloat16)");
   if (const auto& known = backends::kv_dtype_names();
       !kv_dtype.empty() && std::find(known.begin(), known.end(), kv_dtype) == known.end())
-    invalid("kv_dtype", "unknown KV format '" + kv_dtype +
-                          "' (float32, float16, bfloat16, int8; empty: the compute dtype)");
+    invalid("kv_dtype",
+            "unknown KV format '" + kv_dtype +
+                "' (float32, float16, bfloat16, int8; empty: the compute dtype)");
   if (vocab_size < 2)
     invalid("vocab_size", "must be at least 2");
   if (context_length < 1)
@@ -223,7 +256,8 @@ void engine_config::validate() const {
   if (mock_cost_per_pass_us < 0 || mock_cost_per_token_us < 0)
     invalid("mock_cost_per_pass_us", "simulated costs must be non-negative");
   if (devices.empty() && workers == 0 && remote_workers.empty())
-    invalid("workers", "0 local workers needs remote_workers (a front only), else at least 1");
+    invalid("workers",
+            "0 local workers needs remote_workers (a front only), else at least 1");
   if (worker_passes_in_flight == 0)
     invalid("worker_passes_in_flight", "must be at least 1");
   for (const auto& address : remote_workers)
@@ -243,11 +277,11 @@ void engine_config::validate() const {
   if (batch_timeout_ms < 0)
     invalid("batch_timeout_ms", "must be non-negative");
   if (!cache::parse_eviction_policy(eviction_policy))
-    invalid("eviction_policy", "unknown policy '" + eviction_policy +
-                                 "' (lru, lfu, fifo, priority)");
+    invalid("eviction_policy",
+            "unknown policy '" + eviction_policy + "' (lru, lfu, fifo, priority)");
   if (!cache::parse_row_dtype(logprob_dtype))
-    invalid("logprob_dtype", "unknown dtype '" + logprob_dtype +
-                               "' (float32, float16, bfloat16)");
+    invalid("logprob_dtype",
+            "unknown dtype '" + logprob_dtype + "' (float32, float16, bfloat16)");
   if (query_timeout_ms < 0)
     invalid("query_timeout_ms", "must be non-negative");
   if (pass_timeout_ms <= 0)

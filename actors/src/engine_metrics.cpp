@@ -3,8 +3,8 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
-#include <tuple>
 #include <cmath>
+#include <tuple>
 
 namespace canopy::actors {
 
@@ -48,9 +48,12 @@ double latency_histogram::percentile_us(double p) const {
 
 std::string_view to_string(worker_status state) {
   switch (state) {
-  case worker_status::active: return "active";
-  case worker_status::draining: return "draining";
-  case worker_status::lost: return "lost";
+  case worker_status::active:
+    return "active";
+  case worker_status::draining:
+    return "draining";
+  case worker_status::lost:
+    return "lost";
   }
   return "unknown";
 }
@@ -68,8 +71,8 @@ std::pair<std::string, std::string> node_metrics::state() const {
 
 std::int64_t heartbeat_clock_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
-           std::chrono::system_clock::now().time_since_epoch())
-    .count();
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
 }
 
 std::string engine_metrics::remote_nodes_summary() const {
@@ -98,7 +101,8 @@ void engine_metrics::count_pass(std::uint32_t worker, std::uint64_t tokens,
   bump(workers_[worker].tokens_computed, tokens);
 }
 
-void engine_metrics::worker_joined(std::uint32_t id, std::string node, std::string device) {
+void engine_metrics::worker_joined(std::uint32_t id, std::string node,
+                                   std::string device) {
   workers_[id].state.store(worker_status::active, std::memory_order_relaxed);
   std::lock_guard<std::mutex> guard{labels_mutex_};
   if (worker_labels_.size() <= id)
@@ -149,7 +153,9 @@ engine_stats engine_metrics::snapshot() const {
   s.logprob_entries = get(logprob_entries);
   s.logprob_bytes = get(logprob_bytes);
   const auto now = heartbeat_clock_ns();
-  auto age_ms = [now](std::int64_t at) { return at == 0 ? -1.0 : double(now - at) * 1e-6; };
+  auto age_ms = [now](std::int64_t at) {
+    return at == 0 ? -1.0 : double(now - at) * 1e-6;
+  };
   {
     std::lock_guard<std::mutex> guard{labels_mutex_};
     for (std::uint32_t w = 0; w < worker_labels_.size(); ++w) {
@@ -193,7 +199,7 @@ engine_stats engine_metrics::snapshot() const {
   for (std::size_t code = 0; code < errors_by_code.size(); ++code)
     if (auto n = get(errors_by_code[code]))
       s.errors_by_code.emplace_back(
-        std::string(messages::to_string(static_cast<messages::errc>(code))), n);
+          std::string(messages::to_string(static_cast<messages::errc>(code))), n);
   s.queue_depth = get(queue_depth);
   return s;
 }
@@ -204,45 +210,71 @@ namespace canopy {
 
 std::string engine_stats::to_json() const {
   nlohmann::json j = {
-    {"queries", queries}, {"answered", answered}, {"failed", failed},
-    {"cache_hits", cache_hits}, {"merged_duplicates", merged_duplicates},
-    {"batches", batches}, {"batched_queries", batched_queries},
-    {"mean_batch_size", mean_batch_size}, {"deferred", deferred},
-    {"failed_passes", failed_passes}, {"tokens_requested", tokens_requested},
-    {"tokens_computed", tokens_computed},
-    {"matmul_flops", matmul_flops}, {"compute_seconds", compute_seconds},
-    {"evictions", {{"logprobs", logprob_evictions}, {"kv", kv_evictions},
-                   {"nodes_removed", nodes_removed}}},
-    {"kv_tiers", {{"demotions", kv_demotions}, {"demoted_bytes", kv_demoted_bytes},
-                  {"promotions", kv_promotions}, {"promoted_bytes", kv_promoted_bytes}}},
-    {"refused_attaches", refused_attaches},
-    {"logprob_entries", logprob_entries}, {"locked_nodes", locked_nodes},
-    {"bytes", {{"logprobs", logprob_bytes}, {"logprob_budget", logprob_budget_bytes},
-               {"kv", kv_bytes}}},
-    {"latency_us", {{"p50", latency_p50_us}, {"p90", latency_p90_us},
-                    {"p99", latency_p99_us}}},
-    {"pass_round_trip_us", {{"p50", pass_round_trip_p50_us}, {"p99", pass_round_trip_p99_us}}},
-    {"queue_depth", queue_depth}, {"in_flight", in_flight},
+      {"queries", queries},
+      {"answered", answered},
+      {"failed", failed},
+      {"cache_hits", cache_hits},
+      {"merged_duplicates", merged_duplicates},
+      {"batches", batches},
+      {"batched_queries", batched_queries},
+      {"mean_batch_size", mean_batch_size},
+      {"deferred", deferred},
+      {"failed_passes", failed_passes},
+      {"tokens_requested", tokens_requested},
+      {"tokens_computed", tokens_computed},
+      {"matmul_flops", matmul_flops},
+      {"compute_seconds", compute_seconds},
+      {"evictions",
+       {{"logprobs", logprob_evictions},
+        {"kv", kv_evictions},
+        {"nodes_removed", nodes_removed}}},
+      {"kv_tiers",
+       {{"demotions", kv_demotions},
+        {"demoted_bytes", kv_demoted_bytes},
+        {"promotions", kv_promotions},
+        {"promoted_bytes", kv_promoted_bytes}}},
+      {"refused_attaches", refused_attaches},
+      {"logprob_entries", logprob_entries},
+      {"locked_nodes", locked_nodes},
+      {"bytes",
+       {{"logprobs", logprob_bytes},
+        {"logprob_budget", logprob_budget_bytes},
+        {"kv", kv_bytes}}},
+      {"latency_us",
+       {{"p50", latency_p50_us}, {"p90", latency_p90_us}, {"p99", latency_p99_us}}},
+      {"pass_round_trip_us",
+       {{"p50", pass_round_trip_p50_us}, {"p99", pass_round_trip_p99_us}}},
+      {"queue_depth", queue_depth},
+      {"in_flight", in_flight},
   };
   auto& errors = j["errors_by_code"] = nlohmann::json::object();
   for (const auto& [code, n] : errors_by_code)
     errors[code] = n;
   auto& workers_json = j["workers"] = nlohmann::json::array();
   for (const auto& w : workers)
-    workers_json.push_back({{"id", w.id}, {"node", w.node}, {"device", w.device},
-                            {"state", w.state}, {"passes", w.passes},
-                            {"tokens_computed", w.tokens_computed}, {"in_flight", w.in_flight},
-                            {"heartbeat_age_ms", w.heartbeat_age_ms}, {"losses", w.losses},
+    workers_json.push_back({{"id", w.id},
+                            {"node", w.node},
+                            {"device", w.device},
+                            {"state", w.state},
+                            {"passes", w.passes},
+                            {"tokens_computed", w.tokens_computed},
+                            {"in_flight", w.in_flight},
+                            {"heartbeat_age_ms", w.heartbeat_age_ms},
+                            {"losses", w.losses},
                             {"redispatched_queries", w.redispatched_queries},
-                            {"kv_bytes", w.kv_bytes}, {"kv_peak_bytes", w.kv_peak_bytes},
+                            {"kv_bytes", w.kv_bytes},
+                            {"kv_peak_bytes", w.kv_peak_bytes},
                             {"kv_budget_bytes", w.kv_budget_bytes},
                             {"kv_host_bytes", w.kv_host_bytes},
                             {"kv_host_budget_bytes", w.kv_host_budget_bytes}});
   auto& nodes_json = j["nodes"] = nlohmann::json::array();
   for (const auto& n : nodes)
-    nodes_json.push_back({{"address", n.address}, {"state", n.state},
-                          {"last_error", n.last_error}, {"admissions", n.admissions},
-                          {"losses", n.losses}, {"heartbeat_age_ms", n.heartbeat_age_ms}});
+    nodes_json.push_back({{"address", n.address},
+                          {"state", n.state},
+                          {"last_error", n.last_error},
+                          {"admissions", n.admissions},
+                          {"losses", n.losses},
+                          {"heartbeat_age_ms", n.heartbeat_age_ms}});
   return j.dump();
 }
 

@@ -40,7 +40,7 @@ public:
 class pending_gates {
 public:
   pending_gates(std::chrono::milliseconds timeout, std::size_t max_pending)
-    : timeout_(timeout), max_pending_(max_pending) {}
+      : timeout_(timeout), max_pending_(max_pending) {}
 
   void add(caf::intrusive_ptr<gated_connection> connection, caf::execution_unit* ctx) {
     sweep(ctx);
@@ -51,7 +51,8 @@ public:
       waiting_.front().connection->expire(ctx);
       waiting_.pop_front();
     }
-    waiting_.push_back({std::chrono::steady_clock::now() + timeout_, std::move(connection)});
+    waiting_.push_back(
+        {std::chrono::steady_clock::now() + timeout_, std::move(connection)});
   }
 
   /// Closes every connection still waiting (its middleman has ended: nothing would
@@ -84,17 +85,16 @@ private:
 
 /// A connection behind the gate; `Policy` reads and writes the socket (plain TCP, or a
 /// TLS session).
-template <class Policy>
-class gated_scribe final : public gated_connection {
+template <class Policy> class gated_scribe final : public gated_connection {
 public:
   /// `refused(why)` is told why the gate turned the peer away, once.
   template <class... Ts>
   gated_scribe(net::default_multiplexer& mpx, net::native_socket fd, connection_gate gate,
                std::shared_ptr<pending_gates> pending,
                std::function<void(const std::string&)> refused, Ts&&... policy_args)
-    : gated_connection(net::conn_hdl_from_socket(fd)),
-      stream_(mpx, fd, std::forward<Ts>(policy_args)...), gate_(std::move(gate)),
-      pending_(std::move(pending)), refused_(std::move(refused)) {}
+      : gated_connection(net::conn_hdl_from_socket(fd)),
+        stream_(mpx, fd, std::forward<Ts>(policy_args)...), gate_(std::move(gate)),
+        pending_(std::move(pending)), refused_(std::move(refused)) {}
 
   void configure_read(caf::io::receive_policy::config config) override {
     basp_read_ = config;
@@ -145,7 +145,9 @@ public:
   }
 
   void ack_writes(bool enable) override { stream_.ack_writes(enable); }
-  std::vector<char>& wr_buf() override { return gate_.passed() ? stream_.wr_buf() : held_; }
+  std::vector<char>& wr_buf() override {
+    return gate_.passed() ? stream_.wr_buf() : held_;
+  }
   std::vector<char>& rd_buf() override { return stream_.rd_buf(); }
   void flush() override {
     if (gate_.passed())

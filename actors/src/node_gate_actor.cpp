@@ -39,14 +39,14 @@ void end_session(gate_pointer self, const caf::actor_addr& link, const std::stri
   for (const auto& d : st.options.devices)
     self->request(d.handle, std::chrono::seconds(60), session_atom::value,
                   st.options.owner_key, token, false)
-      .then(
-        [=](std::uint64_t n) {
-          *freed += n;
-          if (--*left == 0)
-            log(self, "session of front " + front + " ended (" + why + "): freed " +
-                        std::to_string(*freed) + " KV entries");
-        },
-        [=](const caf::error&) { --*left; });
+        .then(
+            [=](std::uint64_t n) {
+              *freed += n;
+              if (--*left == 0)
+                log(self, "session of front " + front + " ended (" + why + "): freed " +
+                              std::to_string(*freed) + " KV entries");
+            },
+            [=](const caf::error&) { --*left; });
 }
 
 void forget_challenge(gate_pointer self, const caf::actor_addr& link) {
@@ -65,8 +65,8 @@ caf::result<node_challenge> hello(gate_pointer self, node_hello& h) {
   if (h.protocol != protocol_version)
     return make_error(errc::invalid_request,
                       "protocol mismatch: the front speaks protocol " +
-                        std::to_string(h.protocol) + ", this worker node " +
-                        std::to_string(protocol_version));
+                          std::to_string(h.protocol) + ", this worker node " +
+                          std::to_string(protocol_version));
   if (!h.link || h.nonce.size() < 16)
     return make_error(errc::invalid_request, "a hello needs the front's link and nonce");
   node_challenge c;
@@ -96,7 +96,7 @@ caf::result<node_announcement> auth(gate_pointer self, const auth_bytes& proof) 
       !same_proof(proof, auth_proof(secret, auth_role::front, challenge.front_nonce,
                                     challenge.node_nonce))) {
     log(self, "refused front " + front_name(challenge.link) +
-                ": it could not prove the cluster token");
+                  ": it could not prove the cluster token");
     return make_error(errc::invalid_request,
                       "unauthorized: the front could not prove the cluster token");
   }
@@ -105,17 +105,17 @@ caf::result<node_announcement> auth(gate_pointer self, const auth_bytes& proof) 
   // A link that comes back (its node was thought lost) starts afresh.
   end_session(self, sender, "the front connected again");
   node_announcement a;
-  const auto token = secret.empty() ? random_session_token()
-                                    : session_token(secret, challenge.front_nonce,
-                                                    challenge.node_nonce);
+  const auto token =
+      secret.empty() ? random_session_token()
+                     : session_token(secret, challenge.front_nonce, challenge.node_nonce);
   a.session = secret.empty() ? token : 0;
   a.devices = st.options.devices;
   // Devices learn of the session before the front can send them anything (the front
   // hears of the devices through this answer, sent after these).
   for (const auto& d : st.options.devices)
-    self->request(d.handle, caf::infinite, session_atom::value, st.options.owner_key, token,
-                  true)
-      .then([](std::uint64_t) {}, [](const caf::error&) {});
+    self->request(d.handle, caf::infinite, session_atom::value, st.options.owner_key,
+                  token, true)
+        .then([](std::uint64_t) {}, [](const caf::error&) {});
   self->monitor(challenge.link);
   log(self, "admitted front " + front_name(challenge.link));
   st.sessions[sender] = {token, std::move(challenge.link)};
@@ -141,8 +141,15 @@ void finish_drain(gate_pointer self) {
     return done();
   for (const auto& [address, s] : st.sessions)
     self->request(s.link, std::chrono::seconds(2), leave_atom::value)
-      .then([=](bool) { if (--*left == 0) done(); },
-            [=](const caf::error&) { if (--*left == 0) done(); });
+        .then(
+            [=](bool) {
+              if (--*left == 0)
+                done();
+            },
+            [=](const caf::error&) {
+              if (--*left == 0)
+                done();
+            });
 }
 
 caf::typed_response_promise<bool> drain(gate_pointer self, std::uint64_t key) {
@@ -185,10 +192,10 @@ node_gate_actor::behavior_type node_gate(gate_pointer self, gate_options options
   self->state.options = std::move(options);
   self->set_down_handler([=](caf::down_msg& msg) { on_down(self, msg); });
   return {
-    [=](hello_atom, node_hello& h) { return hello(self, h); },
-    [=](auth_atom, const auth_bytes& proof) { return auth(self, proof); },
-    [=](ping_atom, std::uint64_t token) { return ping(self, token); },
-    [=](drain_atom, std::uint64_t key) { return drain(self, key); },
+      [=](hello_atom, node_hello& h) { return hello(self, h); },
+      [=](auth_atom, const auth_bytes& proof) { return auth(self, proof); },
+      [=](ping_atom, std::uint64_t token) { return ping(self, token); },
+      [=](drain_atom, std::uint64_t key) { return drain(self, key); },
   };
 }
 

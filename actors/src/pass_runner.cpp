@@ -42,7 +42,8 @@ caf::expected<computed_pass> run_pass(backends::backend_i& backend,
   }
 }
 
-void release_kv(backends::backend_i& backend, const std::vector<cache::kv_handle>& handles) {
+void release_kv(backends::backend_i& backend,
+                const std::vector<cache::kv_handle>& handles) {
   try {
     backend.release_kv(handles);
   } catch (...) {
@@ -50,7 +51,8 @@ void release_kv(backends::backend_i& backend, const std::vector<cache::kv_handle
   }
 }
 
-void demote_kv(backends::backend_i& backend, const std::vector<cache::kv_handle>& handles) {
+void demote_kv(backends::backend_i& backend,
+               const std::vector<cache::kv_handle>& handles) {
   try {
     backend.demote_kv(handles);
   } catch (...) {

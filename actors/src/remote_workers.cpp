@@ -24,13 +24,14 @@ std::pair<std::string, std::uint16_t> split_address(const std::string& address) 
 
 void spawn_worker_links(caf::actor_system& system, const engine_config& config,
                         engine_actors& actors) {
-  const std::string secret =
-    config.cluster_token_file.empty() ? std::string{} : read_cluster_secret(config.cluster_token_file);
+  const std::string secret = config.cluster_token_file.empty()
+                                 ? std::string{}
+                                 : read_cluster_secret(config.cluster_token_file);
   gate_settings settings;
   settings.secret = secret;
   settings.tls = config.tls();
-  settings.handshake_timeout =
-    std::chrono::duration_cast<std::chrono::milliseconds>(from_ms(config.worker_timeout_ms));
+  settings.handshake_timeout = std::chrono::duration_cast<std::chrono::milliseconds>(
+      from_ms(config.worker_timeout_ms));
   auto refusals = std::make_shared<gate_refusals>();
   settings.on_refused = [refusals](const std::string& peer, const std::string& why) {
     refusals->record(peer, why);
@@ -46,7 +47,7 @@ void spawn_worker_links(caf::actor_system& system, const engine_config& config,
     options.middleman = actors.middleman;
     options.refusals = refusals;
     actors.links.push_back(
-      system.spawn(worker_link, options, actors.batcher, actors.metrics));
+        system.spawn(worker_link, options, actors.batcher, actors.metrics));
   }
 }
 
@@ -56,11 +57,12 @@ void await_first_attempts(caf::actor_system& system,
   caf::scoped_actor self{system};
   const auto deadline = std::chrono::steady_clock::now() + patience;
   for (const auto& link : links) {
-    const auto left = std::chrono::duration_cast<caf::timespan>(deadline - std::chrono::steady_clock::now());
+    const auto left = std::chrono::duration_cast<caf::timespan>(
+        deadline - std::chrono::steady_clock::now());
     if (left <= caf::timespan{0})
       return;
     self->request(link, left, messages::wait_atom::value)
-      .receive([](bool) {}, [](const caf::error&) {});
+        .receive([](bool) {}, [](const caf::error&) {});
   }
 }
 

@@ -6,29 +6,30 @@ namespace canopy::actors {
 
 using namespace messages;
 
-caf::error validate_tokens(const cache::token_seq& tokens, const backends::model_info& model) {
+caf::error validate_tokens(const cache::token_seq& tokens,
+                           const backends::model_info& model) {
   if (tokens.empty())
     return make_error(errc::empty_sequence, "the token list is empty");
   if (static_cast<std::int64_t>(tokens.size()) > model.context_length)
     return make_error(errc::sequence_too_long,
                       "sequence of " + std::to_string(tokens.size()) +
-                        " tokens exceeds the model's context of " +
-                        std::to_string(model.context_length));
+                          " tokens exceeds the model's context of " +
+                          std::to_string(model.context_length));
   for (std::size_t i = 0; i < tokens.size(); ++i)
     if (tokens[i] < 0 || tokens[i] >= model.vocab_size)
       return make_error(errc::token_out_of_range,
                         "token id " + std::to_string(tokens[i]) + " at position " +
-                          std::to_string(i) + " is outside [0, " +
-                          std::to_string(model.vocab_size) + ")");
+                            std::to_string(i) + " is outside [0, " +
+                            std::to_string(model.vocab_size) + ")");
   return caf::none;
 }
 
 caf::error validate_query(const query& q, const backends::model_info& model) {
   if (q.partition.size() > max_partition_bytes)
-    return make_error(errc::invalid_request,
-                      "the cache partition has " + std::to_string(q.partition.size()) +
-                        " bytes, more than the limit of " +
-                        std::to_string(max_partition_bytes));
+    return make_error(errc::invalid_request, "the cache partition has " +
+                                                 std::to_string(q.partition.size()) +
+                                                 " bytes, more than the limit of " +
+                                                 std::to_string(max_partition_bytes));
   return validate_tokens(q.tokens, model);
 }
 
@@ -47,8 +48,8 @@ std::uint64_t accept(request_pointer self, std::size_t tokens, answer_fn answer)
   bump(st.metrics->queries);
   bump(st.metrics->tokens_requested, tokens);
   auto ticket = st.next_ticket++;
-  st.outstanding.emplace(ticket,
-                         request_state::pending{std::move(answer), self->clock().now(), {}, {}});
+  st.outstanding.emplace(
+      ticket, request_state::pending{std::move(answer), self->clock().now(), {}, {}});
   return ticket;
 }
 
@@ -107,8 +108,9 @@ void on_deadline_timer(request_pointer self) {
     const auto ticket = st.deadlines.begin()->second;
     st.outstanding.at(ticket).deadline.reset();
     st.deadlines.erase(st.deadlines.begin());
-    complete(self, ticket,
-             make_error(errc::deadline_exceeded, "no answer within the query's deadline"));
+    complete(
+        self, ticket,
+        make_error(errc::deadline_exceeded, "no answer within the query's deadline"));
   }
   arm_deadline_timer(self);
 }
@@ -126,18 +128,20 @@ void ask(request_pointer self, query q, answer_fn answer,
     query key;
     key.tokens = q.tokens;
     key.partition = q.partition;
-    st.by_caller.emplace(std::move(*caller), request_state::cancellable{ticket, std::move(key)});
+    st.by_caller.emplace(std::move(*caller),
+                         request_state::cancellable{ticket, std::move(key)});
   }
   if (q.timeout.count() > 0) {
     st.outstanding.at(ticket).deadline =
-      st.deadlines.emplace(self->clock().now() + q.timeout, ticket);
+        st.deadlines.emplace(self->clock().now() + q.timeout, ticket);
     arm_deadline_timer(self);
   }
   self->send(st.cache, lookup_atom::value, std::move(q), ticket,
              caf::actor_cast<answer_sink>(self));
 }
 
-void ask_uncached(request_pointer self, const cache::token_seq& tokens, answer_fn answer) {
+void ask_uncached(request_pointer self, const cache::token_seq& tokens,
+                  answer_fn answer) {
   auto& st = self->state;
   if (auto e = validate_tokens(tokens, st.model))
     return reject(self, e, answer);
@@ -178,7 +182,8 @@ void cancel_for(request_pointer self, const answer_sink& sink,
       continue; // answered already
     tickets.push_back(it->second.ticket);
     keys.push_back(std::move(it->second.key));
-    complete(self, tickets.back(), make_error(errc::cancelled, "the caller cancelled the query"));
+    complete(self, tickets.back(),
+             make_error(errc::cancelled, "the caller cancelled the query"));
   }
   // Through the cache, the path the queries took, so the batcher sees the withdrawal
   // after the queries themselves.
@@ -189,9 +194,10 @@ void cancel_for(request_pointer self, const answer_sink& sink,
 
 } // namespace
 
-engine_actor::behavior_type
-request_actor(request_pointer self, request_options options, backends::model_info model,
-              cache_actor cache, batcher_actor batcher, std::shared_ptr<engine_metrics> metrics) {
+engine_actor::behavior_type request_actor(request_pointer self, request_options options,
+                                          backends::model_info model, cache_actor cache,
+                                          batcher_actor batcher,
+                                          std::shared_ptr<engine_metrics> metrics) {
   auto& st = self->state;
   st.options = options;
   st.model = std::move(model);
@@ -207,53 +213,59 @@ request_actor(request_pointer self, request_options options, backends::model_inf
     self->quit(msg.reason);
   });
   return {
-    [=](answer_atom, std::uint64_t ticket, const shared_logprobs& row) {
-      complete(self, ticket, row);
-    },
-    [=](answer_atom, std::uint64_t ticket, const caf::error& e) { complete(self, ticket, e); },
-    [=](answer_atom, const answer_batch& batch) {
-      for (std::size_t i = 0; i < batch.tickets.size(); ++i)
-        complete(self, batch.tickets[i], batch.rows[i]);
-    },
-    [=](timeout_atom) { on_deadline_timer(self); },
-    [=](flush_atom) { deliver_held(self); },
-    [=](logprobs_atom, const cache::token_seq& tokens) {
-      auto promise = self->make_response_promise<shared_logprobs>();
-      ask(self, query{tokens}, to_promise(promise));
-      return promise;
-    },
-    [=](logprobs_atom, const query& q) {
-      auto promise = self->make_response_promise<shared_logprobs>();
-      ask(self, q, to_promise(promise));
-      return promise;
-    },
-    // Taken by mutable reference and moved from: the message is ours alone (sent, not
-    // shared), so neither the tokens nor the callback are copied.
-    [=](logprobs_atom, query& q, reply_callback& callback) {
-      ask(self, std::move(q), std::move(callback.fn));
-    },
-    [=](logprobs_atom, query& q, std::uint64_t id, const answer_sink& sink) {
-      ask(self, std::move(q), to_sink(self, sink, id), caller_key{sink.address(), id});
-    },
-    [=](cancel_atom, const answer_sink& sink, const std::vector<std::uint64_t>& ids) {
-      cancel_for(self, sink, ids);
-    },
-    [=](uncached_atom, const cache::token_seq& tokens) {
-      auto promise = self->make_response_promise<shared_logprobs>();
-      ask_uncached(self, tokens, to_promise(promise));
-      return promise;
-    },
-    [=](uncached_atom, const cache::token_seq& tokens, reply_callback& callback) {
-      ask_uncached(self, tokens, std::move(callback.fn));
-    },
-    [=](clear_atom, std::string& partitions) {
-      return self->delegate(self->state.cache, clear_atom::value, std::move(partitions));
-    },
-    [=](clear_kv_atom, std::string& partitions) {
-      return self->delegate(self->state.cache, clear_kv_atom::value, std::move(partitions));
-    },
-    [=](cancel_atom) { return self->delegate(self->state.batcher, cancel_atom::value); },
-    [=](info_atom) { return self->state.model; },
+      [=](answer_atom, std::uint64_t ticket, const shared_logprobs& row) {
+        complete(self, ticket, row);
+      },
+      [=](answer_atom, std::uint64_t ticket, const caf::error& e) {
+        complete(self, ticket, e);
+      },
+      [=](answer_atom, const answer_batch& batch) {
+        for (std::size_t i = 0; i < batch.tickets.size(); ++i)
+          complete(self, batch.tickets[i], batch.rows[i]);
+      },
+      [=](timeout_atom) { on_deadline_timer(self); },
+      [=](flush_atom) { deliver_held(self); },
+      [=](logprobs_atom, const cache::token_seq& tokens) {
+        auto promise = self->make_response_promise<shared_logprobs>();
+        ask(self, query{tokens}, to_promise(promise));
+        return promise;
+      },
+      [=](logprobs_atom, const query& q) {
+        auto promise = self->make_response_promise<shared_logprobs>();
+        ask(self, q, to_promise(promise));
+        return promise;
+      },
+      // Taken by mutable reference and moved from: the message is ours alone (sent, not
+      // shared), so neither the tokens nor the callback are copied.
+      [=](logprobs_atom, query& q, reply_callback& callback) {
+        ask(self, std::move(q), std::move(callback.fn));
+      },
+      [=](logprobs_atom, query& q, std::uint64_t id, const answer_sink& sink) {
+        ask(self, std::move(q), to_sink(self, sink, id), caller_key{sink.address(), id});
+      },
+      [=](cancel_atom, const answer_sink& sink, const std::vector<std::uint64_t>& ids) {
+        cancel_for(self, sink, ids);
+      },
+      [=](uncached_atom, const cache::token_seq& tokens) {
+        auto promise = self->make_response_promise<shared_logprobs>();
+        ask_uncached(self, tokens, to_promise(promise));
+        return promise;
+      },
+      [=](uncached_atom, const cache::token_seq& tokens, reply_callback& callback) {
+        ask_uncached(self, tokens, std::move(callback.fn));
+      },
+      [=](clear_atom, std::string& partitions) {
+        return self->delegate(self->state.cache, clear_atom::value,
+                              std::move(partitions));
+      },
+      [=](clear_kv_atom, std::string& partitions) {
+        return self->delegate(self->state.cache, clear_kv_atom::value,
+                              std::move(partitions));
+      },
+      [=](cancel_atom) {
+        return self->delegate(self->state.batcher, cancel_atom::value);
+      },
+      [=](info_atom) { return self->state.model; },
   };
 }
 

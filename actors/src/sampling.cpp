@@ -7,9 +7,9 @@
 namespace canopy::actors {
 
 std::mt19937_64 sampling_stream(std::uint64_t seed, std::uint64_t index) {
-  std::seed_seq sequence{static_cast<std::uint32_t>(seed), static_cast<std::uint32_t>(seed >> 32),
-                         static_cast<std::uint32_t>(index),
-                         static_cast<std::uint32_t>(index >> 32)};
+  std::seed_seq sequence{
+      static_cast<std::uint32_t>(seed), static_cast<std::uint32_t>(seed >> 32),
+      static_cast<std::uint32_t>(index), static_cast<std::uint32_t>(index >> 32)};
   return std::mt19937_64(sequence);
 }
 
@@ -22,8 +22,9 @@ std::vector<std::int32_t> nucleus(const std::vector<double>& weights, double tot
   std::vector<std::int32_t> ids(weights.size());
   for (std::size_t v = 0; v < ids.size(); ++v)
     ids[v] = static_cast<std::int32_t>(v);
-  std::stable_sort(ids.begin(), ids.end(),
-                   [&](std::int32_t a, std::int32_t b) { return weights[a] > weights[b]; });
+  std::stable_sort(ids.begin(), ids.end(), [&](std::int32_t a, std::int32_t b) {
+    return weights[a] > weights[b];
+  });
   double kept = 0;
   std::size_t n = 0;
   while (n < ids.size() && (n == 0 || kept < top_p * total))
@@ -38,7 +39,8 @@ std::vector<std::int32_t> nucleus(const std::vector<double>& weights, double tot
 std::int32_t sample_token(const float* logprobs, std::size_t vocab, double temperature,
                           std::mt19937_64& stream, double top_p) {
   if (temperature <= 0)
-    return static_cast<std::int32_t>(std::max_element(logprobs, logprobs + vocab) - logprobs);
+    return static_cast<std::int32_t>(std::max_element(logprobs, logprobs + vocab) -
+                                     logprobs);
   // Inverse CDF over exp((lp - max) / T) in double, so tiny probabilities still count.
   const double top = *std::max_element(logprobs, logprobs + vocab);
   std::vector<double> weights(vocab);
@@ -67,9 +69,9 @@ std::int32_t sample_token(const float* logprobs, std::size_t vocab, double tempe
 sampling_run::sampling_run(std::vector<cache::token_seq> prompts, std::size_t max_tokens,
                            std::vector<std::int32_t> eos_token_ids, double temperature,
                            std::uint64_t seed, double top_p)
-  : prompts_(std::move(prompts)), generated_(prompts_.size()),
-    stopped_(prompts_.size(), false), max_tokens_(max_tokens), eos_(std::move(eos_token_ids)),
-    temperature_(temperature), top_p_(top_p) {
+    : prompts_(std::move(prompts)), generated_(prompts_.size()),
+      stopped_(prompts_.size(), false), max_tokens_(max_tokens),
+      eos_(std::move(eos_token_ids)), temperature_(temperature), top_p_(top_p) {
   for (std::size_t i = 0; i < prompts_.size(); ++i)
     streams_.push_back(sampling_stream(seed, i));
 }

@@ -12,20 +12,20 @@ worker(worker_actor::stateful_pointer<worker_state> self,
   // The backend arrives through a shared holder because spawn arguments are copied.
   self->state.backend = std::move(*backend);
   return {
-    [=](run_atom, const backends::pass_request& request, cache::row_dtype rows)
-      -> caf::result<computed_pass> {
-      auto result = run_pass(*self->state.backend, request, rows);
-      if (!result)
-        return std::move(result.error());
-      return std::move(*result);
-    },
-    [=](free_kv_atom, const std::vector<cache::kv_handle>& handles) {
-      release_kv(*self->state.backend, handles);
-    },
-    [=](demote_kv_atom, const std::vector<cache::kv_handle>& handles) {
-      demote_kv(*self->state.backend, handles);
-    },
-    [=](info_atom) { return self->state.backend->info(); },
+      [=](run_atom, const backends::pass_request& request,
+          cache::row_dtype rows) -> caf::result<computed_pass> {
+        auto result = run_pass(*self->state.backend, request, rows);
+        if (!result)
+          return std::move(result.error());
+        return std::move(*result);
+      },
+      [=](free_kv_atom, const std::vector<cache::kv_handle>& handles) {
+        release_kv(*self->state.backend, handles);
+      },
+      [=](demote_kv_atom, const std::vector<cache::kv_handle>& handles) {
+        demote_kv(*self->state.backend, handles);
+      },
+      [=](info_atom) { return self->state.backend->info(); },
   };
 }
 

@@ -54,10 +54,11 @@ void give_up(link_pointer self, const std::string& state, const std::string& why
   drop(self, caf::exit_reason::user_shutdown);
   figures(self).set_state(state, why);
   // A refused node is refused until someone changes it: no point in hurrying.
-  st.backoff = state == "refused"
-                 ? caf::timespan{longest_backoff}
-                 : std::min<caf::timespan>(longest_backoff, std::max<caf::timespan>(
-                                                              first_backoff, st.backoff * 2));
+  st.backoff =
+      state == "refused"
+          ? caf::timespan{longest_backoff}
+          : std::min<caf::timespan>(
+                longest_backoff, std::max<caf::timespan>(first_backoff, st.backoff * 2));
   retry_after(self, st.backoff);
   conclude(self);
 }
@@ -83,8 +84,12 @@ std::string node_says(const caf::error& e) {
 // most interval + patience = 0.7 worker_timeout after it stopped, so within the
 // timeout even on a busy machine, while a node busy computing still has half the
 // timeout to answer.
-caf::timespan heartbeat_interval(const link_options& o) { return o.timeout / 5; }
-caf::timespan heartbeat_patience(const link_options& o) { return o.timeout / 2; }
+caf::timespan heartbeat_interval(const link_options& o) {
+  return o.timeout / 5;
+}
+caf::timespan heartbeat_patience(const link_options& o) {
+  return o.timeout / 2;
+}
 
 void schedule_ping(link_pointer self) {
   self->delayed_send(self, heartbeat_interval(self->state.options), ping_atom::value,
@@ -124,8 +129,8 @@ void join_devices(link_pointer self, const node_announcement& a) {
     self->monitor(d.handle);
     st.devices.push_back(d.handle);
     st.proxies.push_back(proxy);
-    worker_description description{d.model, d.kv_budget_bytes, st.options.address, d.device,
-                                   st.slots[i]};
+    worker_description description{d.model, d.kv_budget_bytes, st.options.address,
+                                   d.device, st.slots[i]};
     auto joined = [=] {
       if (--*left != 0 || self->state.attempt != attempt)
         return;
@@ -135,16 +140,16 @@ void join_devices(link_pointer self, const node_announcement& a) {
         give_up(self, "refused", *refusal);
     };
     self->request(st.batcher, st.options.timeout, join_atom::value, proxy, description)
-      .then(
-        [=](cache::worker_id w) {
-          if (self->state.attempt == attempt)
-            self->state.slots[i] = w;
-          joined();
-        },
-        [=](const caf::error& e) {
-          *refusal = node_says(e);
-          joined();
-        });
+        .then(
+            [=](cache::worker_id w) {
+              if (self->state.attempt == attempt)
+                self->state.slots[i] = w;
+              joined();
+            },
+            [=](const caf::error& e) {
+              *refusal = node_says(e);
+              joined();
+            });
   }
   if (a.devices.empty())
     give_up(self, "refused", "the node announced no device");
@@ -156,37 +161,45 @@ void authenticate(link_pointer self, const auth_bytes& front_nonce, node_challen
   const auto& secret = st.options.secret;
   const auto& at = st.options.address;
   if (c.protocol != protocol_version)
-    return give_up(self, "refused", "protocol mismatch: this front speaks protocol " +
-                                      std::to_string(protocol_version) + ", the node at " + at +
-                                      " speaks " + std::to_string(c.protocol));
+    return give_up(self, "refused",
+                   "protocol mismatch: this front speaks protocol " +
+                       std::to_string(protocol_version) + ", the node at " + at +
+                       " speaks " + std::to_string(c.protocol));
   if (secret.empty() && !c.proof.empty())
-    return give_up(self, "refused", "the node at " + at + " requires a cluster token and this "
-                                    "front has none (cluster_token_file)");
+    return give_up(self, "refused",
+                   "the node at " + at +
+                       " requires a cluster token and this "
+                       "front has none (cluster_token_file)");
   if (!secret.empty() && c.proof.empty())
-    return give_up(self, "refused", "the node at " + at + " has no cluster token and this "
-                                    "front requires one");
+    return give_up(self, "refused",
+                   "the node at " + at +
+                       " has no cluster token and this "
+                       "front requires one");
   if (!secret.empty() &&
       !same_proof(c.proof, auth_proof(secret, auth_role::node, front_nonce, c.nonce)))
-    return give_up(self, "refused", "the node at " + at + " could not prove the cluster "
-                                    "token (the tokens differ)");
-  const auto proof =
-    secret.empty() ? auth_bytes{} : auth_proof(secret, auth_role::front, front_nonce, c.nonce);
+    return give_up(self, "refused",
+                   "the node at " + at +
+                       " could not prove the cluster "
+                       "token (the tokens differ)");
+  const auto proof = secret.empty()
+                         ? auth_bytes{}
+                         : auth_proof(secret, auth_role::front, front_nonce, c.nonce);
   const auto node_nonce = c.nonce;
   self->request(st.gate, st.options.timeout, auth_atom::value, proof)
-    .then(
-      [=](node_announcement& a) {
-        auto& st = self->state;
-        if (st.attempt != attempt)
-          return;
-        st.session = st.options.secret.empty()
-                       ? a.session
-                       : session_token(st.options.secret, front_nonce, node_nonce);
-        join_devices(self, a);
-      },
-      [=](const caf::error& e) {
-        if (self->state.attempt == attempt)
-          give_up(self, "refused", "the node at " + at + " refused: " + node_says(e));
-      });
+      .then(
+          [=](node_announcement& a) {
+            auto& st = self->state;
+            if (st.attempt != attempt)
+              return;
+            st.session = st.options.secret.empty()
+                             ? a.session
+                             : session_token(st.options.secret, front_nonce, node_nonce);
+            join_devices(self, a);
+          },
+          [=](const caf::error& e) {
+            if (self->state.attempt == attempt)
+              give_up(self, "refused", "the node at " + at + " refused: " + node_says(e));
+          });
 }
 
 void greet(link_pointer self, const caf::strong_actor_ptr& ptr,
@@ -196,26 +209,25 @@ void greet(link_pointer self, const caf::strong_actor_ptr& ptr,
   if (!ptr)
     return give_up(self, "unreachable", "nothing is published at " + st.options.address);
   if (interface != self->system().message_types<node_gate_actor>())
-    return give_up(self, "refused", "the process at " + st.options.address +
-                                      " is not a canopy worker of protocol " +
-                                      std::to_string(protocol_version) +
-                                      " (its published interface differs)");
+    return give_up(
+        self, "refused",
+        "the process at " + st.options.address + " is not a canopy worker of protocol " +
+            std::to_string(protocol_version) + " (its published interface differs)");
   st.gate = caf::actor_cast<node_gate_actor>(ptr);
   self->monitor(st.gate);
   auto nonce = fresh_nonce();
-  self
-    ->request(st.gate, st.options.timeout, hello_atom::value,
-              node_hello{protocol_version, nonce, self})
-    .then(
-      [=](node_challenge& c) {
-        if (self->state.attempt == attempt)
-          authenticate(self, nonce, c);
-      },
-      [=](const caf::error& e) {
-        if (self->state.attempt == attempt)
-          give_up(self, code_of(e) == errc::none ? "unreachable" : "refused",
-                  "the node at " + self->state.options.address + ": " + node_says(e));
-      });
+  self->request(st.gate, st.options.timeout, hello_atom::value,
+                node_hello{protocol_version, nonce, self})
+      .then(
+          [=](node_challenge& c) {
+            if (self->state.attempt == attempt)
+              authenticate(self, nonce, c);
+          },
+          [=](const caf::error& e) {
+            if (self->state.attempt == attempt)
+              give_up(self, code_of(e) == errc::none ? "unreachable" : "refused",
+                      "the node at " + self->state.options.address + ": " + node_says(e));
+          });
 }
 
 void connect(link_pointer self) {
@@ -224,48 +236,53 @@ void connect(link_pointer self) {
   const auto attempt = ++st.attempt;
   self->request(st.options.middleman, st.options.timeout, connect_atom::value,
                 st.options.host, st.options.port)
-    .then(
-      [=](const caf::node_id&, caf::strong_actor_ptr& ptr, std::set<std::string>& interface) {
-        if (self->state.attempt == attempt)
-          greet(self, ptr, interface);
-      },
-      [=](const caf::error& e) {
-        if (self->state.attempt != attempt)
-          return;
-        const auto& o = self->state.options;
-        // The gate (cluster_middleman.hpp) says why it turned the node away, if it did.
-        const auto why = o.refusals ? o.refusals->take(peer_label(o.host, o.port)) : "";
-        if (!why.empty())
-          return give_up(self, "refused", "the node at " + o.address + " " + why);
-        give_up(self, "unreachable",
-                "cannot connect to " + o.address + ": " + self->system().render(e));
-      });
+      .then(
+          [=](const caf::node_id&, caf::strong_actor_ptr& ptr,
+              std::set<std::string>& interface) {
+            if (self->state.attempt == attempt)
+              greet(self, ptr, interface);
+          },
+          [=](const caf::error& e) {
+            if (self->state.attempt != attempt)
+              return;
+            const auto& o = self->state.options;
+            // The gate (cluster_middleman.hpp) says why it turned the node away, if it
+            // did.
+            const auto why =
+                o.refusals ? o.refusals->take(peer_label(o.host, o.port)) : "";
+            if (!why.empty())
+              return give_up(self, "refused", "the node at " + o.address + " " + why);
+            give_up(self, "unreachable",
+                    "cannot connect to " + o.address + ": " + self->system().render(e));
+          });
 }
 
 void ping(link_pointer self) {
   auto& st = self->state;
   const auto attempt = st.attempt;
   self->request(st.gate, heartbeat_patience(st.options), ping_atom::value, st.session)
-    .then(
-      [=](bool) {
-        if (self->state.attempt != attempt || !self->state.admitted)
-          return;
-        heartbeat_answered(self);
-        schedule_ping(self);
-      },
-      [=](const caf::error& e) {
-        if (self->state.attempt == attempt && self->state.admitted)
-          lose(self, "no heartbeat answer within " +
-                       std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                        heartbeat_patience(self->state.options))
-                                        .count()) +
-                       " ms: " + node_says(e));
-      });
+      .then(
+          [=](bool) {
+            if (self->state.attempt != attempt || !self->state.admitted)
+              return;
+            heartbeat_answered(self);
+            schedule_ping(self);
+          },
+          [=](const caf::error& e) {
+            if (self->state.attempt == attempt && self->state.admitted)
+              lose(self, "no heartbeat answer within " +
+                             std::to_string(
+                                 std::chrono::duration_cast<std::chrono::milliseconds>(
+                                     heartbeat_patience(self->state.options))
+                                     .count()) +
+                             " ms: " + node_says(e));
+          });
 }
 
 bool from_gate(link_pointer self) {
   const auto& st = self->state;
-  return st.gate && self->current_sender() == caf::actor_cast<caf::strong_actor_ptr>(st.gate);
+  return st.gate &&
+         self->current_sender() == caf::actor_cast<caf::strong_actor_ptr>(st.gate);
 }
 
 } // namespace
@@ -281,41 +298,43 @@ worker_link_actor::behavior_type worker_link(link_pointer self, link_options opt
     auto& st = self->state;
     const bool ours = (st.gate && msg.source == st.gate.address()) ||
                       std::any_of(st.devices.begin(), st.devices.end(),
-                                  [&](const node_device_actor& d) { return d.address() == msg.source; });
+                                  [&](const node_device_actor& d) {
+                                    return d.address() == msg.source;
+                                  });
     if (ours)
       lose(self, "the connection to " + st.options.address + " dropped (" +
-                   caf::to_string(msg.reason) + ")");
+                     caf::to_string(msg.reason) + ")");
   });
   self->send(self, connect_atom::value, st.attempt);
   return {
-    [=](connect_atom, std::uint64_t attempt) {
-      if (attempt == self->state.attempt)
-        connect(self);
-    },
-    [=](ping_atom, std::uint64_t attempt) {
-      if (attempt == self->state.attempt && self->state.admitted)
-        ping(self);
-    },
-    [=](drain_atom) {
-      if (!from_gate(self))
-        return;
-      figures(self).set_state("draining");
-      for (auto w : self->state.slots)
-        if (w != new_slot)
-          self->send(self->state.batcher, drain_atom::value, w);
-    },
-    [=](leave_atom) -> caf::result<bool> {
-      if (!from_gate(self))
-        return make_error(errc::invalid_request, "only the node's gate says it leaves");
-      return true;
-    },
-    [=](wait_atom) -> caf::result<bool> {
-      if (self->state.concluded)
+      [=](connect_atom, std::uint64_t attempt) {
+        if (attempt == self->state.attempt)
+          connect(self);
+      },
+      [=](ping_atom, std::uint64_t attempt) {
+        if (attempt == self->state.attempt && self->state.admitted)
+          ping(self);
+      },
+      [=](drain_atom) {
+        if (!from_gate(self))
+          return;
+        figures(self).set_state("draining");
+        for (auto w : self->state.slots)
+          if (w != new_slot)
+            self->send(self->state.batcher, drain_atom::value, w);
+      },
+      [=](leave_atom) -> caf::result<bool> {
+        if (!from_gate(self))
+          return make_error(errc::invalid_request, "only the node's gate says it leaves");
         return true;
-      auto promise = self->make_response_promise<bool>();
-      self->state.waiting.push_back(promise);
-      return promise;
-    },
+      },
+      [=](wait_atom) -> caf::result<bool> {
+        if (self->state.concluded)
+          return true;
+        auto promise = self->make_response_promise<bool>();
+        self->state.waiting.push_back(promise);
+        return promise;
+      },
   };
 }
 

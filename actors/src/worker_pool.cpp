@@ -15,14 +15,17 @@ std::string describe(const messages::worker_description& w) {
 std::string admission_problem(const backends::model_info& served,
                               const messages::worker_description& worker) {
   const auto& m = worker.model;
-  auto differs = [&](const char* what, const std::string& theirs, const std::string& ours) {
-    return describe(worker) + " serves " + what + " " + theirs + " (" + backends::public_name(m) +
-           ") but this engine serves " + ours + " (" + backends::public_name(served) + ")";
+  auto differs = [&](const char* what, const std::string& theirs,
+                     const std::string& ours) {
+    return describe(worker) + " serves " + what + " " + theirs + " (" +
+           backends::public_name(m) + ") but this engine serves " + ours + " (" +
+           backends::public_name(served) + ")";
   };
   if (!served.architecture.empty() && m.architecture != served.architecture)
     return differs("architecture", m.architecture, served.architecture);
   if (m.vocab_size != served.vocab_size)
-    return differs("vocabulary", std::to_string(m.vocab_size), std::to_string(served.vocab_size));
+    return differs("vocabulary", std::to_string(m.vocab_size),
+                   std::to_string(served.vocab_size));
   if (m.context_length != served.context_length)
     return differs("context", std::to_string(m.context_length),
                    std::to_string(served.context_length));
@@ -40,10 +43,11 @@ std::string admission_problem(const backends::model_info& served,
 }
 
 worker_pool::worker_pool(backends::model_info served, std::uint32_t passes_in_flight)
-  : served_(std::move(served)), passes_in_flight_(std::max(1u, passes_in_flight)) {}
+    : served_(std::move(served)), passes_in_flight_(std::max(1u, passes_in_flight)) {}
 
 std::variant<cache::worker_id, std::string>
-worker_pool::admit(messages::worker_actor handle, messages::worker_description description) {
+worker_pool::admit(messages::worker_actor handle,
+                   messages::worker_description description) {
   if (auto problem = admission_problem(served_, description); !problem.empty())
     return problem;
   cache::worker_id id = description.slot;
@@ -59,7 +63,8 @@ worker_pool::admit(messages::worker_actor handle, messages::worker_description d
     served_.fingerprint = description.model.fingerprint;
   auto& slot = slots_[id];
   description.slot = id;
-  slot = worker_slot{std::move(handle), std::move(description), worker_status::active, {}, 0};
+  slot = worker_slot{
+      std::move(handle), std::move(description), worker_status::active, {}, 0};
   return id;
 }
 
@@ -73,7 +78,8 @@ std::optional<cache::worker_id> worker_pool::find(const caf::actor_addr& address
 std::vector<cache::worker_id> worker_pool::ready() const {
   std::vector<cache::worker_id> out;
   for (cache::worker_id w = 0; w < slots_.size(); ++w)
-    if (slots_[w].state == worker_status::active && slots_[w].batches.size() < passes_in_flight_)
+    if (slots_[w].state == worker_status::active &&
+        slots_[w].batches.size() < passes_in_flight_)
       out.push_back(w);
   return out;
 }

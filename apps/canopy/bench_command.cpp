@@ -2,16 +2,16 @@
 // one process, and prints a table (or one JSON document) of what each costs.
 
 #include "bench/bench_report.hpp"
-#include "bench/pass_breakdown.hpp"
-#include "bench/tier_probe.hpp"
 #include "bench/bench_runner.hpp"
+#include "bench/encode_bench_command.hpp"
+#include "bench/matmul_ceiling.hpp"
+#include "bench/pass_breakdown.hpp"
+#include "bench/process_memory.hpp"
+#include "bench/tier_probe.hpp"
+#include "bench/worker_processes.hpp"
 #include "cli_args.hpp"
 #include "commands.hpp"
-#include "bench/encode_bench_command.hpp"
 #include "http_load/http_load_command.hpp"
-#include "bench/matmul_ceiling.hpp"
-#include "bench/process_memory.hpp"
-#include "bench/worker_processes.hpp"
 
 #include <canopy/actors/engine_actors.hpp>
 #include <canopy/backends/backend_factory.hpp>
@@ -54,7 +54,8 @@ const char* const usage =
     "2e-5 x |value|); a mismatch makes the exit code 1. After the table, a targets\n"
     "section compares the results with the engine's goals (informational: the exit\n"
     "code does not depend on it).\n"
-    "With --remote_workers, the engine drives those worker nodes (with --workers 0, as a\n"
+    "With --remote_workers, the engine drives those worker nodes (with --workers 0, as "
+    "a\n"
     "front only); --spawn-workers starts them itself and compares counts side by side.\n"
     "With --target http://HOST:PORT it measures a running `canopy serve` over HTTP\n"
     "instead ('canopy bench --target URL --help' lists those options); with --encode\n"
@@ -64,13 +65,14 @@ std::vector<flag_spec> bench_flags() {
   const workload_options d;
   const auto dflt = [](auto value) { return " (default " + std::to_string(value) + ")"; };
   return {
-      {"workload", "LIST",
-       "smc, decode, scoring, hits, misses or all, comma-separated"},
+      {"workload", "LIST", "smc, decode, scoring, hits, misses or all, comma-separated"},
       {"variants", "LIST",
        "full, futures, no-cache, no-kv, no-batching, direct or all, comma-separated "
-       "(futures: full, asked through engine futures, as hosts do, instead of callbacks)"},
+       "(futures: full, asked through engine futures, as hosts do, instead of "
+       "callbacks)"},
       {"particles", "N", "smc: particles" + dflt(d.particles)},
-      {"steps", "T", "smc: sampled tokens per particle; decode: tokens decoded" + dflt(d.steps)},
+      {"steps", "T",
+       "smc: sampled tokens per particle; decode: tokens decoded" + dflt(d.steps)},
       {"prompt-length", "L",
        "smc, decode: tokens of the random prompt" + dflt(d.prompt_length)},
       {"sequences", "S",
@@ -85,20 +87,25 @@ std::vector<flag_spec> bench_flags() {
            " for hits, " + std::to_string(d.miss_queries) + " for misses)"},
       {"miss-tokens", "K",
        "misses: new tokens per query after its prompt" + dflt(d.miss_tokens)},
-      {"in-flight", "N", "hits and misses: queries in flight at most" + dflt(d.in_flight)},
+      {"in-flight", "N",
+       "hits and misses: queries in flight at most" + dflt(d.in_flight)},
       {"seed", "S", "seed of prompts, sequences and sampling" + dflt(d.seed)},
       {"spawn-workers", "LIST",
        "run everything on N `canopy worker` processes the bench starts on loopback, for "
-       "each N of the comma-separated list (0: the engine's own in-process workers), with "
+       "each N of the comma-separated list (0: the engine's own in-process workers), "
+       "with "
        "the bench's engine settings"},
       {"json", "", "print one JSON document instead of the table"},
       {"profile", "",
-       "instead of the table, where a lone query's time goes: the decode workload through "
-       "the engine, through the actors on the zero-cost mock, and on the bare backend part "
+       "instead of the table, where a lone query's time goes: the decode workload "
+       "through "
+       "the engine, through the actors on the zero-cost mock, and on the bare backend "
+       "part "
        "by part (actor hops, trie, each layer, LM head, row copy)"},
       {"tier-probe", "",
        "instead of the table, when the KV host tier pays: a prompt's KV (--prompt-length "
-       "tokens) demoted and promoted on the bare backend, against recomputing it; the host "
+       "tokens) demoted and promoted on the bare backend, against recomputing it; the "
+       "host "
        "tier defaults to the device's budget"},
   };
 }
@@ -151,9 +158,10 @@ workload_options workload_options_of(const parsed_args& args,
   for (auto w : workloads) {
     const bool extends = w == workload_kind::smc || w == workload_kind::decode;
     if (extends && o.prompt_length + o.steps - 1 > context)
-      throw usage_error("--steps: SMC and decode contexts reach prompt-length + steps - 1 = " +
-                        std::to_string(o.prompt_length + o.steps - 1) +
-                        " tokens, more than context_length " + std::to_string(context));
+      throw usage_error(
+          "--steps: SMC and decode contexts reach prompt-length + steps - 1 = " +
+          std::to_string(o.prompt_length + o.steps - 1) +
+          " tokens, more than context_length " + std::to_string(context));
     if (w == workload_kind::misses && o.sequence_length + o.miss_tokens > context)
       throw usage_error("--sequence-length, --miss-tokens: misses queries have "
                         "sequence-length + miss-tokens = " +
@@ -222,12 +230,14 @@ std::vector<std::size_t> spawn_counts_of(const parsed_args& args) {
   if (!args.has("spawn-workers"))
     return out;
   for (const auto& name : args.names("spawn-workers", "")) {
-    if (name.empty() || name.size() > 3 || name.find_first_not_of("0123456789") != std::string::npos)
+    if (name.empty() || name.size() > 3 ||
+        name.find_first_not_of("0123456789") != std::string::npos)
       throw usage_error("--spawn-workers: '" + name + "' is not a count (e.g. 0,1,2,4)");
     out.push_back(std::stoul(name));
   }
   if (!args.config.remote_workers.empty())
-    throw usage_error("--spawn-workers starts its own workers: give it or --remote_workers, not both");
+    throw usage_error(
+        "--spawn-workers starts its own workers: give it or --remote_workers, not both");
   return out;
 }
 
@@ -277,28 +287,30 @@ int bench_command(const std::vector<std::string>& argv) {
                                   workload_kind::misses};
   // A model's passes cost real time: its default is the two workloads of its targets.
   const auto workloads = parse_list(
-    args, "workload", all_workloads,
-    mock ? all_workloads : std::vector{workload_kind::smc, workload_kind::scoring},
-    parse_workload);
-  const std::vector all_variants{bench_variant::full,  bench_variant::futures,
-                                 bench_variant::no_cache, bench_variant::no_kv,
+      args, "workload", all_workloads,
+      mock ? all_workloads : std::vector{workload_kind::smc, workload_kind::scoring},
+      parse_workload);
+  const std::vector all_variants{bench_variant::full,        bench_variant::futures,
+                                 bench_variant::no_cache,    bench_variant::no_kv,
                                  bench_variant::no_batching, bench_variant::direct};
-  const auto variants = parse_list(
-    args, "variants", all_variants,
-    mock ? std::vector{bench_variant::full, bench_variant::no_cache,
-                       bench_variant::no_batching, bench_variant::direct}
-         : std::vector{bench_variant::full, bench_variant::no_kv, bench_variant::no_batching},
-    parse_variant);
+  const auto variants =
+      parse_list(args, "variants", all_variants,
+                 mock ? std::vector{bench_variant::full, bench_variant::no_cache,
+                                    bench_variant::no_batching, bench_variant::direct}
+                      : std::vector{bench_variant::full, bench_variant::no_kv,
+                                    bench_variant::no_batching},
+                 parse_variant);
   const auto spawn_counts = spawn_counts_of(args);
   const bool network = !spawn_counts.empty() || !args.config.remote_workers.empty();
   // The model's vocabulary and context shape the workloads.
-  const auto model = backends::describe_model(actors::backend_spec_for(args.config, "cpu"));
+  const auto model =
+      backends::describe_model(actors::backend_spec_for(args.config, "cpu"));
   const auto options = workload_options_of(args, workloads, model);
   if (args.has("profile")) {
     auto profiled = options;
     if (!args.has("steps"))
-      profiled.steps = std::min<std::size_t>(256, static_cast<std::size_t>(model.context_length) -
-                                                    profiled.prompt_length);
+      profiled.steps = std::min<std::size_t>(
+          256, static_cast<std::size_t>(model.context_length) - profiled.prompt_length);
     run_pass_breakdown(args.config, profiled, std::cout);
     return 0;
   }
@@ -380,8 +392,10 @@ int bench_command(const std::vector<std::string>& argv) {
         {"cores", cores},
         {"matmul_gflops", matmul_gflops},
         {"config", nlohmann::json::parse(args.config.to_json())},
-        {"model", {{"name", model.name}, {"vocab_size", model.vocab_size},
-                   {"context_length", model.context_length}}},
+        {"model",
+         {{"name", model.name},
+          {"vocab_size", model.vocab_size},
+          {"context_length", model.context_length}}},
         {"workload_options", options_json(options, model.vocab_size)},
         {"check_every", answer_check_period},
         {"peak_rss_per_run", rss_per_run},

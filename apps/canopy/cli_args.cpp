@@ -74,8 +74,8 @@ parsed_args parse_args(const std::vector<std::string>& args,
     const auto spec = std::find_if(own.begin(), own.end(), [&](const flag_spec& s) {
       return canonical(s.name) == name;
     });
-    const bool known = spec != own.end() ||
-                       (engine_keys && (name == "config" || is_engine_key(name)));
+    const bool known =
+        spec != own.end() || (engine_keys && (name == "config" || is_engine_key(name)));
     if (!known)
       throw usage_error("unknown flag " + written);
     if (spec != own.end() && spec->value_name.empty()) {
@@ -192,8 +192,9 @@ std::vector<std::string> parsed_args::names(std::string_view flag,
   }
 }
 
-parsed_args parse_command_line(const std::vector<std::string>& args, std::string_view usage,
-                               const std::vector<flag_spec>& own, engine_settings settings) {
+parsed_args parse_command_line(const std::vector<std::string>& args,
+                               std::string_view usage, const std::vector<flag_spec>& own,
+                               engine_settings settings) {
   auto parsed = parse_args(args, own, settings);
   if (parsed.help)
     print_usage(std::cout, usage, own, settings);

@@ -65,8 +65,8 @@ parsed_args parse_args(const std::vector<std::string>& args,
 
 /// The opening every subcommand shares: parse_args, and with --help the usage printed
 /// to stdout first (the command then returns 0: `if (args.help) return 0;`).
-parsed_args parse_command_line(const std::vector<std::string>& args, std::string_view usage,
-                               const std::vector<flag_spec>& own,
+parsed_args parse_command_line(const std::vector<std::string>& args,
+                               std::string_view usage, const std::vector<flag_spec>& own,
                                engine_settings settings = engine_settings::accepted);
 
 /// `usage` (synopsis and what the command does), the own flags, then the engine keys

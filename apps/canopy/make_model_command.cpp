@@ -83,7 +83,8 @@ backends::synthetic_spec read_spec(const parsed_args& args) {
 } // namespace
 
 int make_model_command(const std::vector<std::string>& argv) {
-  const auto args = parse_command_line(argv, usage, make_model_flags(), engine_settings::refused);
+  const auto args =
+      parse_command_line(argv, usage, make_model_flags(), engine_settings::refused);
   if (args.help)
     return 0;
   const auto spec = read_spec(args);

@@ -13,7 +13,8 @@ namespace canopy::app {
 inline double quantile(std::vector<double>& values, double q) {
   if (values.empty())
     return 0;
-  const auto at = std::min(values.size() - 1, static_cast<std::size_t>(q * values.size()));
+  const auto at =
+      std::min(values.size() - 1, static_cast<std::size_t>(q * values.size()));
   std::nth_element(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(at),
                    values.end());
   return values[at];

@@ -1,6 +1,6 @@
-// canopy serve: the engine over HTTP/1.1 (docs/http-api.md: "HTTP API"). The engine runs inside
-// this program's own actor system (the host-system form), next to the gateway actors
-// that turn requests into engine queries; Asio threads run the connections.
+// canopy serve: the engine over HTTP/1.1 (docs/http-api.md: "HTTP API"). The engine runs
+// inside this program's own actor system (the host-system form), next to the gateway
+// actors that turn requests into engine queries; Asio threads run the connections.
 
 #include "cli_args.hpp"
 #include "commands.hpp"
@@ -29,9 +29,11 @@ namespace {
 const char* const usage =
     "Usage: canopy serve [--host H] [--port P] [--auth-token-file F] [options]\n"
     "                    [engine settings]\n\n"
-    "Serves the engine over HTTP/1.1 (docs/http-api.md: \"HTTP API\"): POST /v1/logprobs,\n"
+    "Serves the engine over HTTP/1.1 (docs/http-api.md: \"HTTP API\"): POST "
+    "/v1/logprobs,\n"
     "/v1/sample, /v1/completions, /v1/tokenize, /v1/detokenize, /v1/cache/kv,\n"
-    "/v1/cache/clear; GET /v1/vocab, /v1/tokenizer/merges, /v1/tokenizer/chat_templates,\n"
+    "/v1/cache/clear; GET /v1/vocab, /v1/tokenizer/merges, "
+    "/v1/tokenizer/chat_templates,\n"
     "/v1/model, /v1/models, /healthz, /metrics.\n"
     "Prints 'canopy serve: listening on http://HOST:PORT' once it accepts connections.\n"
     "SIGTERM or SIGINT: stops accepting, answers what is in flight (for\n"
@@ -39,45 +41,52 @@ const char* const usage =
 
 std::vector<flag_spec> serve_flags() {
   return {
-    {"host", "H", "address to bind (default 127.0.0.1: this machine only)"},
-    {"port", "P", "port to bind (default 8080; 0: any free port, printed)"},
-    {"auth-token-file", "FILE",
-     "require 'Authorization: Bearer <token>' on every request but GET /healthz, with a "
-     "token of the file (one per line; with several, each is a tenant, and tenants "
-     "share no cache entry)"},
-    {"io-threads", "N", "threads running the connections (default 1)"},
-    {"handler-threads", "N",
-     "threads that parse and tokenize request bodies, off the connections' (default 2)"},
-    {"gateways", "N", "gateway actors turning requests into queries (default: cores)"},
-    {"max-body-bytes", "N", "larger request bodies get 413 unread (default 16 MiB)"},
-    {"max-header-bytes", "N", "larger header sections get 431 (default 16 KiB)"},
-    {"header-timeout-ms", "MS", "a header section must arrive within this (default 10000)"},
-    {"body-timeout-ms", "MS", "a body must arrive within this (default 60000)"},
-    {"idle-timeout-ms", "MS", "an idle keep-alive connection is closed after (default 120000)"},
-    {"write-stall-timeout-ms", "MS",
-     "a connection whose answer's write makes no progress this long is closed (default "
-     "10000)"},
-    {"drain-timeout-ms", "MS",
-     "after SIGTERM, answers in flight get this long before every connection is closed "
-     "(default 10000; a second signal closes them at once)"},
-    {"max-connections", "N", "connections beyond this are closed at once (default 10000)"},
-    {"max-batch", "N", "sequences in one request (default 1024)"},
-    {"max-rows", "N", "log-prob rows in one answer (default 16384)"},
-    {"max-answer-bytes", "N",
-     "bytes one answer may take, encoded; larger ones get 413 before computing (default "
-     "256 MiB)"},
-    {"answer-budget-bytes", "N",
-     "bytes all answers being computed or written may take; past it, 503 (default 1 GiB)"},
-    {"body-budget-bytes", "N",
-     "bytes all request bodies being read may take; past it, 503 (default 256 MiB)"},
-    {"max-sample-tokens", "N", "max_tokens of one sample request (default 4096)"},
-    {"max-generated-tokens", "N",
-     "prompts x n x max_tokens of one sample or completion request (default 262144)"},
-    {"generation-budget-tokens", "N",
-     "those of every sample and completion in flight; past it, 503 (default 1048576)"},
-    {"served-model-name", "NAME",
-     "the model's id in the OpenAI routes (/v1/models, /v1/completions' \"model\"); "
-     "default: the model's file or folder name"},
+      {"host", "H", "address to bind (default 127.0.0.1: this machine only)"},
+      {"port", "P", "port to bind (default 8080; 0: any free port, printed)"},
+      {"auth-token-file", "FILE",
+       "require 'Authorization: Bearer <token>' on every request but GET /healthz, with "
+       "a "
+       "token of the file (one per line; with several, each is a tenant, and tenants "
+       "share no cache entry)"},
+      {"io-threads", "N", "threads running the connections (default 1)"},
+      {"handler-threads", "N",
+       "threads that parse and tokenize request bodies, off the connections' (default "
+       "2)"},
+      {"gateways", "N", "gateway actors turning requests into queries (default: cores)"},
+      {"max-body-bytes", "N", "larger request bodies get 413 unread (default 16 MiB)"},
+      {"max-header-bytes", "N", "larger header sections get 431 (default 16 KiB)"},
+      {"header-timeout-ms", "MS",
+       "a header section must arrive within this (default 10000)"},
+      {"body-timeout-ms", "MS", "a body must arrive within this (default 60000)"},
+      {"idle-timeout-ms", "MS",
+       "an idle keep-alive connection is closed after (default 120000)"},
+      {"write-stall-timeout-ms", "MS",
+       "a connection whose answer's write makes no progress this long is closed (default "
+       "10000)"},
+      {"drain-timeout-ms", "MS",
+       "after SIGTERM, answers in flight get this long before every connection is closed "
+       "(default 10000; a second signal closes them at once)"},
+      {"max-connections", "N",
+       "connections beyond this are closed at once (default 10000)"},
+      {"max-batch", "N", "sequences in one request (default 1024)"},
+      {"max-rows", "N", "log-prob rows in one answer (default 16384)"},
+      {"max-answer-bytes", "N",
+       "bytes one answer may take, encoded; larger ones get 413 before computing "
+       "(default "
+       "256 MiB)"},
+      {"answer-budget-bytes", "N",
+       "bytes all answers being computed or written may take; past it, 503 (default 1 "
+       "GiB)"},
+      {"body-budget-bytes", "N",
+       "bytes all request bodies being read may take; past it, 503 (default 256 MiB)"},
+      {"max-sample-tokens", "N", "max_tokens of one sample request (default 4096)"},
+      {"max-generated-tokens", "N",
+       "prompts x n x max_tokens of one sample or completion request (default 262144)"},
+      {"generation-budget-tokens", "N",
+       "those of every sample and completion in flight; past it, 503 (default 1048576)"},
+      {"served-model-name", "NAME",
+       "the model's id in the OpenAI routes (/v1/models, /v1/completions' \"model\"); "
+       "default: the model's file or folder name"},
   };
 }
 
@@ -121,7 +130,7 @@ server::server_options options_from(const parsed_args& args) {
     o.auth_tokens = read_token_file(args.text("auth-token-file", ""));
   o.io_threads = static_cast<std::uint32_t>(args.count("io-threads", o.io_threads, 1));
   o.handler_threads =
-    static_cast<std::uint32_t>(args.count("handler-threads", o.handler_threads, 1));
+      static_cast<std::uint32_t>(args.count("handler-threads", o.handler_threads, 1));
   o.max_body_bytes = args.count("max-body-bytes", o.max_body_bytes, 1);
   o.max_header_bytes = args.count("max-header-bytes", o.max_header_bytes, 256);
   auto ms = [&](const char* flag, std::chrono::milliseconds fallback) {
@@ -141,7 +150,7 @@ server::server_options options_from(const parsed_args& args) {
   o.max_sample_tokens = args.count("max-sample-tokens", o.max_sample_tokens, 1);
   o.max_generated_tokens = args.count("max-generated-tokens", o.max_generated_tokens, 1);
   o.generation_budget_tokens =
-    args.count("generation-budget-tokens", o.generation_budget_tokens, 1);
+      args.count("generation-budget-tokens", o.generation_budget_tokens, 1);
   o.served_model_name = args.text("served-model-name", o.served_model_name);
   return o;
 }
@@ -151,7 +160,9 @@ bool loopback_host(const std::string& host) {
   return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
 }
 
-std::size_t core_count() { return std::max(2u, std::thread::hardware_concurrency()); }
+std::size_t core_count() {
+  return std::max(2u, std::thread::hardware_concurrency());
+}
 
 } // namespace
 
@@ -168,8 +179,9 @@ int serve_command(const std::vector<std::string>& argv) {
   for (std::size_t i = 0; i < options.auth_tokens.size(); ++i)
     if (options.auth_tokens[i].size() < min_auth_token_chars)
       std::cerr << "canopy serve: WARNING: auth token " << i + 1 << " has "
-                << options.auth_tokens[i].size() << " characters; one that is not guessed has "
-                << min_auth_token_chars << " or more random ones (openssl rand -hex 16)\n";
+                << options.auth_tokens[i].size()
+                << " characters; one that is not guessed has " << min_auth_token_chars
+                << " or more random ones (openssl rand -hex 16)\n";
   const auto gateway_count = args.count("gateways", core_count(), 1);
   // A client that closes its socket mid-answer must not kill the server.
   std::signal(SIGPIPE, SIG_IGN);
@@ -182,7 +194,8 @@ int serve_command(const std::vector<std::string>& argv) {
 
   caf::actor_system_config system_config;
   configure_actor_system(system_config, args.config, front_role(args.config));
-  auto threads = args.config.scheduler_threads ? args.config.scheduler_threads : core_count();
+  auto threads =
+      args.config.scheduler_threads ? args.config.scheduler_threads : core_count();
   system_config.set("scheduler.max-threads", static_cast<std::size_t>(threads));
   // Note [scheduler wake-up]: an idle CAF worker polls its queue 100 times, then
   // polls with 50 us sleeps for 25 ms, then waits on a condition variable that a new
@@ -207,8 +220,8 @@ int serve_command(const std::vector<std::string>& argv) {
     const auto& model = lm.model();
     std::cout << "canopy serve: model " << model.name << " (vocab " << model.vocab_size
               << ", context " << model.context_length << ")\n"
-              << "canopy serve: listening on " << server::server_url(options.host, http.port())
-              << std::endl;
+              << "canopy serve: listening on "
+              << server::server_url(options.host, http.port()) << std::endl;
     http.run();
     for (const auto& g : gateways)
       caf::anon_send_exit(g, caf::exit_reason::user_shutdown);

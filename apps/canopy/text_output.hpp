@@ -1,6 +1,6 @@
 #pragma once
-// How the subcommands spell ids and JSON (bytes: canopy/backends/hex_bytes.hpp) on standard output, in one place so
-// that every command agrees (scripts parse these forms).
+// How the subcommands spell ids and JSON (bytes: canopy/backends/hex_bytes.hpp) on
+// standard output, in one place so that every command agrees (scripts parse these forms).
 // Thread contract: pure functions.
 
 #include <canopy/engine.hpp>

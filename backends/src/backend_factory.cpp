@@ -40,8 +40,9 @@ std::unique_ptr<backend_i> make_backend(const backend_spec& spec) {
     return make_mock_backend(spec.mock);
   }
   if (spec.kind == "torch")
-    return make_torch_backend(spec.model.empty() ? make_synthetic_checkpoint(builtin_model())
-                                                 : load_checkpoint(spec.model),
+    return make_torch_backend(spec.model.empty()
+                                  ? make_synthetic_checkpoint(builtin_model())
+                                  : load_checkpoint(spec.model),
                               spec.device, spec.torch);
   unknown_kind(spec);
 }
@@ -61,11 +62,12 @@ model_info describe_model(const backend_spec& spec) {
     unknown_kind(spec);
   const auto builtin = builtin_model();
   const model_config config = served_config(
-    spec.model.empty() ? synthetic_config(builtin) : load_model_config(spec.model), spec.torch);
+      spec.model.empty() ? synthetic_config(builtin) : load_model_config(spec.model),
+      spec.torch);
   info.architecture = to_string(config.arch);
   info.name = info.architecture + " " +
               (spec.model.empty() ? "synthetic " + info.architecture + " seed " +
-                                      std::to_string(builtin.seed)
+                                        std::to_string(builtin.seed)
                                   : spec.model);
   info.vocab_size = config.vocab_size;
   info.context_length = config.context_length;

@@ -15,15 +15,17 @@ constexpr std::int64_t max_rows_by_gemv = 2;
 void multiply_in_out(const float* x, std::int64_t rows, const float* w, std::int64_t in,
                      std::int64_t out, float* y, bool accumulate) {
   const float beta = accumulate ? 1.0f : 0.0f;
-  const auto m = static_cast<int>(rows), k = static_cast<int>(in), n = static_cast<int>(out);
+  const auto m = static_cast<int>(rows), k = static_cast<int>(in),
+             n = static_cast<int>(out);
   if (rows > max_rows_by_gemv) {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, x, k, w, n, beta, y,
-                n);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, x, k, w, n,
+                beta, y, n);
     return;
   }
   for (int r = 0; r < m; ++r)
-    cblas_sgemv(CblasRowMajor, CblasTrans, k, n, 1.0f, w, n, x + static_cast<std::int64_t>(r) * k,
-                1, beta, y + static_cast<std::int64_t>(r) * n, 1);
+    cblas_sgemv(CblasRowMajor, CblasTrans, k, n, 1.0f, w, n,
+                x + static_cast<std::int64_t>(r) * k, 1, beta,
+                y + static_cast<std::int64_t>(r) * n, 1);
 }
 
 } // namespace canopy::backends

@@ -27,8 +27,9 @@ std::vector<merge_rule> bpe_merges::rules() const {
   std::vector<std::pair<std::uint32_t, merge_rule>> ranked;
   ranked.reserve(table_.size());
   for (const auto& [key, e] : table_)
-    ranked.push_back({e.rank, merge_rule{static_cast<token_id>(key >> 32),
-                                         static_cast<token_id>(key & 0xffffffffu), e.result}});
+    ranked.push_back(
+        {e.rank, merge_rule{static_cast<token_id>(key >> 32),
+                            static_cast<token_id>(key & 0xffffffffu), e.result}});
   std::sort(ranked.begin(), ranked.end(),
             [](const auto& a, const auto& b) { return a.first < b.first; });
   std::vector<merge_rule> out;
@@ -50,10 +51,11 @@ void bpe_merges::merge(std::vector<token_id> symbols, std::vector<token_id>& out
     merge_long(std::move(symbols), out);
 }
 
-void bpe_merges::merge_short(std::vector<token_id>& symbols, std::vector<token_id>& out) const {
-  // encoder.py's loop, literally: take the adjacent pair with the lowest rank, merge every
-  // non-overlapping occurrence of it left to right, repeat until no adjacent pair merges.
-  // For the short words that make up most text this beats the heap below.
+void bpe_merges::merge_short(std::vector<token_id>& symbols,
+                             std::vector<token_id>& out) const {
+  // encoder.py's loop, literally: take the adjacent pair with the lowest rank, merge
+  // every non-overlapping occurrence of it left to right, repeat until no adjacent pair
+  // merges. For the short words that make up most text this beats the heap below.
   std::vector<token_id> next;
   next.reserve(symbols.size());
   while (symbols.size() > 1) {
@@ -71,7 +73,8 @@ void bpe_merges::merge_short(std::vector<token_id>& symbols, std::vector<token_i
       break;
     next.clear();
     for (std::size_t i = 0; i < symbols.size();) {
-      if (i + 1 < symbols.size() && symbols[i] == best_left && symbols[i + 1] == best_right) {
+      if (i + 1 < symbols.size() && symbols[i] == best_left &&
+          symbols[i + 1] == best_right) {
         next.push_back(best->result);
         i += 2;
       } else {
@@ -83,11 +86,13 @@ void bpe_merges::merge_short(std::vector<token_id>& symbols, std::vector<token_i
   out.insert(out.end(), symbols.begin(), symbols.end());
 }
 
-void bpe_merges::merge_long(std::vector<token_id> symbols, std::vector<token_id>& out) const {
-  // The pairs wait in a heap ordered by (rank, position), and one round pops every pair of
-  // the lowest rank and merges them left to right. That is the loop's result: a round's
-  // pairs all exist when it starts (every pair is pushed when it becomes adjacent), and a
-  // merge never creates another pair of the same rank. Stale pairs are skipped when popped.
+void bpe_merges::merge_long(std::vector<token_id> symbols,
+                            std::vector<token_id>& out) const {
+  // The pairs wait in a heap ordered by (rank, position), and one round pops every pair
+  // of the lowest rank and merges them left to right. That is the loop's result: a
+  // round's pairs all exist when it starts (every pair is pushed when it becomes
+  // adjacent), and a merge never creates another pair of the same rank. Stale pairs are
+  // skipped when popped.
   struct candidate {
     std::uint32_t rank;
     std::size_t left, right;
@@ -103,7 +108,8 @@ void bpe_merges::merge_long(std::vector<token_id> symbols, std::vector<token_id>
     if (left == symbol_chain::none || right == symbol_chain::none)
       return;
     if (const entry* e = find(chain.at(left), chain.at(right)))
-      heap.push(candidate{e->rank, left, right, chain.at(left), chain.at(right), e->result});
+      heap.push(
+          candidate{e->rank, left, right, chain.at(left), chain.at(right), e->result});
   };
   for (std::size_t i = 0; i + 1 < n; ++i)
     consider(i, i + 1);

@@ -26,11 +26,13 @@ public:
 
   std::size_t size() const { return table_.size(); }
 
-  /// The table's merges by rank, lowest first (a pair added twice once, at its later rank).
+  /// The table's merges by rank, lowest first (a pair added twice once, at its later
+  /// rank).
   std::vector<merge_rule> rules() const;
 
   /// Merges `symbols` (one word's initial symbols) and appends the result to `out`.
-  void merge(std::vector<cache::token_id> symbols, std::vector<cache::token_id>& out) const;
+  void merge(std::vector<cache::token_id> symbols,
+             std::vector<cache::token_id>& out) const;
 
 private:
   struct entry {
@@ -40,8 +42,10 @@ private:
   // Words up to short_word symbols take the plain rescanning loop, longer ones a heap
   // (the same result; rescanning a long word for every merge is quadratic).
   static constexpr std::size_t short_word = 32;
-  void merge_short(std::vector<cache::token_id>& symbols, std::vector<cache::token_id>& out) const;
-  void merge_long(std::vector<cache::token_id> symbols, std::vector<cache::token_id>& out) const;
+  void merge_short(std::vector<cache::token_id>& symbols,
+                   std::vector<cache::token_id>& out) const;
+  void merge_long(std::vector<cache::token_id> symbols,
+                  std::vector<cache::token_id>& out) const;
   const entry* find(cache::token_id left, cache::token_id right) const;
 
   std::unordered_map<std::uint64_t, entry> table_; // (left id, right id) -> rank, result

@@ -14,7 +14,8 @@ std::array<char32_t, 256> make_alphabet() {
   std::array<char32_t, 256> table{};
   char32_t next = 256;
   for (unsigned b = 0; b < 256; ++b) {
-    const bool keeps_own = (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE);
+    const bool keeps_own =
+        (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE);
     table[b] = keeps_own ? static_cast<char32_t>(b) : next++;
   }
   return table;

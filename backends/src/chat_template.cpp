@@ -33,10 +33,12 @@ void add_configured(const fs::path& file, chat_templates& out) {
   for (const auto& entry : value) {
     if (!entry.is_object() || !entry.contains("name") || !entry.contains("template") ||
         !entry.at("name").is_string() || !entry.at("template").is_string())
-      malformed(file, "has an entry that is not {\"name\": string, \"template\": string}: " +
-                        entry.dump().substr(0, 80));
-    if (!out.emplace(entry.at("name").get<std::string>(), entry.at("template").get<std::string>())
-           .second)
+      malformed(file,
+                "has an entry that is not {\"name\": string, \"template\": string}: " +
+                    entry.dump().substr(0, 80));
+    if (!out.emplace(entry.at("name").get<std::string>(),
+                     entry.at("template").get<std::string>())
+             .second)
       malformed(file, "names \"" + entry.at("name").get<std::string>() + "\" twice");
   }
 }

@@ -44,16 +44,16 @@ void validate_rope_scaling(const rope_scaling& r, const std::string& source) {
   if (r.type == rope_scaling::kind::none)
     return;
   if (!positive(r.factor))
-    fail(source, "rope_scaling factor " + std::to_string(r.factor) +
-                   " is not a positive number");
+    fail(source,
+         "rope_scaling factor " + std::to_string(r.factor) + " is not a positive number");
   if (r.type != rope_scaling::kind::llama3)
     return;
   // HF's llama3 rescaling divides by high - low and by both factors.
   if (!positive(r.low_freq_factor) || !positive(r.high_freq_factor) ||
       !(r.high_freq_factor > r.low_freq_factor))
     fail(source, "rope_scaling low_freq_factor " + std::to_string(r.low_freq_factor) +
-                   " and high_freq_factor " + std::to_string(r.high_freq_factor) +
-                   " must be positive with high > low");
+                     " and high_freq_factor " + std::to_string(r.high_freq_factor) +
+                     " must be positive with high > low");
   require_size(source, "rope_scaling original_max_position_embeddings",
                r.original_context);
 }

@@ -38,7 +38,8 @@ inline float dot(const float* q, const float* k, std::int64_t hd_at_run_time) {
       part[i] += q[d + i] * k[d + i];
   // The lanes are added as a tree (their order is this kernel's own rounding, as
   // BLAS's is its own), not one after another.
-  float sum = ((part[0] + part[4]) + (part[1] + part[5])) + ((part[2] + part[6]) + (part[3] + part[7]));
+  float sum = ((part[0] + part[4]) + (part[1] + part[5])) +
+              ((part[2] + part[6]) + (part[3] + part[7]));
   if constexpr (HD % lanes != 0 || HD == 0) // a whole number of lanes has no tail
     for (; d < hd; ++d)
       sum += q[d] * k[d];
@@ -63,10 +64,11 @@ constexpr std::int64_t value_sets = 4;
 /// and a reload).
 template <std::int64_t HD, std::int64_t PER_KV>
 __attribute__((target_clones("avx2", "default"))) void
-attend_row(const float* q, const float* keys, const float* values, const std::int64_t* key_rows,
-           std::int64_t start, std::int64_t limit, std::int64_t KV, std::int64_t kv_head,
-           std::int64_t per_kv_at_run_time, std::int64_t hd_at_run_time, float scale,
-           float* scores, float* acc_scratch, float* out) {
+attend_row(const float* q, const float* keys, const float* values,
+           const std::int64_t* key_rows, std::int64_t start, std::int64_t limit,
+           std::int64_t KV, std::int64_t kv_head, std::int64_t per_kv_at_run_time,
+           std::int64_t hd_at_run_time, float scale, float* scores, float* acc_scratch,
+           float* out) {
   const auto hd = HD ? HD : hd_at_run_time;
   const auto per_kv = PER_KV ? PER_KV : per_kv_at_run_time;
   float local[HD ? value_sets * HD : 1];
@@ -111,32 +113,42 @@ attend_row(const float* q, const float* keys, const float* values, const std::in
 
 using attend_row_fn = decltype(&attend_row<0, 0>);
 
-template <std::int64_t HD>
-attend_row_fn attend_row_for_heads(std::int64_t per_kv) {
+template <std::int64_t HD> attend_row_fn attend_row_for_heads(std::int64_t per_kv) {
   switch (per_kv) {
-  case 1: return attend_row<HD, 1>;
-  case 2: return attend_row<HD, 2>;
-  case 4: return attend_row<HD, 4>;
-  case 8: return attend_row<HD, 8>;
-  default: return attend_row<HD, 0>;
+  case 1:
+    return attend_row<HD, 1>;
+  case 2:
+    return attend_row<HD, 2>;
+  case 4:
+    return attend_row<HD, 4>;
+  case 8:
+    return attend_row<HD, 8>;
+  default:
+    return attend_row<HD, 0>;
   }
 }
 
 attend_row_fn attend_row_for(std::int64_t hd, std::int64_t per_kv) {
   switch (hd) {
-  case 8: return attend_row_for_heads<8>(per_kv);
-  case 16: return attend_row_for_heads<16>(per_kv);
-  case 32: return attend_row_for_heads<32>(per_kv);
-  case 64: return attend_row_for_heads<64>(per_kv);
-  case 128: return attend_row_for_heads<128>(per_kv);
-  default: return attend_row_for_heads<0>(per_kv);
+  case 8:
+    return attend_row_for_heads<8>(per_kv);
+  case 16:
+    return attend_row_for_heads<16>(per_kv);
+  case 32:
+    return attend_row_for_heads<32>(per_kv);
+  case 64:
+    return attend_row_for_heads<64>(per_kv);
+  case 128:
+    return attend_row_for_heads<128>(per_kv);
+  default:
+    return attend_row_for_heads<0>(per_kv);
   }
 }
 
 } // namespace
 
-void cpu_attention_group(const at::Tensor& q, const kv_rows& source, const attention_group& g,
-                         at::Tensor& out) {
+void cpu_attention_group(const at::Tensor& q, const kv_rows& source,
+                         const attention_group& g, at::Tensor& out) {
   const auto H = q.size(1), hd = q.size(2), KV = source.keys.elements.size(1);
   const auto per_kv = H / KV;
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
@@ -168,8 +180,8 @@ void cpu_attention_group(const at::Tensor& q, const kv_rows& source, const atten
       for (std::int64_t kv_head = 0; kv_head < KV; ++kv_head) {
         const auto first = (row * H + kv_head * per_kv) * hd;
         if (in_place) {
-          attend(qd + first, kd, vd, key_rows, start, limit, KV, kv_head, per_kv, hd, scale,
-                 scores.data(), acc.data(), od + first);
+          attend(qd + first, kd, vd, key_rows, start, limit, KV, kv_head, per_kv, hd,
+                 scale, scores.data(), acc.data(), od + first);
           continue;
         }
         const auto seen = limit - start;

@@ -27,7 +27,8 @@ const float* floats(const at::Tensor& t) {
   if (!t.defined())
     return nullptr;
   if (!t.device().is_cpu() || t.scalar_type() != at::kFloat || !t.is_contiguous())
-    throw std::invalid_argument("the direct forward needs contiguous float32 CPU weights");
+    throw std::invalid_argument(
+        "the direct forward needs contiguous float32 CPU weights");
   return t.data_ptr<float>();
 }
 
@@ -38,7 +39,8 @@ void grow(std::vector<float>& buffer, std::int64_t size) {
 
 /// dst = src rotated by RoPE in rotate_half form (pairs j, j + hd/2), as
 /// llama_model::rotate: x * cos + rotate_half(x) * sin.
-void rotate(const float* src, const float* cos, const float* sin, std::int64_t hd, float* dst) {
+void rotate(const float* src, const float* cos, const float* sin, std::int64_t hd,
+            float* dst) {
   const auto half = hd / 2;
   for (std::int64_t j = 0; j < half; ++j) {
     dst[j] = src[j] * cos[j] + (-src[j + half]) * sin[j];
@@ -47,7 +49,8 @@ void rotate(const float* src, const float* cos, const float* sin, std::int64_t h
 }
 
 /// Each row minus its log-sum-exp; `scratch` holds a row's exponentials.
-void log_softmax_rows(float* rows, std::int64_t count, std::int64_t width, float* scratch) {
+void log_softmax_rows(float* rows, std::int64_t count, std::int64_t width,
+                      float* scratch) {
   for (std::int64_t r = 0; r < count; ++r) {
     float* row = rows + r * width;
     const float top = lane_max(row, width);
@@ -65,7 +68,9 @@ void log_softmax_rows(float* rows, std::int64_t count, std::int64_t width, float
 /// 1.2e-38 changes no log-prob a float can show.
 class denormals_flushed {
 public:
-  denormals_flushed() : saved_(_mm_getcsr()) { _mm_setcsr(saved_ | flush_to_zero | denormals_are_zero); }
+  denormals_flushed() : saved_(_mm_getcsr()) {
+    _mm_setcsr(saved_ | flush_to_zero | denormals_are_zero);
+  }
   ~denormals_flushed() { _mm_setcsr(saved_); }
   denormals_flushed(const denormals_flushed&) = delete;
   denormals_flushed& operator=(const denormals_flushed&) = delete;
@@ -85,27 +90,30 @@ direct_llama_forward::direct_llama_forward(const llama_model& model)
   norm_ = floats(w.norm);
   for (const auto& L : w.layers)
     layers_.push_back({floats(L.input_norm), floats(L.qkv), floats(L.qkv_bias),
-                       floats(L.q_norm), floats(L.k_norm), floats(L.out), floats(L.post_norm),
-                       floats(L.gate_up), floats(L.down)});
+                       floats(L.q_norm), floats(L.k_norm), floats(L.out),
+                       floats(L.post_norm), floats(L.gate_up), floats(L.down)});
 }
 
-void direct_llama_forward::rms_norm(const float* x, const float* weight, std::int64_t rows,
-                                    std::int64_t width, float* out) const {
+void direct_llama_forward::rms_norm(const float* x, const float* weight,
+                                    std::int64_t rows, std::int64_t width,
+                                    float* out) const {
   for (std::int64_t r = 0; r < rows; ++r) {
     const float* in = x + r * width;
     double squares = 0;
     for (std::int64_t i = 0; i < width; ++i)
       squares += static_cast<double>(in[i]) * in[i];
     const auto scale = static_cast<float>(
-      1.0 / std::sqrt(static_cast<float>(squares / static_cast<double>(width)) + c_.norm_eps));
+        1.0 / std::sqrt(static_cast<float>(squares / static_cast<double>(width)) +
+                        c_.norm_eps));
     float* o = out + r * width;
     for (std::int64_t i = 0; i < width; ++i)
       o[i] = (in[i] * scale) * weight[i];
   }
 }
 
-void direct_llama_forward::place_qkv(std::int64_t t, std::int64_t position, std::int64_t slot,
-                                     std::int64_t layer, kv_storage& storage) {
+void direct_llama_forward::place_qkv(std::int64_t t, std::int64_t position,
+                                     std::int64_t slot, std::int64_t layer,
+                                     kv_storage& storage) {
   const auto& L = layers_[static_cast<std::size_t>(layer)];
   const auto H = c_.num_heads, KV = c_.num_kv_heads, hd = c_.head_dim;
   const auto width = (H + 2 * KV) * hd;
@@ -127,7 +135,8 @@ void direct_llama_forward::place_qkv(std::int64_t t, std::int64_t position, std:
 }
 
 const float* direct_llama_forward::forward(const std::vector<std::int64_t>& tokens,
-                                           const device_layout& layout, kv_storage& storage,
+                                           const device_layout& layout,
+                                           kv_storage& storage,
                                            const std::vector<std::int64_t>& slots,
                                            const std::vector<std::int64_t>& rows,
                                            profile_clock& clock) {
@@ -163,8 +172,8 @@ const float* direct_llama_forward::forward(const std::vector<std::int64_t>& toke
     multiply_in_out(normed_.data(), T, L.qkv, D, (H + 2 * KV) * hd, qkv_.data(), false);
     clock.lap(l, "norm, qkv projection");
     for (std::int64_t t = 0; t < T; ++t)
-      place_qkv(t, positions[static_cast<std::size_t>(t)], slots[static_cast<std::size_t>(t)], l,
-                storage);
+      place_qkv(t, positions[static_cast<std::size_t>(t)],
+                slots[static_cast<std::size_t>(t)], l, storage);
     clock.lap(l, "RoPE, KV write");
     ragged_attention_into(q, storage.layer(l), layout, attention);
     clock.lap(l, "attention");

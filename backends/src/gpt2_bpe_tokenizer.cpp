@@ -20,7 +20,8 @@ namespace {
 using cache::token_id;
 
 bool is_control_piece(std::string_view piece) {
-  return piece.size() > 4 && piece.substr(0, 2) == "<|" && piece.substr(piece.size() - 2) == "|>";
+  return piece.size() > 4 && piece.substr(0, 2) == "<|" &&
+         piece.substr(piece.size() - 2) == "|>";
 }
 
 std::string hex_byte(unsigned b) {
@@ -35,8 +36,8 @@ gpt2_bpe_tokenizer::gpt2_bpe_tokenizer(const std::filesystem::path& vocab_json,
                                        const std::filesystem::path& merges_txt)
     : pretokenizer_(std::make_unique<gpt2_pretokenizer>()),
       merges_(std::make_unique<bpe_merges>()) {
-  // vocab.json: a JSON object piece -> id, ids exactly 0..N-1 (dense, so every id in range
-  // has a piece and decode needs no "hole" case).
+  // vocab.json: a JSON object piece -> id, ids exactly 0..N-1 (dense, so every id in
+  // range has a piece and decode needs no "hole" case).
   nlohmann::json vocab;
   try {
     vocab = nlohmann::json::parse(tokenizer_detail::read_file(vocab_json));
@@ -44,7 +45,9 @@ gpt2_bpe_tokenizer::gpt2_bpe_tokenizer(const std::filesystem::path& vocab_json,
     tokenizer_detail::fail(vocab_json, std::string("not valid JSON: ") + e.what());
   }
   if (!vocab.is_object() || vocab.empty())
-    tokenizer_detail::fail(vocab_json, "expected a non-empty JSON object mapping piece strings to token ids");
+    tokenizer_detail::fail(
+        vocab_json,
+        "expected a non-empty JSON object mapping piece strings to token ids");
   const std::size_t n = vocab.size();
   if (n > static_cast<std::size_t>(std::numeric_limits<token_id>::max()))
     tokenizer_detail::fail(vocab_json, "too many pieces");
@@ -52,20 +55,25 @@ gpt2_bpe_tokenizer::gpt2_bpe_tokenizer(const std::filesystem::path& vocab_json,
   piece_ids_.reserve(n);
   for (const auto& [piece, value] : vocab.items()) {
     if (!value.is_number_integer())
-      tokenizer_detail::fail(vocab_json, "the id of piece \"" + piece + "\" is not an integer");
-    // Unsigned values beyond int64 are clamped so they report as out of range, not negative.
-    const std::int64_t id = value.is_number_unsigned()
-                                ? static_cast<std::int64_t>(std::min<std::uint64_t>(
-                                      value.get<std::uint64_t>(), std::numeric_limits<std::int64_t>::max()))
-                                : value.get<std::int64_t>();
+      tokenizer_detail::fail(vocab_json,
+                             "the id of piece \"" + piece + "\" is not an integer");
+    // Unsigned values beyond int64 are clamped so they report as out of range, not
+    // negative.
+    const std::int64_t id =
+        value.is_number_unsigned()
+            ? static_cast<std::int64_t>(std::min<std::uint64_t>(
+                  value.get<std::uint64_t>(), std::numeric_limits<std::int64_t>::max()))
+            : value.get<std::int64_t>();
     if (id < 0 || static_cast<std::uint64_t>(id) >= n)
-      tokenizer_detail::fail(vocab_json, "the id " + std::to_string(id) + " of piece \"" + piece +
-                                   "\" is outside 0.." + std::to_string(n - 1) +
-                                   " (ids must be 0..N-1 for N pieces)");
+      tokenizer_detail::fail(vocab_json, "the id " + std::to_string(id) + " of piece \"" +
+                                             piece + "\" is outside 0.." +
+                                             std::to_string(n - 1) +
+                                             " (ids must be 0..N-1 for N pieces)");
     auto& slot = pieces[static_cast<std::size_t>(id)];
     if (slot != nullptr)
-      tokenizer_detail::fail(vocab_json, "duplicate id " + std::to_string(id) + " (pieces \"" + *slot +
-                                   "\" and \"" + piece + "\")");
+      tokenizer_detail::fail(vocab_json, "duplicate id " + std::to_string(id) +
+                                             " (pieces \"" + *slot + "\" and \"" + piece +
+                                             "\")");
     slot = &piece_ids_.emplace(piece, static_cast<token_id>(id)).first->first;
   }
 
@@ -78,9 +86,9 @@ gpt2_bpe_tokenizer::gpt2_bpe_tokenizer(const std::filesystem::path& vocab_json,
       decoded_[id] = *bytes;
       byte_vocab_[id] = std::move(bytes);
     } else {
-      // Control tokens (<|endoftext|>) and added tokens spelled outside the byte alphabet:
-      // encode never produces them from text, so they have no bytes; decode writes the
-      // piece's own text.
+      // Control tokens (<|endoftext|>) and added tokens spelled outside the byte
+      // alphabet: encode never produces them from text, so they have no bytes; decode
+      // writes the piece's own text.
       decoded_[id] = piece;
     }
   }
@@ -89,8 +97,8 @@ gpt2_bpe_tokenizer::gpt2_bpe_tokenizer(const std::filesystem::path& vocab_json,
     const std::string piece = byte_level_piece(std::string(1, static_cast<char>(b)));
     auto it = piece_ids_.find(piece);
     if (it == piece_ids_.end())
-      tokenizer_detail::fail(vocab_json, "no piece for byte " + hex_byte(b) + " (\"" + piece +
-                                   "\"); byte-level BPE needs all 256");
+      tokenizer_detail::fail(vocab_json, "no piece for byte " + hex_byte(b) + " (\"" +
+                                             piece + "\"); byte-level BPE needs all 256");
     byte_ids_[b] = it->second;
   }
 
@@ -114,15 +122,17 @@ gpt2_bpe_tokenizer::gpt2_bpe_tokenizer(const std::filesystem::path& vocab_json,
     const std::size_t space = line.find(' ');
     if (space == std::string_view::npos || space == 0 || space + 1 == line.size() ||
         line.find(' ', space + 1) != std::string_view::npos)
-      tokenizer_detail::fail(merges_txt, where + "expected two pieces separated by one space, got \"" +
-                                   std::string(line) + "\"");
+      tokenizer_detail::fail(
+          merges_txt, where + "expected two pieces separated by one space, got \"" +
+                          std::string(line) + "\"");
     const std::string left(line.substr(0, space));
     const std::string right(line.substr(space + 1));
     const auto find = [&](const std::string& piece, const char* role) {
       auto it = piece_ids_.find(piece);
       if (it == piece_ids_.end())
-        tokenizer_detail::fail(merges_txt, where + role + " piece \"" + piece + "\" is not in " +
-                                     vocab_json.filename().string());
+        tokenizer_detail::fail(merges_txt, where + role + " piece \"" + piece +
+                                               "\" is not in " +
+                                               vocab_json.filename().string());
       return it->second;
     };
     const token_id l = find(left, "left");
@@ -134,9 +144,12 @@ gpt2_bpe_tokenizer::gpt2_bpe_tokenizer(const std::filesystem::path& vocab_json,
 
 gpt2_bpe_tokenizer::~gpt2_bpe_tokenizer() = default;
 
-std::vector<merge_rule> gpt2_bpe_tokenizer::merge_rules() const { return merges_->rules(); }
+std::vector<merge_rule> gpt2_bpe_tokenizer::merge_rules() const {
+  return merges_->rules();
+}
 
-std::optional<cache::token_id> gpt2_bpe_tokenizer::piece_id(std::string_view piece) const {
+std::optional<cache::token_id>
+gpt2_bpe_tokenizer::piece_id(std::string_view piece) const {
   auto it = piece_ids_.find(std::string(piece));
   if (it == piece_ids_.end())
     return std::nullopt;
@@ -157,8 +170,8 @@ std::optional<std::string> gpt2_bpe_tokenizer::token_text(token_id id) const {
   return decoded_[static_cast<std::size_t>(id)];
 }
 
-std::vector<cache::token_id> gpt2_bpe_tokenizer::encode(std::string_view text,
-                                                        bool /*add_special_tokens*/) const {
+std::vector<cache::token_id>
+gpt2_bpe_tokenizer::encode(std::string_view text, bool /*add_special_tokens*/) const {
   std::vector<token_id> ids;
   ids.reserve(text.size() / 3 + 1);
   for (std::string_view word : pretokenizer_->split(text))
@@ -170,8 +183,9 @@ std::string gpt2_bpe_tokenizer::decode(const std::vector<cache::token_id>& ids) 
   std::string out;
   for (token_id id : ids) {
     if (id < 0 || static_cast<std::size_t>(id) >= decoded_.size())
-      throw std::invalid_argument("token id " + std::to_string(id) + " is out of range [0, " +
-                                  std::to_string(decoded_.size()) + ") of the GPT-2 vocabulary");
+      throw std::invalid_argument(
+          "token id " + std::to_string(id) + " is out of range [0, " +
+          std::to_string(decoded_.size()) + ") of the GPT-2 vocabulary");
     out += decoded_[static_cast<std::size_t>(id)];
   }
   return out;

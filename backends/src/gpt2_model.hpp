@@ -13,8 +13,8 @@ class gpt2_model final : public transformer {
 public:
   gpt2_model(const checkpoint& ckpt, at::ScalarType dtype, at::Device device);
   const model_config& config() const override { return config_; }
-  at::Tensor forward(const at::Tensor& tokens, const device_layout& layout, const pass_kv& kv,
-                     const at::Tensor& rows) const override;
+  at::Tensor forward(const at::Tensor& tokens, const device_layout& layout,
+                     const pass_kv& kv, const at::Tensor& rows) const override;
 
 private:
   struct norm {
@@ -25,15 +25,15 @@ private:
     at::Tensor attn_w, attn_b; // [D, 3D], [3D]: q | k | v
     at::Tensor proj_w, proj_b; // [D, D], [D]
     norm ln_2;
-    at::Tensor fc_w, fc_b;     // [D, F], [F]
-    at::Tensor out_w, out_b;   // [F, D], [D]
+    at::Tensor fc_w, fc_b;   // [D, F], [F]
+    at::Tensor out_w, out_b; // [F, D], [D]
   };
   at::Tensor layer_norm(const at::Tensor& x, const norm& n) const;
 
   model_config config_;
   at::Tensor wte_;  // [V, D]
   at::Tensor head_; // [D, V]: wte transposed (Note [weights in, out])
-  at::Tensor wpe_; // [context, D]
+  at::Tensor wpe_;  // [context, D]
   norm ln_f_;
   std::vector<layer> layers_;
 };

@@ -4,7 +4,7 @@
 namespace canopy::backends {
 
 const std::string_view gpt2_pretokenizer::pattern =
-  R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
+    R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
 
 gpt2_pretokenizer::gpt2_pretokenizer() : pattern_(pattern) {}
 

@@ -55,7 +55,8 @@ added_tokens::added_tokens(const json_node& list) {
 const added_token* added_tokens::longest_at(std::string_view text, std::size_t at,
                                             bool normalized) const {
   for (const auto* t : by_first_byte_[static_cast<unsigned char>(text[at])])
-    if (t->normalized == normalized && text.compare(at, t->content.size(), t->content) == 0)
+    if (t->normalized == normalized &&
+        text.compare(at, t->content.size(), t->content) == 0)
       return t;
   return nullptr;
 }
@@ -73,7 +74,8 @@ std::vector<text_part> added_tokens::split(std::string_view text, bool normalize
     if (t->lstrip) { // whitespace before it, back to the text already taken
       while (begin > plain_from) {
         std::size_t back = begin - 1;
-        while (back > plain_from && (static_cast<unsigned char>(text[back]) & 0xC0) == 0x80)
+        while (back > plain_from &&
+               (static_cast<unsigned char>(text[back]) & 0xC0) == 0x80)
           --back;
         if (whitespace_at(text, back) != begin - back)
           break;

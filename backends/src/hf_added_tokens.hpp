@@ -44,7 +44,8 @@ public:
 
 private:
   /// The longest token of the kind that starts at `at`, if any.
-  const added_token* longest_at(std::string_view text, std::size_t at, bool normalized) const;
+  const added_token* longest_at(std::string_view text, std::size_t at,
+                                bool normalized) const;
 
   std::vector<added_token> tokens_;
   bool any_normalized_ = false;

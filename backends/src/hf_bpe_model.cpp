@@ -57,13 +57,14 @@ bpe_model::bpe_model(const json_node& spec, bool byte_level) : byte_level_(byte_
     constexpr std::int64_t max_id = std::int64_t{1} << 24;
     if (!value.is_number_integer() || value.get<std::int64_t>() < 0 ||
         value.get<std::int64_t>() >= max_id)
-      vocab.fail("the id of piece \"" + piece + "\" is not in 0.." + std::to_string(max_id - 1));
+      vocab.fail("the id of piece \"" + piece + "\" is not in 0.." +
+                 std::to_string(max_id - 1));
     const auto id = value.get<std::size_t>();
     if (id >= pieces_.size())
       pieces_.resize(id + 1);
     if (pieces_[id])
-      vocab.fail("id " + std::to_string(id) + " is given to two pieces ('" + *pieces_[id] +
-                 "' and '" + piece + "')");
+      vocab.fail("id " + std::to_string(id) + " is given to two pieces ('" +
+                 *pieces_[id] + "' and '" + piece + "')");
     pieces_[id] = piece;
     ids_.emplace(piece, static_cast<token_id>(id));
     if (byte_level_)
@@ -81,8 +82,8 @@ bpe_model::bpe_model(const json_node& spec, bool byte_level) : byte_level_(byte_
     if (byte_level_) {
       auto it = byte_ids_.find(std::string(1, static_cast<char>(b)));
       if (it == byte_ids_.end())
-        vocab.fail("byte-level BPE needs a piece for every byte; byte " + fallback_piece(b) +
-                   " has none");
+        vocab.fail("byte-level BPE needs a piece for every byte; byte " +
+                   fallback_piece(b) + " has none");
       single_byte_[b] = it->second;
     } else if (byte_fallback_) {
       auto it = ids_.find(fallback_piece(b));
@@ -103,8 +104,8 @@ bpe_model::bpe_model(const json_node& spec, bool byte_level) : byte_level_(byte_
       metaspace_chunks_ = false;
     const auto l = ids_.find(left), r = ids_.find(right), m = ids_.find(left + right);
     if (l == ids_.end() || r == ids_.end() || m == ids_.end())
-      entry.fail("merges pieces that are not in the vocabulary ('" + left + "', '" + right +
-                 "' or '" + left + right + "')");
+      entry.fail("merges pieces that are not in the vocabulary ('" + left + "', '" +
+                 right + "' or '" + left + right + "')");
     merges_.add(l->second, r->second, m->second);
   }
 }
@@ -114,7 +115,8 @@ std::optional<token_id> bpe_model::id_of(std::string_view piece) const {
   return it == ids_.end() ? std::nullopt : std::optional<token_id>(it->second);
 }
 
-void bpe_model::first_symbols(std::string_view word, std::vector<token_id>& symbols) const {
+void bpe_model::first_symbols(std::string_view word,
+                              std::vector<token_id>& symbols) const {
   if (byte_level_) {
     for (const char c : word)
       symbols.push_back(single_byte_[static_cast<unsigned char>(c)]);
@@ -131,7 +133,8 @@ void bpe_model::first_symbols(std::string_view word, std::vector<token_id>& symb
     }
     const std::size_t start = at;
     if (!utf8::next(word, at))
-      throw std::invalid_argument("text is not valid UTF-8 at byte " + std::to_string(start));
+      throw std::invalid_argument("text is not valid UTF-8 at byte " +
+                                  std::to_string(start));
     const std::string character(word.substr(start, at - start));
     if (auto it = ids_.find(character); it != ids_.end()) {
       symbols.push_back(it->second);
@@ -148,7 +151,8 @@ void bpe_model::first_symbols(std::string_view word, std::vector<token_id>& symb
       continue;
     }
     if (!unk_)
-      throw std::invalid_argument("'" + character + "' is not in the vocabulary, which has "
+      throw std::invalid_argument("'" + character +
+                                  "' is not in the vocabulary, which has "
                                   "no unk_token");
     if (!(fuse_unk_ && previous_unk))
       symbols.push_back(*unk_);
@@ -175,8 +179,8 @@ void bpe_model::encode(std::string_view word, std::vector<token_id>& out) const 
   for (auto next = word.find(metaspace, 1); next != std::string_view::npos;
        next = word.find(metaspace, next + metaspace.size())) {
     const bool run_starts =
-      next < metaspace.size() ||
-      word.compare(next - metaspace.size(), metaspace.size(), metaspace) != 0;
+        next < metaspace.size() ||
+        word.compare(next - metaspace.size(), metaspace.size(), metaspace) != 0;
     if (run_starts) {
       merge_word(word.substr(begin, next - begin), out);
       begin = next;

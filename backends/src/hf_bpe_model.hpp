@@ -59,10 +59,10 @@ private:
   bool metaspace_chunks_ = false; // Note [metaspace chunks]
   std::optional<cache::token_id> unk_;
   std::vector<std::optional<std::string>> pieces_;
-  std::unordered_map<std::string, cache::token_id> ids_;       // as spelled in the file
-  std::unordered_map<std::string, cache::token_id> byte_ids_;  // byte-level: by raw bytes
-  std::array<cache::token_id, 256> single_byte_{};             // byte-level, or <0xHH>
-  std::array<cache::token_id, 128> ascii_ids_{};               // chars mode: -1 if absent
+  std::unordered_map<std::string, cache::token_id> ids_;      // as spelled in the file
+  std::unordered_map<std::string, cache::token_id> byte_ids_; // byte-level: by raw bytes
+  std::array<cache::token_id, 256> single_byte_{};            // byte-level, or <0xHH>
+  std::array<cache::token_id, 128> ascii_ids_{};              // chars mode: -1 if absent
   bpe_merges merges_;
 };
 

@@ -112,11 +112,11 @@ struct known_architecture {
   architecture arch;
 };
 constexpr known_architecture known_architectures[] = {
-  {"LlamaForCausalLM", architecture::llama},
-  {"MistralForCausalLM", architecture::mistral},
-  {"Qwen2ForCausalLM", architecture::qwen2},
-  {"Qwen3ForCausalLM", architecture::qwen3},
-  {"GPT2LMHeadModel", architecture::gpt2},
+    {"LlamaForCausalLM", architecture::llama},
+    {"MistralForCausalLM", architecture::mistral},
+    {"Qwen2ForCausalLM", architecture::qwen2},
+    {"Qwen3ForCausalLM", architecture::qwen3},
+    {"GPT2LMHeadModel", architecture::gpt2},
 };
 
 std::string known_names(bool classes) {
@@ -139,19 +139,19 @@ architecture detect_architecture(const config_reader& in) {
       if (model_type == to_string(k.arch))
         return k.arch;
     in.fail("model_type", model_type.empty()
-                            ? "is missing (and there is no \"architectures\")"
-                            : "'" + detail::clip(model_type) + "' is not supported (" +
-                                known_names(false) + ")");
+                              ? "is missing (and there is no \"architectures\")"
+                              : "'" + detail::clip(model_type) + "' is not supported (" +
+                                    known_names(false) + ")");
   }
-  const auto* found = std::find_if(
-    std::begin(known_architectures), std::end(known_architectures),
-    [&](const known_architecture& k) { return named == k.class_name; });
+  const auto* found =
+      std::find_if(std::begin(known_architectures), std::end(known_architectures),
+                   [&](const known_architecture& k) { return named == k.class_name; });
   if (found == std::end(known_architectures))
     in.fail("architectures", "names '" + detail::clip(named) +
-                               "', which is not supported (" + known_names(true) + ")");
+                                 "', which is not supported (" + known_names(true) + ")");
   if (!model_type.empty() && model_type != to_string(found->arch))
-    in.fail("model_type", "'" + detail::clip(model_type) + "' contradicts architectures '" +
-                            named + "'");
+    in.fail("model_type", "'" + detail::clip(model_type) +
+                              "' contradicts architectures '" + named + "'");
   return found->arch;
 }
 
@@ -185,7 +185,7 @@ rope_scaling read_rope_scaling(const config_reader& in) {
                             "(supported: linear, llama3)");
   } else {
     in.fail("rope_scaling", "type '" + detail::clip(type) +
-                              "' is not supported (supported: linear, llama3)");
+                                "' is not supported (supported: linear, llama3)");
   }
   return out;
 }
@@ -204,14 +204,16 @@ std::int64_t mistral_window(const config_reader& in) {
 void refuse_unimplemented_math(const config_reader& in, architecture arch) {
   const auto refuse_unless = [&](const char* key, const json& neutral) {
     if (const json* value = in.find(key); value != nullptr && *value != neutral)
-      in.fail(key, "is " + detail::clip(value->dump()) + "; it changes the model's "
-                   "arithmetic in a way Canopy does not implement (only " +
-                   neutral.dump() + ")");
+      in.fail(key, "is " + detail::clip(value->dump()) +
+                       "; it changes the model's "
+                       "arithmetic in a way Canopy does not implement (only " +
+                       neutral.dump() + ")");
   };
   const auto refuse_if_set = [&](const char* key) {
     if (const json* value = in.find(key))
-      in.fail(key, "is " + detail::clip(value->dump()) + "; it changes the model's "
-                   "arithmetic in a way Canopy does not implement (only null)");
+      in.fail(key, "is " + detail::clip(value->dump()) +
+                       "; it changes the model's "
+                       "arithmetic in a way Canopy does not implement (only null)");
   };
   if (const std::string act = in.string("hidden_act", "silu"); act != "silu")
     in.fail("hidden_act", "'" + detail::clip(act) + "' is not supported (only silu)");
@@ -233,10 +235,10 @@ void refuse_unimplemented_math(const config_reader& in, architecture arch) {
   if (const json* types = in.find("layer_types")) {
     const bool windowed = arch == architecture::mistral;
     const std::string every = windowed ? "sliding_attention" : "full_attention";
-    if (!types->is_array() ||
-        std::any_of(types->begin(), types->end(), [&](const json& t) { return t != every; }))
+    if (!types->is_array() || std::any_of(types->begin(), types->end(),
+                                          [&](const json& t) { return t != every; }))
       in.fail("layer_types", "is " + detail::clip(types->dump()) + "; only '" + every +
-                               "' on every layer is supported");
+                                 "' on every layer is supported");
   }
 }
 
@@ -256,9 +258,11 @@ model_config read_llama_style(const config_reader& in, architecture arch) {
     if (in.find("head_dim") == nullptr && c.num_heads > 0 &&
         c.hidden_size % c.num_heads != 0)
       in.fail("hidden_size", std::to_string(c.hidden_size) +
-                               " is not divisible by num_attention_heads " +
-                               std::to_string(c.num_heads) + " and there is no head_dim");
-    c.head_dim = in.integer("head_dim", c.num_heads > 0 ? c.hidden_size / c.num_heads : 0);
+                                 " is not divisible by num_attention_heads " +
+                                 std::to_string(c.num_heads) +
+                                 " and there is no head_dim");
+    c.head_dim =
+        in.integer("head_dim", c.num_heads > 0 ? c.hidden_size / c.num_heads : 0);
   }
   c.vocab_size = in.integer("vocab_size");
   c.context_length = in.integer("max_position_embeddings");
@@ -382,7 +386,8 @@ std::string hf_config_json(const model_config& c, weight_dtype dtype) {
     out["rope_scaling"] = rope_scaling_json(c.scaling);
     out["hidden_act"] = "silu";
     if (c.arch == architecture::mistral)
-      out["sliding_window"] = c.sliding_window > 0 ? json(c.sliding_window) : json(nullptr);
+      out["sliding_window"] =
+          c.sliding_window > 0 ? json(c.sliding_window) : json(nullptr);
     if (c.arch == architecture::qwen2 || c.arch == architecture::qwen3)
       out["use_sliding_window"] = false;
     if (c.arch == architecture::llama || c.arch == architecture::qwen3)

@@ -7,7 +7,6 @@
 #include <canopy/backends/byte_level_alphabet.hpp>
 #include <canopy/backends/valid_utf8.hpp>
 
-
 namespace canopy::backends::hf {
 
 namespace {
@@ -81,11 +80,12 @@ public:
   std::vector<std::string> decode(std::vector<std::string> tokens) const override {
     for (auto& t : tokens) {
       std::size_t begin = 0, end = t.size();
-      for (std::int64_t i = 0; i < start_ && t.compare(begin, content_.size(), content_) == 0;
-           ++i)
+      for (std::int64_t i = 0;
+           i < start_ && t.compare(begin, content_.size(), content_) == 0; ++i)
         begin += content_.size();
-      for (std::int64_t i = 0; i < stop_ && end >= begin + content_.size() &&
-                               t.compare(end - content_.size(), content_.size(), content_) == 0;
+      for (std::int64_t i = 0;
+           i < stop_ && end >= begin + content_.size() &&
+           t.compare(end - content_.size(), content_.size(), content_) == 0;
            ++i)
         end -= content_.size();
       t = t.substr(begin, end - begin);
@@ -115,10 +115,10 @@ private:
 
 class metaspace_to_spaces final : public decoder {
 public:
-  explicit metaspace_to_spaces(const json_node& spec) : replacement_(spec.string("replacement")) {
-    const auto scheme = spec.string("prepend_scheme", spec.boolean("add_prefix_space", true)
-                                                        ? "always"
-                                                        : "never");
+  explicit metaspace_to_spaces(const json_node& spec)
+      : replacement_(spec.string("replacement")) {
+    const auto scheme = spec.string(
+        "prepend_scheme", spec.boolean("add_prefix_space", true) ? "always" : "never");
     strip_first_ = scheme != "never";
   }
   std::vector<std::string> decode(std::vector<std::string> tokens) const override {
@@ -168,17 +168,23 @@ std::string lossy_utf8(std::string_view bytes) {
     // maximal subparts", which Rust follows): a lead byte and the continuation bytes
     // that could still have completed it.
     const auto b0 = static_cast<unsigned char>(bytes[start]);
-    std::size_t need = b0 >= 0xC2 && b0 <= 0xDF ? 1 : b0 >= 0xE0 && b0 <= 0xEF ? 2
-                     : b0 >= 0xF0 && b0 <= 0xF4 ? 3 : 0;
+    std::size_t need = b0 >= 0xC2 && b0 <= 0xDF   ? 1
+                       : b0 >= 0xE0 && b0 <= 0xEF ? 2
+                       : b0 >= 0xF0 && b0 <= 0xF4 ? 3
+                                                  : 0;
     at = start + 1;
     for (std::size_t i = 0; i < need && at < bytes.size(); ++i, ++at) {
       const auto b = static_cast<unsigned char>(bytes[at]);
       unsigned char low = 0x80, high = 0xBF;
       if (i == 0) {
-        if (b0 == 0xE0) low = 0xA0;
-        if (b0 == 0xED) high = 0x9F;
-        if (b0 == 0xF0) low = 0x90;
-        if (b0 == 0xF4) high = 0x8F;
+        if (b0 == 0xE0)
+          low = 0xA0;
+        if (b0 == 0xED)
+          high = 0x9F;
+        if (b0 == 0xF0)
+          low = 0x90;
+        if (b0 == 0xF4)
+          high = 0x8F;
       }
       if (b < low || b > high)
         break;

@@ -1,10 +1,10 @@
 #pragma once
 // tokenizer.json decoders, turning token strings back into text as the HF tokenizers do:
 // ByteLevel (alphabet characters back to bytes, invalid UTF-8 replaced as Rust's
-// from_utf8_lossy does), ByteFallback (<0xHH> runs to bytes, U+FFFD per byte of a run that
-// is not UTF-8), Fuse, Strip, Replace, Metaspace and Sequence. Others are refused by name.
-// Internal to canopy_backends.
-// Thread contract: immutable after construction; decode() from many threads.
+// from_utf8_lossy does), ByteFallback (<0xHH> runs to bytes, U+FFFD per byte of a run
+// that is not UTF-8), Fuse, Strip, Replace, Metaspace and Sequence. Others are refused by
+// name. Internal to canopy_backends. Thread contract: immutable after construction;
+// decode() from many threads.
 
 #include "hf_json.hpp"
 

@@ -70,7 +70,8 @@ std::vector<pcre2_pattern::match> text_pattern::find_all(std::string_view text) 
   return regex_ ? regex_->find_all(text) : find_literal(text, literal_);
 }
 
-std::vector<pcre2_pattern::match> find_literal(std::string_view text, std::string_view literal) {
+std::vector<pcre2_pattern::match> find_literal(std::string_view text,
+                                               std::string_view literal) {
   std::vector<pcre2_pattern::match> out;
   for (auto at = text.find(literal); at != std::string_view::npos;
        at = text.find(literal, at + literal.size()))

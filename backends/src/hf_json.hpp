@@ -31,7 +31,8 @@ public:
     throw tokenizer_error(file_ + ": " + where_ + ": " + what);
   }
   /// A component type this build does not implement: refused by name, never approximated.
-  [[noreturn]] void unsupported(const std::string& kind, const std::string& supported) const {
+  [[noreturn]] void unsupported(const std::string& kind,
+                                const std::string& supported) const {
     fail(kind + " type '" + type() + "' is not supported (supported: " + supported + ")");
   }
 
@@ -55,7 +56,8 @@ private:
 };
 
 /// Every non-overlapping occurrence of `literal` (non-empty) in `text`, left to right.
-std::vector<pcre2_pattern::match> find_literal(std::string_view text, std::string_view literal);
+std::vector<pcre2_pattern::match> find_literal(std::string_view text,
+                                               std::string_view literal);
 
 /// `text` with every one of `matches` replaced by `content`.
 std::string replace_matches(std::string_view text,

@@ -24,8 +24,9 @@ public:
     if (is_ascii(text)) // every normal form of ASCII is itself
       return;
     utf8proc_uint8_t* out = nullptr;
-    const auto n = utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(text.data()),
-                                static_cast<utf8proc_ssize_t>(text.size()), &out, options_);
+    const auto n =
+        utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(text.data()),
+                     static_cast<utf8proc_ssize_t>(text.size()), &out, options_);
     if (n < 0)
       throw std::invalid_argument(std::string("text cannot be normalized: ") +
                                   utf8proc_errmsg(n));
@@ -53,7 +54,9 @@ class replace final : public normalizer {
 public:
   explicit replace(const json_node& spec)
       : pattern_(spec.at("pattern")), content_(spec.string("content")) {}
-  void apply(std::string& text) const override { text = pattern_.replace_all(text, content_); }
+  void apply(std::string& text) const override {
+    text = pattern_.replace_all(text, content_);
+  }
 
 private:
   text_pattern pattern_;
@@ -89,10 +92,10 @@ std::unique_ptr<const normalizer> make_normalizer(const json_node& spec) {
     return std::make_unique<unicode_form>(utf8proc_option_t(stable | UTF8PROC_DECOMPOSE));
   if (type == "NFKC")
     return std::make_unique<unicode_form>(
-      utf8proc_option_t(stable | UTF8PROC_COMPOSE | UTF8PROC_COMPAT));
+        utf8proc_option_t(stable | UTF8PROC_COMPOSE | UTF8PROC_COMPAT));
   if (type == "NFKD")
     return std::make_unique<unicode_form>(
-      utf8proc_option_t(stable | UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT));
+        utf8proc_option_t(stable | UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT));
   if (type == "Prepend")
     return std::make_unique<prepend>(spec.string("prepend"));
   if (type == "Replace")

@@ -46,11 +46,12 @@ void post_processor::read(const json_node& spec) {
 void post_processor::require_ids_below(std::size_t vocab, const json_node& spec) const {
   for (const auto id : single_)
     if (id != sequence_marker && static_cast<std::size_t>(id) >= vocab)
-      spec.fail("holds special token id " + std::to_string(id) + ", outside the vocabulary of " +
-                std::to_string(vocab) + " ids");
+      spec.fail("holds special token id " + std::to_string(id) +
+                ", outside the vocabulary of " + std::to_string(vocab) + " ids");
 }
 
-std::vector<cache::token_id> post_processor::apply(std::vector<cache::token_id> ids) const {
+std::vector<cache::token_id>
+post_processor::apply(std::vector<cache::token_id> ids) const {
   if (!has_template_)
     return ids;
   std::vector<cache::token_id> out;

@@ -7,7 +7,13 @@ namespace canopy::backends::hf {
 
 namespace {
 
-enum class behavior { removed, isolated, merged_with_previous, merged_with_next, contiguous };
+enum class behavior {
+  removed,
+  isolated,
+  merged_with_previous,
+  merged_with_next,
+  contiguous
+};
 
 struct span {
   std::size_t begin, end;
@@ -26,8 +32,10 @@ behavior read_behavior(const json_node& spec) {
     return behavior::merged_with_next;
   if (name == "Contiguous")
     return behavior::contiguous;
-  spec.at("behavior").fail("'" + name + "' is not a split behaviour (Removed, Isolated, "
-                           "MergedWithPrevious, MergedWithNext, Contiguous)");
+  spec.at("behavior")
+      .fail("'" + name +
+            "' is not a split behaviour (Removed, Isolated, "
+            "MergedWithPrevious, MergedWithNext, Contiguous)");
 }
 
 /// The matches and the gaps between them, tiling [0, size).
@@ -90,8 +98,7 @@ std::vector<span> apply_behavior(std::vector<span> spans, behavior how) {
 }
 
 /// Replaces each word by its pieces under `pieces_of`.
-template <class Pieces>
-void split_each(std::vector<word>& words, Pieces pieces_of) {
+template <class Pieces> void split_each(std::vector<word>& words, Pieces pieces_of) {
   std::vector<word> out;
   out.reserve(words.size());
   for (auto& w : words) {
@@ -111,7 +118,8 @@ public:
         invert_(spec.boolean("invert", false)) {}
   void split(std::vector<word>& words) const override {
     split_each(words, [&](const std::string& text) {
-      return apply_behavior(tile(pattern_.find_all(text), text.size(), invert_), behavior_);
+      return apply_behavior(tile(pattern_.find_all(text), text.size(), invert_),
+                            behavior_);
     });
   }
 
@@ -194,7 +202,9 @@ public:
     for (const auto& part : parts_)
       part->split(words);
   }
-  bool byte_level() const override { return !parts_.empty() && parts_.back()->byte_level(); }
+  bool byte_level() const override {
+    return !parts_.empty() && parts_.back()->byte_level();
+  }
 
 private:
   std::vector<std::unique_ptr<const pre_tokenizer>> parts_;

@@ -1,7 +1,7 @@
 #pragma once
 // tokenizer.json pre-tokenizers: Split (a pattern and one of HF's five behaviours,
-// optionally inverted), ByteLevel (the optional prefix space and GPT-2's split), Metaspace
-// and Sequence. Other types are refused by name. Internal to canopy_backends.
+// optionally inverted), ByteLevel (the optional prefix space and GPT-2's split),
+// Metaspace and Sequence. Other types are refused by name. Internal to canopy_backends.
 //
 // Words stay raw bytes here: ByteLevel's spelling of bytes as alphabet characters is left
 // to the BPE model (hf_bpe_model.hpp), which looks byte-level pieces up by their bytes.
@@ -33,7 +33,8 @@ public:
   virtual bool byte_level() const { return false; }
 };
 
-/// The pre-tokenizer `spec` describes; nullptr for a null spec (the whole text is one word).
+/// The pre-tokenizer `spec` describes; nullptr for a null spec (the whole text is one
+/// word).
 std::unique_ptr<const pre_tokenizer> make_pre_tokenizer(const json_node& spec);
 
 } // namespace canopy::backends::hf

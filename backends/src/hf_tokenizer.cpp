@@ -33,7 +33,8 @@ nlohmann::json parse(const std::filesystem::path& path) {
 struct hf_tokenizer::parts {
   explicit parts(const std::filesystem::path& path)
       : json(parse(path)), root(json, path.string(), "tokenizer.json"),
-        added(root.at("added_tokens")), normalizer(make_normalizer(root.at("normalizer"))),
+        added(root.at("added_tokens")),
+        normalizer(make_normalizer(root.at("normalizer"))),
         pre_tokenizer(make_pre_tokenizer(root.at("pre_tokenizer"))),
         model(read_model(root, pre_tokenizer != nullptr && pre_tokenizer->byte_level())),
         post(root.at("post_processor")), decoder(make_decoder(root.at("decoder"))) {
@@ -69,20 +70,21 @@ struct hf_tokenizer::parts {
       } else if (auto b = hf::fallback_byte(piece); b && model.byte_fallback()) {
         byte_vocab[id] = std::string(1, static_cast<char>(*b));
       } else {
-        byte_vocab[id] = hf::replace_matches(piece, hf::find_literal(piece, hf::metaspace),
-                                             " ");
+        byte_vocab[id] =
+            hf::replace_matches(piece, hf::find_literal(piece, hf::metaspace), " ");
       }
     }
     for (const auto& t : added.all()) {
       tokens[static_cast<std::size_t>(t.id)] = t.content;
       byte_vocab[static_cast<std::size_t>(t.id)] =
-        t.special ? std::nullopt : std::optional<std::string>(t.content);
+          t.special ? std::nullopt : std::optional<std::string>(t.content);
       token_ids[t.content] = t.id;
     }
   }
 
   /// Normalizes, pre-tokenizes and encodes one stretch of text between added tokens.
-  void encode_plain(std::string_view text, bool at_start, std::vector<token_id>& ids) const {
+  void encode_plain(std::string_view text, bool at_start,
+                    std::vector<token_id>& ids) const {
     std::string normalized(text);
     if (normalizer)
       normalizer->apply(normalized);
@@ -98,7 +100,8 @@ struct hf_tokenizer::parts {
     encode_words(normalized, at_start, ids);
   }
 
-  void encode_words(std::string_view text, bool at_start, std::vector<token_id>& ids) const {
+  void encode_words(std::string_view text, bool at_start,
+                    std::vector<token_id>& ids) const {
     std::vector<hf::word> words{{std::string(text), at_start}};
     if (pre_tokenizer)
       pre_tokenizer->split(words);
@@ -114,8 +117,8 @@ struct hf_tokenizer::parts {
   hf::bpe_model model;
   hf::post_processor post;
   std::unique_ptr<const hf::decoder> decoder;
-  std::vector<std::optional<std::string>> tokens;     // [vocab] token strings
-  std::vector<std::optional<std::string>> byte_vocab; // [vocab]
+  std::vector<std::optional<std::string>> tokens;      // [vocab] token strings
+  std::vector<std::optional<std::string>> byte_vocab;  // [vocab]
   std::unordered_map<std::string, token_id> token_ids; // added tokens' contents
 };
 
@@ -124,7 +127,8 @@ hf_tokenizer::hf_tokenizer(const std::filesystem::path& tokenizer_json)
 
 hf_tokenizer::~hf_tokenizer() = default;
 
-std::vector<token_id> hf_tokenizer::encode(std::string_view text, bool add_special_tokens) const {
+std::vector<token_id> hf_tokenizer::encode(std::string_view text,
+                                           bool add_special_tokens) const {
   std::vector<token_id> ids;
   ids.reserve(text.size() / 3 + 2);
   for (const auto& part : parts_->added.split(text, false)) {
@@ -169,7 +173,9 @@ std::optional<std::string> hf_tokenizer::token_text(token_id id) const {
   return tokens[static_cast<std::size_t>(id)];
 }
 
-std::vector<merge_rule> hf_tokenizer::merge_rules() const { return parts_->model.merge_rules(); }
+std::vector<merge_rule> hf_tokenizer::merge_rules() const {
+  return parts_->model.merge_rules();
+}
 
 std::optional<token_id> hf_tokenizer::token_id_of(std::string_view token) const {
   if (auto it = parts_->token_ids.find(std::string(token)); it != parts_->token_ids.end())

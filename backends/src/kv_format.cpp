@@ -7,11 +7,13 @@
 namespace canopy::backends {
 
 const std::vector<std::string>& kv_dtype_names() {
-  static const std::vector<std::string> names = {"float32", "float16", "bfloat16", "int8"};
+  static const std::vector<std::string> names = {"float32", "float16", "bfloat16",
+                                                 "int8"};
   return names;
 }
 
-std::unique_ptr<kv_format> make_kv_format(const std::string& name, at::ScalarType compute) {
+std::unique_ptr<kv_format> make_kv_format(const std::string& name,
+                                          at::ScalarType compute) {
   if (name.empty())
     return make_cast_kv_format(compute);
   if (name == "float32")

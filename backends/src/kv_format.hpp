@@ -50,10 +50,11 @@ public:
 
   /// An uninitialized plane of `rows` x `kv_heads` x `head_dim` where `placement` says
   /// (its device, and whether host memory is pinned); the format picks the dtypes.
-  virtual kv_plane allocate(std::int64_t rows, std::int64_t kv_heads, std::int64_t head_dim,
-                            at::TensorOptions placement) const = 0;
+  virtual kv_plane allocate(std::int64_t rows, std::int64_t kv_heads,
+                            std::int64_t head_dim, at::TensorOptions placement) const = 0;
   /// Stores x [S, KV, hd] (any floating dtype, the plane's device) at rows `slots` [S].
-  virtual void write(kv_plane& plane, const at::Tensor& slots, const at::Tensor& x) const = 0;
+  virtual void write(kv_plane& plane, const at::Tensor& slots,
+                     const at::Tensor& x) const = 0;
   /// Stores one token's x [KV * hd] float32 at row `slot` (CPU planes; the direct
   /// forward). The same values as write() gives for the same floats.
   virtual void write_row(kv_plane& plane, std::int64_t slot, const float* x) const = 0;
@@ -70,7 +71,8 @@ public:
 /// The format `name` names (empty: `compute`'s own dtype). Throws
 /// std::invalid_argument naming the known formats (kv_dtype_names()) for an unknown
 /// name.
-std::unique_ptr<kv_format> make_kv_format(const std::string& name, at::ScalarType compute);
+std::unique_ptr<kv_format> make_kv_format(const std::string& name,
+                                          at::ScalarType compute);
 
 // The formats (one file each).
 std::unique_ptr<kv_format> make_cast_kv_format(at::ScalarType element);

@@ -16,14 +16,12 @@ namespace canopy::backends {
 
 namespace {
 
-template <class Element>
-void store(const float* x, std::int64_t n, Element* out) {
+template <class Element> void store(const float* x, std::int64_t n, Element* out) {
   for (std::int64_t i = 0; i < n; ++i)
     out[i] = Element(x[i]);
 }
 
-template <class Element>
-void widen(const Element* x, std::int64_t n, float* out) {
+template <class Element> void widen(const Element* x, std::int64_t n, float* out) {
   for (std::int64_t d = 0; d < n; ++d)
     out[d] = static_cast<float>(x[d]);
 }
@@ -32,11 +30,11 @@ void widen(const Element* x, std::int64_t n, float* out) {
 /// bit arithmetic made SMC on a 110M Llama with float16 KV 15% slower than with
 /// float32 KV. Every float16 value is a float32 value, so both give the same floats.
 __attribute__((target("avx,f16c"))) void widen_f16c(const at::Half* x, std::int64_t n,
-                                                      float* out) {
+                                                    float* out) {
   std::int64_t d = 0;
   for (; d + 8 <= n; d += 8)
-    _mm256_storeu_ps(out + d,
-                     _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x + d))));
+    _mm256_storeu_ps(out + d, _mm256_cvtph_ps(_mm_loadu_si128(
+                                  reinterpret_cast<const __m128i*>(x + d))));
   widen(x + d, n - d, out + d);
 }
 
@@ -62,9 +60,12 @@ public:
 
   std::string name() const override {
     switch (element_) {
-    case at::kHalf: return "float16";
-    case at::kBFloat16: return "bfloat16";
-    default: return "float32";
+    case at::kHalf:
+      return "float16";
+    case at::kBFloat16:
+      return "bfloat16";
+    default:
+      return "float32";
     }
   }
   std::uint64_t bytes_per_head(std::int64_t head_dim) const override {
@@ -73,9 +74,12 @@ public:
   bool exact() const override { return true; }
   double unit_roundoff() const override {
     switch (element_) {
-    case at::kHalf: return std::ldexp(1.0, -11);
-    case at::kBFloat16: return std::ldexp(1.0, -8);
-    default: return std::ldexp(1.0, -24);
+    case at::kHalf:
+      return std::ldexp(1.0, -11);
+    case at::kBFloat16:
+      return std::ldexp(1.0, -8);
+    default:
+      return std::ldexp(1.0, -24);
     }
   }
 
@@ -83,7 +87,8 @@ public:
                     at::TensorOptions placement) const override {
     return {at::empty({rows, kv_heads, head_dim}, placement.dtype(element_)), {}};
   }
-  void write(kv_plane& plane, const at::Tensor& slots, const at::Tensor& x) const override {
+  void write(kv_plane& plane, const at::Tensor& slots,
+             const at::Tensor& x) const override {
     plane.elements.index_copy_(0, slots, x.to(element_));
   }
   void write_row(kv_plane& plane, std::int64_t slot, const float* x) const override {
@@ -110,11 +115,14 @@ public:
   void read_head(const kv_plane& plane, const std::int64_t* rows, std::int64_t n,
                  std::int64_t head, float* out) const override {
     switch (element_) {
-    case at::kHalf: load_head(plane.elements.data_ptr<at::Half>(), plane, rows, n, head, out); break;
+    case at::kHalf:
+      load_head(plane.elements.data_ptr<at::Half>(), plane, rows, n, head, out);
+      break;
     case at::kBFloat16:
       load_head(plane.elements.data_ptr<at::BFloat16>(), plane, rows, n, head, out);
       break;
-    default: load_head(plane.elements.data_ptr<float>(), plane, rows, n, head, out);
+    default:
+      load_head(plane.elements.data_ptr<float>(), plane, rows, n, head, out);
     }
   }
 

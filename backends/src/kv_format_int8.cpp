@@ -34,13 +34,15 @@ public:
             at::empty({rows, kv_heads}, placement.dtype(at::kFloat))};
   }
 
-  void write(kv_plane& plane, const at::Tensor& slots, const at::Tensor& x) const override {
+  void write(kv_plane& plane, const at::Tensor& slots,
+             const at::Tensor& x) const override {
     const auto xf = x.to(at::kFloat);
     const auto scale = xf.abs().amax(-1) * inverse_of_127; // [S, KV]
-    const auto q = at::where(scale.unsqueeze(-1) > 0, xf / scale.unsqueeze(-1), at::zeros_like(xf))
-                     .round()
-                     .clamp(-127, 127)
-                     .to(at::kChar);
+    const auto q =
+        at::where(scale.unsqueeze(-1) > 0, xf / scale.unsqueeze(-1), at::zeros_like(xf))
+            .round()
+            .clamp(-127, 127)
+            .to(at::kChar);
     plane.elements.index_copy_(0, slots, q);
     plane.scales.index_copy_(0, slots, scale);
   }
@@ -57,9 +59,10 @@ public:
       const float scale = top * inverse_of_127;
       scales[h] = scale;
       for (std::int64_t d = 0; d < hd; ++d)
-        q[h * hd + d] = scale > 0 ? static_cast<std::int8_t>(std::min(
-                                      127.0f, std::max(-127.0f, std::nearbyint(head[d] / scale))))
-                                  : std::int8_t{0};
+        q[h * hd + d] =
+            scale > 0 ? static_cast<std::int8_t>(std::min(
+                            127.0f, std::max(-127.0f, std::nearbyint(head[d] / scale))))
+                      : std::int8_t{0};
     }
   }
 

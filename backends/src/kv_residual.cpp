@@ -8,8 +8,8 @@
 namespace canopy::backends {
 
 kv_residual::kv_residual(std::int64_t rows, std::int64_t layers, std::int64_t slots,
-                         std::int64_t kv_heads, std::int64_t head_dim, at::ScalarType compute,
-                         at::Device device)
+                         std::int64_t kv_heads, std::int64_t head_dim,
+                         at::ScalarType compute, at::Device device)
     : rows_(rows), owner_(static_cast<std::size_t>(rows), -1),
       ring_of_(static_cast<std::size_t>(slots), -1),
       ring_of_slot_(at::full({slots}, -1, at::TensorOptions(at::kLong).device(device))) {
@@ -22,8 +22,10 @@ kv_residual::kv_residual(std::int64_t rows, std::int64_t layers, std::int64_t sl
 }
 
 std::uint64_t kv_residual::bytes_per_token(std::int64_t layers, std::int64_t kv_heads,
-                                           std::int64_t head_dim, at::ScalarType compute) {
-  return 2 * static_cast<std::uint64_t>(layers * kv_heads * head_dim) * at::elementSize(compute);
+                                           std::int64_t head_dim,
+                                           at::ScalarType compute) {
+  return 2 * static_cast<std::uint64_t>(layers * kv_heads * head_dim) *
+         at::elementSize(compute);
 }
 
 void kv_residual::assign(const std::vector<std::int64_t>& slots) {
@@ -62,7 +64,8 @@ void kv_residual::assign(const std::vector<std::int64_t>& slots) {
     for (const auto slot : changed)
       values.push_back(ring_of_[static_cast<std::size_t>(slot)]);
     const auto device = ring_of_slot_.device();
-    ring_of_slot_.index_put_({index_tensor(changed, device)}, index_tensor(values, device));
+    ring_of_slot_.index_put_({index_tensor(changed, device)},
+                             index_tensor(values, device));
   }
   pass_rows_ = index_tensor(rows, ring_of_slot_.device());
   pass_sources_ = index_tensor(sources, ring_of_slot_.device());
@@ -72,16 +75,19 @@ void kv_residual::write(std::int64_t layer, bool keys, const at::Tensor& x) {
   if (pass_rows_.numel() == 0)
     return;
   const auto& ring = plane(layer, keys);
-  ring.index_copy_(0, pass_rows_, x.index_select(0, pass_sources_).to(ring.scalar_type()));
+  ring.index_copy_(0, pass_rows_,
+                   x.index_select(0, pass_sources_).to(ring.scalar_type()));
 }
 
-void kv_residual::write_row(std::int64_t layer, bool keys, std::int64_t slot, const float* x) {
+void kv_residual::write_row(std::int64_t layer, bool keys, std::int64_t slot,
+                            const float* x) {
   const auto ring = ring_of_[static_cast<std::size_t>(slot)];
   if (ring < 0)
     return;
   const auto& p = plane(layer, keys);
   const auto n = p.size(1) * p.size(2);
-  std::memcpy(p.data_ptr<float>() + ring * n, x, static_cast<std::size_t>(n) * sizeof(float));
+  std::memcpy(p.data_ptr<float>() + ring * n, x,
+              static_cast<std::size_t>(n) * sizeof(float));
 }
 
 at::Tensor kv_residual::overlay(std::int64_t layer, bool keys, const at::Tensor& index,

@@ -24,9 +24,11 @@ namespace canopy::backends {
 
 class kv_residual {
 public:
-  /// `rows` copies (R >= 1) per layer; `slots`: the storage's rows, its zero row included.
-  kv_residual(std::int64_t rows, std::int64_t layers, std::int64_t slots, std::int64_t kv_heads,
-              std::int64_t head_dim, at::ScalarType compute, at::Device device);
+  /// `rows` copies (R >= 1) per layer; `slots`: the storage's rows, its zero row
+  /// included.
+  kv_residual(std::int64_t rows, std::int64_t layers, std::int64_t slots,
+              std::int64_t kv_heads, std::int64_t head_dim, at::ScalarType compute,
+              at::Device device);
 
   /// Bytes one token's copy takes (all layers, K and V).
   static std::uint64_t bytes_per_token(std::int64_t layers, std::int64_t kv_heads,
@@ -47,8 +49,8 @@ public:
                      const at::Tensor& stored) const;
   /// Head `head` of rows[0..n) in out [n, hd] float32 (read in the format) replaced by
   /// the copies of the rows that have them (CPU, float32 compute).
-  void overlay_head(std::int64_t layer, bool keys, const std::int64_t* rows, std::int64_t n,
-                    std::int64_t head, float* out) const;
+  void overlay_head(std::int64_t layer, bool keys, const std::int64_t* rows,
+                    std::int64_t n, std::int64_t head, float* out) const;
 
   /// The newest tokens of the pass with `stored` rows of new KV in total: how many of
   /// them, at the end, a pass reads from copies.

@@ -21,8 +21,9 @@ std::vector<std::int64_t> all_rows(std::int64_t n) {
 kv_slots::kv_slots(std::int64_t device_rows, std::int64_t host_rows) {
   const auto capacity = device_rows + host_rows;
   if (device_rows < 0 || host_rows < 0 || capacity >= (std::int64_t{1} << 32) - 1)
-    throw std::invalid_argument("kv storage: capacity out of range: " +
-                                std::to_string(device_rows) + " + " + std::to_string(host_rows));
+    throw std::invalid_argument(
+        "kv storage: capacity out of range: " + std::to_string(device_rows) + " + " +
+        std::to_string(host_rows));
   entries_.resize(static_cast<std::size_t>(capacity));
   free_ = all_rows(capacity);
   device_free_ = all_rows(device_rows);
@@ -57,8 +58,8 @@ std::vector<kv_slots::slot> kv_slots::chain(cache::kv_handle last, std::uint32_t
   if (out.empty() && length > 0) { // nothing walked: `last` is still checked
     const entry* e = find(last);
     if (e == nullptr || e->position != length - 1)
-      throw std::invalid_argument("kv storage: unknown, released or misplaced KV handle " +
-                                  std::to_string(last));
+      throw std::invalid_argument(
+          "kv storage: unknown, released or misplaced KV handle " + std::to_string(last));
   }
   if (first == 0 && h != cache::no_kv)
     throw std::invalid_argument("kv storage: KV handle " + std::to_string(last) +
@@ -67,8 +68,8 @@ std::vector<kv_slots::slot> kv_slots::chain(cache::kv_handle last, std::uint32_t
   return out;
 }
 
-std::vector<kv_slots::slot> kv_slots::take(cache::kv_handle parent, std::uint32_t position,
-                                           std::size_t n) {
+std::vector<kv_slots::slot> kv_slots::take(cache::kv_handle parent,
+                                           std::uint32_t position, std::size_t n) {
   std::vector<slot> out;
   out.reserve(std::min(n, device_free_.size()));
   for (std::size_t i = 0; i < n && !free_.empty() && !device_free_.empty(); ++i) {

@@ -83,7 +83,9 @@ private:
   };
   const entry* find(cache::kv_handle h) const;
   void free_slot(slot s);
-  std::vector<row>& free_rows(tier t) { return t == tier::device ? device_free_ : host_free_; }
+  std::vector<row>& free_rows(tier t) {
+    return t == tier::device ? device_free_ : host_free_;
+  }
   /// Moves slot `s` to a free row of tier `to`, if any.
   std::optional<move> relocate(slot s, tier to);
 

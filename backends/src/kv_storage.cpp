@@ -8,7 +8,8 @@ std::pair<at::Tensor, at::Tensor> kv_rows::gather(const at::Tensor& index) const
   auto k = format->gather(keys, index, compute);
   auto v = format->gather(values, index, compute);
   if (residual)
-    return {residual->overlay(layer, true, index, k), residual->overlay(layer, false, index, v)};
+    return {residual->overlay(layer, true, index, k),
+            residual->overlay(layer, false, index, v)};
   return {k, v};
 }
 
@@ -30,8 +31,9 @@ kv_storage::kv_storage(std::unique_ptr<kv_format> format, at::ScalarType compute
     : format_(std::move(format)), compute_format_(make_cast_kv_format(compute)),
       compute_(compute), zero_row_(capacity) {
   if (residual_tokens > 0)
-    residual_ = std::make_unique<kv_residual>(residual_tokens, layers, capacity + 1, kv_heads,
-                                              head_dim, compute, placement.device());
+    residual_ =
+        std::make_unique<kv_residual>(residual_tokens, layers, capacity + 1, kv_heads,
+                                      head_dim, compute, placement.device());
   // at::empty: host pages are only touched when rows are written, so an unused budget
   // costs address space, not memory (pinned memory is locked at once). Only the padding
   // row must hold zeros.
@@ -78,10 +80,12 @@ kv_rows kv_storage::layer(std::int64_t layer) const {
 }
 
 kv_rows kv_storage::packed(at::Tensor keys, at::Tensor values) const {
-  return {compute_format_.get(), {std::move(keys), {}}, {std::move(values), {}}, compute_};
+  return {
+      compute_format_.get(), {std::move(keys), {}}, {std::move(values), {}}, compute_};
 }
 
-void kv_storage::copy_rows(const kv_storage& source, const std::vector<std::int64_t>& from,
+void kv_storage::copy_rows(const kv_storage& source,
+                           const std::vector<std::int64_t>& from,
                            const std::vector<std::int64_t>& to) {
   if (from.empty())
     return;
@@ -94,9 +98,11 @@ void kv_storage::copy_rows(const kv_storage& source, const std::vector<std::int6
       const auto& in = (of_keys ? source.keys_ : source.values_)[l];
       auto& out = (of_keys ? keys_ : values_)[l];
       if (same_format) {
-        out.elements.index_copy_(0, to_index, in.elements.index_select(0, from_index).to(device));
+        out.elements.index_copy_(0, to_index,
+                                 in.elements.index_select(0, from_index).to(device));
         if (out.scales.defined())
-          out.scales.index_copy_(0, to_index, in.scales.index_select(0, from_index).to(device));
+          out.scales.index_copy_(0, to_index,
+                                 in.scales.index_select(0, from_index).to(device));
       } else {
         format_->write(out, to_index,
                        source.format_->gather(in, from_index, compute_).to(device));

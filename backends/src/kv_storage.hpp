@@ -31,17 +31,18 @@ struct kv_rows {
   /// CPU: the float32 K (or V) rows when attention may read them in place, else null.
   const float* in_place(bool of_keys) const;
   /// CPU: head `head` of K (or V) rows[0..n) as float32 into out [n, hd].
-  void read_head(bool of_keys, const std::int64_t* rows, std::int64_t n, std::int64_t head,
-                 float* out) const;
+  void read_head(bool of_keys, const std::int64_t* rows, std::int64_t n,
+                 std::int64_t head, float* out) const;
 };
 
 class kv_storage {
 public:
   /// `placement`: the device, and pinned memory for a host tier below a CUDA device.
   /// `residual_tokens` > 0: that many newest tokens keep compute-dtype copies.
-  kv_storage(std::unique_ptr<kv_format> format, at::ScalarType compute, std::int64_t layers,
-             std::int64_t capacity, std::int64_t kv_heads, std::int64_t head_dim,
-             at::TensorOptions placement, std::int64_t residual_tokens = 0);
+  kv_storage(std::unique_ptr<kv_format> format, at::ScalarType compute,
+             std::int64_t layers, std::int64_t capacity, std::int64_t kv_heads,
+             std::int64_t head_dim, at::TensorOptions placement,
+             std::int64_t residual_tokens = 0);
 
   const kv_format& format() const { return *format_; }
   std::int64_t zero_row() const { return zero_row_; }

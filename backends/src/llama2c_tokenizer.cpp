@@ -37,9 +37,12 @@ float read_f32(const std::string& bytes, std::size_t at) {
 }
 
 int hex_digit(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= '0' && c <= '9')
+    return c - '0';
+  if (c >= 'A' && c <= 'F')
+    return c - 'A' + 10;
+  if (c >= 'a' && c <= 'f')
+    return c - 'a' + 10;
   return -1;
 }
 
@@ -60,30 +63,37 @@ constexpr float merge_floor = -1e10f;
 llama2c_tokenizer::llama2c_tokenizer(const std::filesystem::path& file) {
   const std::string bytes = tokenizer_detail::read_file(file);
   if (bytes.size() < 4)
-    tokenizer_detail::fail(file, "truncated: " + std::to_string(bytes.size()) +
-                           " bytes, too short for the int32 max_token_length header");
+    tokenizer_detail::fail(file,
+                           "truncated: " + std::to_string(bytes.size()) +
+                               " bytes, too short for the int32 max_token_length header");
   max_token_length_ = read_i32(bytes, 0);
   if (max_token_length_ <= 0)
-    tokenizer_detail::fail(file, "max_token_length is " + std::to_string(max_token_length_) +
-                           ", expected a positive length (not a llama2.c tokenizer file?)");
+    tokenizer_detail::fail(
+        file, "max_token_length is " + std::to_string(max_token_length_) +
+                  ", expected a positive length (not a llama2.c tokenizer file?)");
   std::size_t at = 4;
   while (at < bytes.size()) {
     const std::string id = std::to_string(pieces_.size());
     if (bytes.size() - at < 8)
-      tokenizer_detail::fail(file, "truncated: entry of id " + id + " at offset " + std::to_string(at) +
-                             " needs 8 bytes (float32 score, int32 length), " +
-                             std::to_string(bytes.size() - at) + " left");
+      tokenizer_detail::fail(file, "truncated: entry of id " + id + " at offset " +
+                                       std::to_string(at) +
+                                       " needs 8 bytes (float32 score, int32 length), " +
+                                       std::to_string(bytes.size() - at) + " left");
     const float score = read_f32(bytes, at);
     const std::int32_t length = read_i32(bytes, at + 4);
     at += 8;
-    // run.c sizes its merge buffer from max_token_length; a longer piece is a corrupt file.
+    // run.c sizes its merge buffer from max_token_length; a longer piece is a corrupt
+    // file.
     if (length < 0 || length > max_token_length_)
-      tokenizer_detail::fail(file, "id " + id + " has piece length " + std::to_string(length) +
-                             ", outside 0..max_token_length (" + std::to_string(max_token_length_) + ")");
+      tokenizer_detail::fail(file, "id " + id + " has piece length " +
+                                       std::to_string(length) +
+                                       ", outside 0..max_token_length (" +
+                                       std::to_string(max_token_length_) + ")");
     if (bytes.size() - at < static_cast<std::size_t>(length))
-      tokenizer_detail::fail(file, "truncated: piece of id " + id + " needs " + std::to_string(length) +
-                             " bytes at offset " + std::to_string(at) + ", " +
-                             std::to_string(bytes.size() - at) + " left");
+      tokenizer_detail::fail(file, "truncated: piece of id " + id + " needs " +
+                                       std::to_string(length) + " bytes at offset " +
+                                       std::to_string(at) + ", " +
+                                       std::to_string(bytes.size() - at) + " left");
     pieces_.emplace_back(bytes, at, static_cast<std::size_t>(length));
     scores_.push_back(score);
     at += static_cast<std::size_t>(length);
@@ -91,21 +101,24 @@ llama2c_tokenizer::llama2c_tokenizer(const std::filesystem::path& file) {
   // Byte fallback writes byte + 3, so those ids must be the byte pieces.
   if (pieces_.size() < 259)
     tokenizer_detail::fail(file, "only " + std::to_string(pieces_.size()) +
-                           " pieces; a llama2.c tokenizer has at least 259 (3 control, 256 byte pieces)");
+                                     " pieces; a llama2.c tokenizer has at least 259 (3 "
+                                     "control, 256 byte pieces)");
   byte_of_.resize(pieces_.size());
   byte_vocab_.resize(pieces_.size());
   for (std::size_t id = 0; id < pieces_.size(); ++id) {
     const std::string& piece = pieces_[id];
     byte_of_[id] = byte_piece_value(piece);
     if (id >= 3 && id < 259 && byte_of_[id] != static_cast<int>(id) - 3)
-      tokenizer_detail::fail(file, "id " + std::to_string(id) + " is the piece \"" + piece +
-                             "\", but byte fallback needs <0x" +
-                             "0123456789ABCDEF"[(id - 3) / 16] + "0123456789ABCDEF"[(id - 3) % 16] +
-                             "> there");
-    piece_ids_.emplace(piece, static_cast<token_id>(id));  // a repeated piece keeps its first id
+      tokenizer_detail::fail(file, "id " + std::to_string(id) + " is the piece \"" +
+                                       piece + "\", but byte fallback needs <0x" +
+                                       "0123456789ABCDEF"[(id - 3) / 16] +
+                                       "0123456789ABCDEF"[(id - 3) % 16] + "> there");
+    piece_ids_.emplace(piece,
+                       static_cast<token_id>(id)); // a repeated piece keeps its first id
     if (id == unk_id || id == bos_id || id == eos_id)
-      continue;  // control tokens stand for no bytes
-    byte_vocab_[id] = byte_of_[id] >= 0 ? std::string(1, static_cast<char>(byte_of_[id])) : piece;
+      continue; // control tokens stand for no bytes
+    byte_vocab_[id] =
+        byte_of_[id] >= 0 ? std::string(1, static_cast<char>(byte_of_[id])) : piece;
   }
   space_id_ = lookup(" ");
 }
@@ -138,7 +151,8 @@ std::vector<cache::token_id> llama2c_tokenizer::encode(std::string_view text,
 
   // Code points -> pieces, exactly as run.c's byte loop: a lead byte starts a new buffer,
   // continuation bytes join it (at most 4 bytes); the buffer is then looked up whole, or
-  // spelled with byte-fallback ids. Invalid UTF-8 falls out as byte fallback the same way.
+  // spelled with byte-fallback ids. Invalid UTF-8 falls out as byte fallback the same
+  // way.
   std::string buffer;
   for (std::size_t i = 0; i < text.size(); ++i) {
     const auto c = static_cast<unsigned char>(text[i]);
@@ -172,7 +186,8 @@ std::vector<cache::token_id> llama2c_tokenizer::encode(std::string_view text,
   const auto lower_priority = [](const candidate& a, const candidate& b) {
     return a.score < b.score || (a.score == b.score && a.left > b.left);
   };
-  std::priority_queue<candidate, std::vector<candidate>, decltype(lower_priority)> heap(lower_priority);
+  std::priority_queue<candidate, std::vector<candidate>, decltype(lower_priority)> heap(
+      lower_priority);
   const std::size_t n = symbols.size();
   symbol_chain chain(std::move(symbols));
   std::string pair;
@@ -185,7 +200,7 @@ std::vector<cache::token_id> llama2c_tokenizer::encode(std::string_view text,
     if (!id)
       return;
     const float score = scores_[static_cast<std::size_t>(*id)];
-    if (score > merge_floor)  // also false for NaN, as in run.c
+    if (score > merge_floor) // also false for NaN, as in run.c
       heap.push(candidate{score, left, right, chain.at(left), chain.at(right), *id});
   };
   for (std::size_t i = 0; i + 1 < n; ++i)
@@ -211,15 +226,16 @@ std::string llama2c_tokenizer::decode(const std::vector<cache::token_id>& ids) c
   token_id prev = -1;
   for (token_id id : ids) {
     if (id < 0 || static_cast<std::size_t>(id) >= pieces_.size())
-      throw std::invalid_argument("token id " + std::to_string(id) + " is out of range [0, " +
-                                  std::to_string(pieces_.size()) + ") of the llama2.c vocabulary");
+      throw std::invalid_argument(
+          "token id " + std::to_string(id) + " is out of range [0, " +
+          std::to_string(pieces_.size()) + ") of the llama2.c vocabulary");
     const auto index = static_cast<std::size_t>(id);
     if (byte_of_[index] >= 0) {
       out += static_cast<char>(byte_of_[index]);
     } else if (id != unk_id && id != bos_id && id != eos_id) {
       std::string_view piece = pieces_[index];
       if (prev == bos_id && !piece.empty() && piece.front() == ' ')
-        piece.remove_prefix(1);  // run.c: the dummy prefix after BOS is not text
+        piece.remove_prefix(1); // run.c: the dummy prefix after BOS is not text
       out += piece;
     }
     prev = id;

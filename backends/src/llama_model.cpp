@@ -17,7 +17,9 @@ namespace {
 // path serves both and gives the same answers (HF's convert_llama_weights_to_hf does
 // the same permutation).
 at::Tensor to_rotate_half(const at::Tensor& w, std::int64_t heads, std::int64_t hd) {
-  return w.view({heads, hd / 2, 2, w.size(1)}).transpose(1, 2).reshape({heads * hd, w.size(1)});
+  return w.view({heads, hd / 2, 2, w.size(1)})
+      .transpose(1, 2)
+      .reshape({heads * hd, w.size(1)});
 }
 
 } // namespace
@@ -42,11 +44,13 @@ at::Tensor rope_inverse_frequencies(const model_config& c) {
     const double low_freq_wavelen = original / r.low_freq_factor;
     const double high_freq_wavelen = original / r.high_freq_factor;
     const auto wavelen = 2 * M_PI / inv_freq;
-    const auto scaled = at::where(wavelen > low_freq_wavelen, inv_freq / r.factor, inv_freq);
-    const auto smooth =
-      (original / wavelen - r.low_freq_factor) / (r.high_freq_factor - r.low_freq_factor);
+    const auto scaled =
+        at::where(wavelen > low_freq_wavelen, inv_freq / r.factor, inv_freq);
+    const auto smooth = (original / wavelen - r.low_freq_factor) /
+                        (r.high_freq_factor - r.low_freq_factor);
     const auto smoothed = (1 - smooth) * scaled / r.factor + smooth * scaled;
-    const auto medium = (wavelen >= high_freq_wavelen).logical_and(wavelen <= low_freq_wavelen);
+    const auto medium =
+        (wavelen >= high_freq_wavelen).logical_and(wavelen <= low_freq_wavelen);
     inv_freq = at::where(medium, smoothed, scaled);
     break;
   }
@@ -55,9 +59,11 @@ at::Tensor rope_inverse_frequencies(const model_config& c) {
 }
 
 llama_model::llama_model(const checkpoint& ckpt, at::ScalarType dtype, at::Device device)
-    : config_(ckpt.config),
-      rope_(rope_inverse_frequencies(ckpt.config), ckpt.config.context_length, dtype, device) {
-  auto w = [&](const std::string& name) { return load_weight(ckpt, name, dtype, device); };
+    : config_(ckpt.config), rope_(rope_inverse_frequencies(ckpt.config),
+                                  ckpt.config.context_length, dtype, device) {
+  auto w = [&](const std::string& name) {
+    return load_weight(ckpt, name, dtype, device);
+  };
   const auto& c = config_;
   w_.embed = w("model.embed_tokens.weight");
   w_.head = in_out(c.tied_embeddings ? w_.embed : w("lm_head.weight"));
@@ -70,18 +76,19 @@ llama_model::llama_model(const checkpoint& ckpt, at::ScalarType dtype, at::Devic
       q = to_rotate_half(q, c.num_heads, c.head_dim);
       k = to_rotate_half(k, c.num_kv_heads, c.head_dim);
     }
-    w_.layers.push_back({w(p + "input_layernorm.weight"),
-                       in_out(at::cat({q, k, w(p + "self_attn.v_proj.weight")}, 0)),
-                       c.qkv_bias ? at::cat({w(p + "self_attn.q_proj.bias"),
-                                             w(p + "self_attn.k_proj.bias"),
-                                             w(p + "self_attn.v_proj.bias")})
-                                  : at::Tensor(),
-                       c.qk_norm ? w(p + "self_attn.q_norm.weight") : at::Tensor(),
-                       c.qk_norm ? w(p + "self_attn.k_norm.weight") : at::Tensor(),
-                       in_out(w(p + "self_attn.o_proj.weight")),
-                       w(p + "post_attention_layernorm.weight"),
-                       in_out(at::cat({w(p + "mlp.gate_proj.weight"), w(p + "mlp.up_proj.weight")}, 0)),
-                       in_out(w(p + "mlp.down_proj.weight"))});
+    w_.layers.push_back(
+        {w(p + "input_layernorm.weight"),
+         in_out(at::cat({q, k, w(p + "self_attn.v_proj.weight")}, 0)),
+         c.qkv_bias
+             ? at::cat({w(p + "self_attn.q_proj.bias"), w(p + "self_attn.k_proj.bias"),
+                        w(p + "self_attn.v_proj.bias")})
+             : at::Tensor(),
+         c.qk_norm ? w(p + "self_attn.q_norm.weight") : at::Tensor(),
+         c.qk_norm ? w(p + "self_attn.k_norm.weight") : at::Tensor(),
+         in_out(w(p + "self_attn.o_proj.weight")),
+         w(p + "post_attention_layernorm.weight"),
+         in_out(at::cat({w(p + "mlp.gate_proj.weight"), w(p + "mlp.up_proj.weight")}, 0)),
+         in_out(w(p + "mlp.down_proj.weight"))});
   }
 }
 
@@ -92,7 +99,8 @@ at::Tensor llama_model::rms_norm(const at::Tensor& x, const at::Tensor& weight) 
   return (xf * scale).to(x.scalar_type()) * weight;
 }
 
-const rope_table& llama_model::rope_for(const std::vector<std::int64_t>& positions) const {
+const rope_table&
+llama_model::rope_for(const std::vector<std::int64_t>& positions) const {
   if (!positions.empty())
     rope_.cover(*std::max_element(positions.begin(), positions.end()) + 1);
   return rope_;
@@ -111,7 +119,8 @@ at::Tensor llama_model::forward(const at::Tensor& tokens, const device_layout& l
   const auto T = tokens.size(0);
   const auto H = c.num_heads, KV = c.num_kv_heads, hd = c.head_dim;
   const auto& rope = rope_for(layout.host->positions);
-  const auto cos = rope.cos().index_select(0, layout.positions).unsqueeze(1); // [T, 1, hd]
+  const auto cos =
+      rope.cos().index_select(0, layout.positions).unsqueeze(1); // [T, 1, hd]
   const auto sin = rope.sin().index_select(0, layout.positions).unsqueeze(1);
   auto x = w_.embed.index_select(0, tokens); // [T, D]
   for (std::int64_t l = 0; l < c.num_layers; ++l) {

@@ -20,8 +20,8 @@ class llama_model final : public transformer {
 public:
   llama_model(const checkpoint& ckpt, at::ScalarType dtype, at::Device device);
   const model_config& config() const override { return config_; }
-  at::Tensor forward(const at::Tensor& tokens, const device_layout& layout, const pass_kv& kv,
-                     const at::Tensor& rows) const override;
+  at::Tensor forward(const at::Tensor& tokens, const device_layout& layout,
+                     const pass_kv& kv, const at::Tensor& rows) const override;
   const llama_weights& weights() const { return w_; }
   /// RoPE's tables, covering every position of `positions` (grown on demand: Note in
   /// rope_table.hpp); valid until the next call. The worker's thread only.
@@ -29,7 +29,8 @@ public:
 
 private:
   at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight) const;
-  at::Tensor rotate(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) const;
+  at::Tensor rotate(const at::Tensor& x, const at::Tensor& cos,
+                    const at::Tensor& sin) const;
 
   model_config config_;
   llama_weights w_;

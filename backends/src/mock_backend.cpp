@@ -71,8 +71,9 @@ void check_options(const mock_options& options) {
         "mock backend: context_length must be in [1, 2^32) (got " +
         std::to_string(options.context_length) + ")");
   if (options.kv_window < 0 || options.kv_window > options.context_length)
-    throw std::invalid_argument("mock backend: kv_window must be in [0, context_length] (got " +
-                                std::to_string(options.kv_window) + ")");
+    throw std::invalid_argument(
+        "mock backend: kv_window must be in [0, context_length] (got " +
+        std::to_string(options.kv_window) + ")");
   if (options.cost_per_pass.count() < 0 || options.cost_per_token.count() < 0)
     throw std::invalid_argument("mock backend: simulated costs must not be negative");
 }
@@ -85,10 +86,15 @@ template <class Error>
 class mock_backend final : public backend_i {
 public:
   explicit mock_backend(const mock_options& options)
-      : options_(options),
-        info_{"mock", "mock", options.vocab_size, options.context_length,
-              options.kv_window, "float32", "", mock_fingerprint(options),
-              options.kv_bytes_per_token},
+      : options_(options), info_{"mock",
+                                 "mock",
+                                 options.vocab_size,
+                                 options.context_length,
+                                 options.kv_window,
+                                 "float32",
+                                 "",
+                                 mock_fingerprint(options),
+                                 options.kv_bytes_per_token},
         empty_state_(sequence_hash_start(options.seed)) {}
 
   const model_info& info() const override { return info_; }
@@ -138,13 +144,13 @@ private:
   /// as a windowed model's pass needs them.
   void check_window(std::size_t index, const pass_item& item) const {
     auto h = kv_.at(item.prefix).parent;
-    for (std::int64_t walked = 1; walked < options_.kv_window - 1 && h != no_kv; ++walked) {
+    for (std::int64_t walked = 1; walked < options_.kv_window - 1 && h != no_kv;
+         ++walked) {
       const auto entry = kv_.find(h);
       if (entry == kv_.end())
-        fail_item<std::runtime_error>(index, "KV handle " + std::to_string(h) +
-                                                 " within the window of prefix " +
-                                                 std::to_string(item.prefix) +
-                                                 " was released");
+        fail_item<std::runtime_error>(
+            index, "KV handle " + std::to_string(h) + " within the window of prefix " +
+                       std::to_string(item.prefix) + " was released");
       h = entry->second.parent;
     }
   }

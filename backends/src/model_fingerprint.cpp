@@ -30,7 +30,8 @@ public:
   std::string hex() const {
     const XXH128_hash_t h = XXH3_128bits_digest(state_.get());
     char out[33];
-    std::snprintf(out, sizeof out, "%016llx%016llx", static_cast<unsigned long long>(h.high64),
+    std::snprintf(out, sizeof out, "%016llx%016llx",
+                  static_cast<unsigned long long>(h.high64),
                   static_cast<unsigned long long>(h.low64));
     return out;
   }
@@ -46,8 +47,8 @@ std::string canonical_config(const model_config& c) {
   out << to_string(c.arch) << ' ' << c.hidden_size << ' ' << c.intermediate_size << ' '
       << c.num_layers << ' ' << c.num_heads << ' ' << c.num_kv_heads << ' ' << c.head_dim
       << ' ' << c.vocab_size << ' ' << c.context_length << ' ' << c.norm_eps << ' '
-      << c.rope_theta << ' ' << static_cast<int>(c.rope) << ' ' << c.tied_embeddings << ' '
-      << static_cast<int>(c.scaling.type) << ' ' << c.scaling.factor << ' '
+      << c.rope_theta << ' ' << static_cast<int>(c.rope) << ' ' << c.tied_embeddings
+      << ' ' << static_cast<int>(c.scaling.type) << ' ' << c.scaling.factor << ' '
       << c.scaling.low_freq_factor << ' ' << c.scaling.high_freq_factor << ' '
       << c.scaling.original_context << ' ' << c.qkv_bias << ' ' << c.qk_norm << ' '
       << c.sliding_window;

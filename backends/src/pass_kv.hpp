@@ -18,7 +18,8 @@ struct pass_kv {
 
   /// Writes this layer's new KV ([T, KV, hd] each) where asked and returns the key
   /// source the layout's key indices point into.
-  kv_rows sources(std::int64_t layer, const at::Tensor& k_new, const at::Tensor& v_new) const;
+  kv_rows sources(std::int64_t layer, const at::Tensor& k_new,
+                  const at::Tensor& v_new) const;
 };
 
 } // namespace canopy::backends

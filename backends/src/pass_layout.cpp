@@ -18,10 +18,10 @@ constexpr double max_padding_overhead = 1.25;
 constexpr std::int64_t small_group_cells = 4096; // padding this small costs nothing
 
 struct item_geometry {
-  std::int64_t skipped;  // prefix keys no query of the item sees (sliding window)
-  std::int64_t prefix;   // p: prefix keys some query sees
-  std::int64_t tokens;   // n
-  std::int64_t offset;   // first packed row
+  std::int64_t skipped;   // prefix keys no query of the item sees (sliding window)
+  std::int64_t prefix;    // p: prefix keys some query sees
+  std::int64_t tokens;    // n
+  std::int64_t offset;    // first packed row
   std::int64_t prefix_at; // packed: first row of its prefix in the key source
   std::int64_t length() const { return prefix + tokens; }
 };
@@ -32,8 +32,11 @@ struct key_rows {
   std::int64_t pool_zero_row; // -1: packed
   std::int64_t prefix_rows;   // P (packed)
   std::int64_t packed;        // T
-  std::int64_t pad() const { return pool_zero_row >= 0 ? pool_zero_row : prefix_rows + packed; }
-  std::int64_t operator()(std::size_t index, const item_geometry& it, std::int64_t l) const {
+  std::int64_t pad() const {
+    return pool_zero_row >= 0 ? pool_zero_row : prefix_rows + packed;
+  }
+  std::int64_t operator()(std::size_t index, const item_geometry& it,
+                          std::int64_t l) const {
     const auto& item = items[index];
     if (pool_zero_row >= 0)
       return l < it.prefix ? item.prefix_slots[static_cast<std::size_t>(it.skipped + l)]
@@ -85,8 +88,8 @@ attention_group make_group(const std::vector<item_geometry>& geo,
 
 } // namespace
 
-pass_layout build_pass_layout(const std::vector<item_shape>& items, std::int64_t pool_zero_row,
-                              std::int64_t window) {
+pass_layout build_pass_layout(const std::vector<item_shape>& items,
+                              std::int64_t pool_zero_row, std::int64_t window) {
   pass_layout out;
   std::vector<item_geometry> geo;
   geo.reserve(items.size());

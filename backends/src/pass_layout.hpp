@@ -26,32 +26,35 @@ namespace canopy::backends {
 
 /// One item as the layout needs it.
 struct item_shape {
-  std::int64_t prefix_start = 0;          // position of prefix_slots[0] (> 0 when the
-                                          // prefix's oldest KV is not read: a window)
-  std::vector<std::int64_t> prefix_slots; // [p] pool rows of the cached prefix, oldest first
-  std::vector<std::int64_t> new_slots;    // [n] pool rows of the new tokens (pooled only)
-  std::int64_t new_tokens = 0;            // n >= 1
+  std::int64_t prefix_start = 0; // position of prefix_slots[0] (> 0 when the
+                                 // prefix's oldest KV is not read: a window)
+  std::vector<std::int64_t>
+      prefix_slots;                    // [p] pool rows of the cached prefix, oldest first
+  std::vector<std::int64_t> new_slots; // [n] pool rows of the new tokens (pooled only)
+  std::int64_t new_tokens = 0;         // n >= 1
 };
 
 struct attention_group {
-  std::int64_t items = 0;   // G
-  std::int64_t queries = 0; // n_max: query rows per item, padded
-  std::int64_t keys = 0;    // L_max: key rows per item, padded
+  std::int64_t items = 0;                // G
+  std::int64_t queries = 0;              // n_max: query rows per item, padded
+  std::int64_t keys = 0;                 // L_max: key rows per item, padded
   std::vector<std::int64_t> query_index; // [G*n_max] packed row, or T for padding
-  std::vector<std::int64_t> key_index;   // [G*L_max] row of the key source (padding: its zero row)
-  std::vector<float> mask;               // [G*n_max*L_max] 0 where allowed, else -inf
-  std::vector<std::int64_t> key_start;   // [G*n_max] keys a query sees: start..limit-1
-  std::vector<std::int64_t> key_limit;   // (causal, and windowed); limit 0 for padding
-  std::vector<std::int64_t> result_rows;    // [n_real] rows of the G*n_max output that are real
+  std::vector<std::int64_t>
+      key_index;           // [G*L_max] row of the key source (padding: its zero row)
+  std::vector<float> mask; // [G*n_max*L_max] 0 where allowed, else -inf
+  std::vector<std::int64_t> key_start; // [G*n_max] keys a query sees: start..limit-1
+  std::vector<std::int64_t> key_limit; // (causal, and windowed); limit 0 for padding
+  std::vector<std::int64_t>
+      result_rows; // [n_real] rows of the G*n_max output that are real
   std::vector<std::int64_t> result_targets; // [n_real] packed rows they answer
 };
 
 struct pass_layout {
-  std::int64_t packed_rows = 0;               // T
-  std::vector<std::int64_t> positions;        // [T] absolute position of each new token
-  std::vector<std::int64_t> item_offset;      // [items] first packed row of each item
-  std::vector<std::int64_t> prefix_slots;     // packed: [P] all items' visible prefix
-                                              // slots, item by item
+  std::int64_t packed_rows = 0;           // T
+  std::vector<std::int64_t> positions;    // [T] absolute position of each new token
+  std::vector<std::int64_t> item_offset;  // [items] first packed row of each item
+  std::vector<std::int64_t> prefix_slots; // packed: [P] all items' visible prefix
+                                          // slots, item by item
   std::vector<attention_group> groups;
   /// True when one group covers every packed row in packed order without padding,
   /// so its output needs no gather (SMC steps: every particle adds one token).
@@ -61,7 +64,7 @@ struct pass_layout {
 /// `pool_zero_row` >= 0: pooled keys (every item has new_slots), padding reads that
 /// row; -1: packed keys. `window` > 0: the sliding window W; 0: queries see the whole
 /// prefix.
-pass_layout build_pass_layout(const std::vector<item_shape>& items, std::int64_t pool_zero_row,
-                              std::int64_t window = 0);
+pass_layout build_pass_layout(const std::vector<item_shape>& items,
+                              std::int64_t pool_zero_row, std::int64_t window = 0);
 
 } // namespace canopy::backends

@@ -20,8 +20,10 @@ void profile_clock::lap(std::string_view name) {
   if (!profile_)
     return;
   const auto now = std::chrono::steady_clock::now();
-  profile_->add(name, static_cast<std::uint64_t>(
-                        std::chrono::duration_cast<std::chrono::nanoseconds>(now - last_).count()));
+  profile_->add(
+      name,
+      static_cast<std::uint64_t>(
+          std::chrono::duration_cast<std::chrono::nanoseconds>(now - last_).count()));
   last_ = now;
 }
 

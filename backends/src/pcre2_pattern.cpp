@@ -16,7 +16,8 @@ std::string pcre2_message(int code) {
   PCRE2_UCHAR buffer[256];
   const int n = pcre2_get_error_message(code, buffer, sizeof buffer);
   return n < 0 ? "PCRE2 error " + std::to_string(code)
-               : std::string(reinterpret_cast<const char*>(buffer), static_cast<std::size_t>(n));
+               : std::string(reinterpret_cast<const char*>(buffer),
+                             static_cast<std::size_t>(n));
 }
 
 } // namespace
@@ -26,13 +27,15 @@ struct pcre2_pattern::compiled {
   ~compiled() { pcre2_code_free(code); }
 };
 
-pcre2_pattern::pcre2_pattern(std::string_view pattern) : compiled_(std::make_unique<compiled>()) {
+pcre2_pattern::pcre2_pattern(std::string_view pattern)
+    : compiled_(std::make_unique<compiled>()) {
   int error = 0;
   PCRE2_SIZE offset = 0;
-  // MATCH_INVALID_UTF: invalid UTF-8 in the subject is skipped instead of failing the match.
-  compiled_->code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
-                                  PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF, &error,
-                                  &offset, nullptr);
+  // MATCH_INVALID_UTF: invalid UTF-8 in the subject is skipped instead of failing the
+  // match.
+  compiled_->code = pcre2_compile(
+      reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
+      PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF, &error, &offset, nullptr);
   if (compiled_->code == nullptr)
     throw std::invalid_argument("regular expression rejected by PCRE2 at offset " +
                                 std::to_string(offset) + ": " + pcre2_message(error));
@@ -49,7 +52,8 @@ std::vector<pcre2_pattern::match> pcre2_pattern::find_all(std::string_view text)
     return out;
   // Match data is per call: that is what makes find_all() safe from many threads.
   std::unique_ptr<pcre2_match_data, decltype(&pcre2_match_data_free)> data(
-    pcre2_match_data_create_from_pattern(compiled_->code, nullptr), &pcre2_match_data_free);
+      pcre2_match_data_create_from_pattern(compiled_->code, nullptr),
+      &pcre2_match_data_free);
   if (!data)
     throw std::bad_alloc();
   // PCRE2's default match limit (10 million steps) fails one match over a long run of
@@ -58,17 +62,16 @@ std::vector<pcre2_pattern::match> pcre2_pattern::find_all(std::string_view text)
   // takes grow with the text it can span: the limit does too (a bound on runaway
   // patterns still, never a refusal of ordinary text).
   std::unique_ptr<pcre2_match_context, decltype(&pcre2_match_context_free)> context(
-    pcre2_match_context_create(nullptr), &pcre2_match_context_free);
+      pcre2_match_context_create(nullptr), &pcre2_match_context_free);
   if (!context)
     throw std::bad_alloc();
-  pcre2_set_match_limit(context.get(),
-                        static_cast<std::uint32_t>(std::min<std::size_t>(
-                          UINT32_MAX, 10'000'000 + 16 * text.size())));
+  pcre2_set_match_limit(context.get(), static_cast<std::uint32_t>(std::min<std::size_t>(
+                                           UINT32_MAX, 10'000'000 + 16 * text.size())));
   const auto* subject = reinterpret_cast<PCRE2_SPTR>(text.data());
   std::size_t at = 0;
   while (at < text.size()) {
-    const int rc =
-      pcre2_match(compiled_->code, subject, text.size(), at, 0, data.get(), context.get());
+    const int rc = pcre2_match(compiled_->code, subject, text.size(), at, 0, data.get(),
+                               context.get());
     if (rc == PCRE2_ERROR_NOMATCH)
       break;
     if (rc < 0)

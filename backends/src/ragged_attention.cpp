@@ -16,14 +16,16 @@ constexpr std::int64_t max_queries_for_loops = 8;
 
 /// The group's output rows [G * n_max, H * hd] (padded queries included).
 at::Tensor aten_attention_group(const at::Tensor& q_src, const kv_rows& source,
-                                const device_layout::group& g, bool identity, std::int64_t H,
-                                std::int64_t hd) {
+                                const device_layout::group& g, bool identity,
+                                std::int64_t H, std::int64_t hd) {
   const auto KV = source.keys.elements.size(1), per_kv = H / KV;
   const auto G = g.items, n = g.queries, L = g.keys;
   auto qg = identity ? q_src : q_src.index_select(0, g.query_index);
   // [G, n, KV, per_kv, hd] -> [G, KV, per_kv * n, hd]: one batched matmul per KV head
   // serves all the query heads that share it.
-  qg = qg.view({G, n, KV, per_kv, hd}).permute({0, 2, 3, 1, 4}).reshape({G, KV, per_kv * n, hd});
+  qg = qg.view({G, n, KV, per_kv, hd})
+           .permute({0, 2, 3, 1, 4})
+           .reshape({G, KV, per_kv * n, hd});
   const auto [k_rows, v_rows] = source.gather(g.key_index);
   const auto kg = k_rows.view({G, L, KV, hd});
   const auto vg = v_rows.view({G, L, KV, hd});
@@ -32,7 +34,9 @@ at::Tensor aten_attention_group(const at::Tensor& q_src, const kv_rows& source,
   // Softmax in float32 whatever the compute dtype (as HF does).
   const auto probs = at::softmax(scores, -1, at::kFloat).to(q_src.scalar_type());
   auto og = at::matmul(probs.view({G, KV, per_kv * n, L}), vg.permute({0, 2, 1, 3}));
-  return og.view({G, KV, per_kv, n, hd}).permute({0, 3, 1, 2, 4}).reshape({G * n, H * hd});
+  return og.view({G, KV, per_kv, n, hd})
+      .permute({0, 3, 1, 2, 4})
+      .reshape({G * n, H * hd});
 }
 
 /// q / sqrt(hd): scaling q once is cheaper than scaling every score (the loops scale
@@ -43,8 +47,8 @@ at::Tensor scaled_queries(const at::Tensor& q) {
 
 } // namespace
 
-device_layout to_device(const pass_layout& layout, at::Device device, at::ScalarType dtype,
-                        attention_kernel kernel) {
+device_layout to_device(const pass_layout& layout, at::Device device,
+                        at::ScalarType dtype, attention_kernel kernel) {
   const bool loops_apply = device.is_cpu() && dtype == at::kFloat;
   if (kernel == attention_kernel::cpu_loops && !loops_apply)
     throw std::invalid_argument("the attention loops need float32 CPU tensors");
@@ -78,8 +82,8 @@ at::Tensor ragged_attention(const at::Tensor& q, const kv_rows& source,
   const auto T = q.size(0), H = q.size(1), hd = q.size(2);
   if (layout.host->identity && !layout.groups[0].loops) {
     // One group in packed order: its output is the result, with no copy.
-    return aten_attention_group(scaled_queries(q).contiguous(), source, layout.groups[0], true,
-                                H, hd);
+    return aten_attention_group(scaled_queries(q).contiguous(), source, layout.groups[0],
+                                true, H, hd);
   }
   auto out = at::empty({T, H * hd}, q.options());
   ragged_attention_into(q, source, layout, out);

@@ -23,7 +23,7 @@ enum class attention_kernel { automatic, aten, cpu_loops };
 /// the host layout.
 struct device_layout {
   struct group {
-    bool loops = false;        // computed by cpu_attention_group
+    bool loops = false; // computed by cpu_attention_group
     // ATen groups only:
     std::int64_t items = 0, queries = 0, keys = 0;
     at::Tensor query_index;    // [G*n_max] int64
@@ -39,7 +39,8 @@ struct device_layout {
 
 /// Throws std::invalid_argument when `kernel` is cpu_loops but the device or dtype is
 /// not float32 on the CPU.
-device_layout to_device(const pass_layout& layout, at::Device device, at::ScalarType dtype,
+device_layout to_device(const pass_layout& layout, at::Device device,
+                        at::ScalarType dtype,
                         attention_kernel kernel = attention_kernel::automatic);
 
 /// q: [T, H, hd]; source: the key source [rows, KV, hd] the layout's key indices

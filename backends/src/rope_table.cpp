@@ -10,17 +10,19 @@ namespace canopy::backends {
 
 rope_table::rope_table(at::Tensor inverse_frequencies, std::int64_t context,
                        at::ScalarType dtype, at::Device device)
-  : inverse_frequencies_(inverse_frequencies.to(at::kDouble).unsqueeze(0)), context_(context),
-    dtype_(dtype), device_(device) {}
+    : inverse_frequencies_(inverse_frequencies.to(at::kDouble).unsqueeze(0)),
+      context_(context), dtype_(dtype), device_(device) {}
 
 void rope_table::cover(std::int64_t end) {
   if (end <= covered_)
     return;
   if (end > context_)
     throw std::invalid_argument("position " + std::to_string(end - 1) +
-                                " is past the served context of " + std::to_string(context_));
+                                " is past the served context of " +
+                                std::to_string(context_));
   auto target = std::max({end, 2 * covered_, block_positions});
-  target = std::min(context_, (target + block_positions - 1) / block_positions * block_positions);
+  target = std::min(context_,
+                    (target + block_positions - 1) / block_positions * block_positions);
   std::vector<at::Tensor> cos, sin;
   if (cos_.defined()) {
     cos.push_back(cos_);

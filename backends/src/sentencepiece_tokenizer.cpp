@@ -1,5 +1,6 @@
-// SentencePiece .model tokenizer over the SentencePiece plugin (see sentencepiece_tokenizer.hpp
-// and, for why a dlopen()ed plugin, sentencepiece_plugin_api.h).
+// SentencePiece .model tokenizer over the SentencePiece plugin (see
+// sentencepiece_tokenizer.hpp and, for why a dlopen()ed plugin,
+// sentencepiece_plugin_api.h).
 #include <canopy/backends/sentencepiece_tokenizer.hpp>
 
 #include "sentencepiece_plugin_api.h"
@@ -31,14 +32,15 @@ struct plugin {
   canopy_spm_bos_id_fn bos_id = nullptr;
   canopy_spm_encode_fn encode = nullptr;
   canopy_spm_decode_fn decode = nullptr;
-  std::string error;  // why it could not be loaded; empty when loaded
+  std::string error; // why it could not be loaded; empty when loaded
 };
 
 // Where the plugin may be: $CANOPY_SENTENCEPIECE_PLUGIN, beside the running executable,
 // where this build put it, and where `cmake --install` puts it.
 std::vector<fs::path> plugin_candidates() {
   std::vector<fs::path> out;
-  if (const char* env = std::getenv("CANOPY_SENTENCEPIECE_PLUGIN"); env != nullptr && *env != '\0')
+  if (const char* env = std::getenv("CANOPY_SENTENCEPIECE_PLUGIN");
+      env != nullptr && *env != '\0')
     out.emplace_back(env);
   std::error_code ec;
   const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
@@ -63,36 +65,41 @@ plugin open_plugin() {
     void* handle = ::dlopen(candidate.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
     if (handle == nullptr) {
       const char* why = ::dlerror();
-      tried += " " + candidate.string() + " (" + (why != nullptr ? why : "dlopen failed") + ");";
+      tried += " " + candidate.string() + " (" +
+               (why != nullptr ? why : "dlopen failed") + ");";
       continue;
     }
     const auto symbol = [&](const char* name) { return ::dlsym(handle, name); };
-    const auto version = reinterpret_cast<canopy_spm_abi_version_fn>(symbol("canopy_spm_abi_version"));
+    const auto version =
+        reinterpret_cast<canopy_spm_abi_version_fn>(symbol("canopy_spm_abi_version"));
     if (version == nullptr || version() != CANOPY_SPM_ABI_VERSION) {
-      tried += " " + candidate.string() + " (not a matching Canopy SentencePiece plugin);";
+      tried +=
+          " " + candidate.string() + " (not a matching Canopy SentencePiece plugin);";
       ::dlclose(handle);
       continue;
     }
     p.load = reinterpret_cast<canopy_spm_load_fn>(symbol("canopy_spm_load"));
     p.free = reinterpret_cast<canopy_spm_free_fn>(symbol("canopy_spm_free"));
-    p.piece_count = reinterpret_cast<canopy_spm_piece_count_fn>(symbol("canopy_spm_piece_count"));
+    p.piece_count =
+        reinterpret_cast<canopy_spm_piece_count_fn>(symbol("canopy_spm_piece_count"));
     p.piece = reinterpret_cast<canopy_spm_piece_fn>(symbol("canopy_spm_piece"));
     p.bos_id = reinterpret_cast<canopy_spm_bos_id_fn>(symbol("canopy_spm_bos_id"));
     p.encode = reinterpret_cast<canopy_spm_encode_fn>(symbol("canopy_spm_encode"));
     p.decode = reinterpret_cast<canopy_spm_decode_fn>(symbol("canopy_spm_decode"));
     if (p.load && p.free && p.piece_count && p.piece && p.bos_id && p.encode && p.decode)
-      return p;  // the handle stays open for the life of the process
+      return p; // the handle stays open for the life of the process
     tried += " " + candidate.string() + " (missing entry points);";
     ::dlclose(handle);
     p = plugin{};
   }
-  p.error = "SentencePiece .model support is unavailable: its plugin " + std::string(plugin_file_name) +
-            " could not be loaded; tried:" + tried + " set CANOPY_SENTENCEPIECE_PLUGIN to its path";
+  p.error = "SentencePiece .model support is unavailable: its plugin " +
+            std::string(plugin_file_name) + " could not be loaded; tried:" + tried +
+            " set CANOPY_SENTENCEPIECE_PLUGIN to its path";
   return p;
 }
 
 const plugin& the_plugin() {
-  static const plugin p = open_plugin();  // thread-safe one-time initialization
+  static const plugin p = open_plugin(); // thread-safe one-time initialization
   return p;
 }
 
@@ -101,11 +108,11 @@ void append_to_string(void* ctx, const char* data, std::size_t size) {
 }
 
 void append_ids(void* ctx, const int* ids, std::size_t count) {
-  static_cast<std::vector<token_id>*>(ctx)->insert(static_cast<std::vector<token_id>*>(ctx)->end(), ids,
-                                                   ids + count);
+  static_cast<std::vector<token_id>*>(ctx)->insert(
+      static_cast<std::vector<token_id>*>(ctx)->end(), ids, ids + count);
 }
 
-constexpr std::string_view space_symbol = "\xE2\x96\x81";  // U+2581, SentencePiece's space
+constexpr std::string_view space_symbol = "\xE2\x96\x81"; // U+2581, SentencePiece's space
 
 std::string replace_space_symbol(std::string_view piece) {
   std::string out;
@@ -122,9 +129,12 @@ std::string replace_space_symbol(std::string_view piece) {
 }
 
 int hex_digit(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= '0' && c <= '9')
+    return c - '0';
+  if (c >= 'A' && c <= 'F')
+    return c - 'A' + 10;
+  if (c >= 'a' && c <= 'f')
+    return c - 'a' + 10;
   return -1;
 }
 
@@ -155,19 +165,20 @@ public:
         continue;
       if ((type & canopy_spm_byte) && piece.size() == 6 && hex_digit(piece[3]) >= 0 &&
           hex_digit(piece[4]) >= 0) {
-        slot = std::string(1, static_cast<char>(hex_digit(piece[3]) * 16 + hex_digit(piece[4])));
+        slot = std::string(
+            1, static_cast<char>(hex_digit(piece[3]) * 16 + hex_digit(piece[4])));
         is_byte_[static_cast<std::size_t>(id)] = true;
       } else {
         slot = replace_space_symbol(piece);
       }
     }
     // Whether Decode drops the dummy-prefix space is in the normalizer spec, which the
-    // processor API does not expose; ask SentencePiece instead, on a piece that starts with
-    // a space and has more after it.
+    // processor API does not expose; ask SentencePiece instead, on a piece that starts
+    // with a space and has more after it.
     for (int id = 0; id < size; ++id) {
       const auto& text = byte_vocab_[static_cast<std::size_t>(id)];
-      if (text && !is_byte_[static_cast<std::size_t>(id)] && text->size() > 1 && text->front() == ' ' &&
-          text->find_first_not_of(' ') != std::string::npos) {
+      if (text && !is_byte_[static_cast<std::size_t>(id)] && text->size() > 1 &&
+          text->front() == ' ' && text->find_first_not_of(' ') != std::string::npos) {
         std::string decoded;
         if (plugin_.decode(model_, &id, 1, &append_to_string, nullptr, &decoded) == 0)
           strip_leading_space_ = decoded.empty() || decoded.front() != ' ';
@@ -181,7 +192,8 @@ public:
   sentencepiece_tokenizer& operator=(const sentencepiece_tokenizer&) = delete;
 
   using tokenizer_i::encode;
-  std::vector<token_id> encode(std::string_view text, bool add_special_tokens) const override {
+  std::vector<token_id> encode(std::string_view text,
+                               bool add_special_tokens) const override {
     std::vector<token_id> ids;
     if (bos_ >= 0 && add_special_tokens)
       ids.push_back(bos_);
@@ -192,8 +204,13 @@ public:
     } ctx{&ids, &error};
     const int rc = plugin_.encode(
         model_, text.data(), text.size(),
-        [](void* c, const int* p, std::size_t n) { append_ids(static_cast<sinks*>(c)->ids, p, n); },
-        [](void* c, const char* p, std::size_t n) { static_cast<sinks*>(c)->error->append(p, n); }, &ctx);
+        [](void* c, const int* p, std::size_t n) {
+          append_ids(static_cast<sinks*>(c)->ids, p, n);
+        },
+        [](void* c, const char* p, std::size_t n) {
+          static_cast<sinks*>(c)->error->append(p, n);
+        },
+        &ctx);
     if (rc != 0)
       throw std::invalid_argument("SentencePiece encode failed: " + error);
     return ids;
@@ -204,14 +221,16 @@ public:
     bool first_text = true;
     for (token_id id : ids) {
       if (id < 0 || static_cast<std::size_t>(id) >= byte_vocab_.size())
-        throw std::invalid_argument("token id " + std::to_string(id) + " is out of range [0, " +
-                                    std::to_string(byte_vocab_.size()) + ") of the SentencePiece vocabulary");
+        throw std::invalid_argument(
+            "token id " + std::to_string(id) + " is out of range [0, " +
+            std::to_string(byte_vocab_.size()) + ") of the SentencePiece vocabulary");
       const auto& bytes = byte_vocab_[static_cast<std::size_t>(id)];
       if (!bytes || bytes->empty())
         continue;
       std::string_view piece = *bytes;
       // SentencePiece's Decode drops the dummy prefix from the first piece that has text.
-      if (first_text && strip_leading_space_ && !is_byte_[static_cast<std::size_t>(id)] && piece.front() == ' ')
+      if (first_text && strip_leading_space_ && !is_byte_[static_cast<std::size_t>(id)] &&
+          piece.front() == ' ')
         piece.remove_prefix(1);
       first_text = false;
       out += piece;
@@ -219,7 +238,9 @@ public:
     return out;
   }
 
-  const std::vector<std::optional<std::string>>& byte_vocab() const override { return byte_vocab_; }
+  const std::vector<std::optional<std::string>>& byte_vocab() const override {
+    return byte_vocab_;
+  }
   std::string_view kind() const override { return "sentencepiece"; }
 
 private:
@@ -233,19 +254,26 @@ private:
 
 } // namespace
 
-bool sentencepiece_supported() { return the_plugin().error.empty(); }
+bool sentencepiece_supported() {
+  return the_plugin().error.empty();
+}
 
-std::unique_ptr<tokenizer_i> load_sentencepiece_tokenizer(const std::filesystem::path& model_file) {
+std::unique_ptr<tokenizer_i>
+load_sentencepiece_tokenizer(const std::filesystem::path& model_file) {
   return std::make_unique<sentencepiece_tokenizer>(model_file);
 }
 
 #else
 
-bool sentencepiece_supported() { return false; }
+bool sentencepiece_supported() {
+  return false;
+}
 
-std::unique_ptr<tokenizer_i> load_sentencepiece_tokenizer(const std::filesystem::path& model_file) {
-  tokenizer_detail::fail(model_file, "SentencePiece .model support was not built into Canopy "
-                           "(install libsentencepiece-dev and re-run CMake)");
+std::unique_ptr<tokenizer_i>
+load_sentencepiece_tokenizer(const std::filesystem::path& model_file) {
+  tokenizer_detail::fail(model_file,
+                         "SentencePiece .model support was not built into Canopy "
+                         "(install libsentencepiece-dev and re-run CMake)");
 }
 
 #endif

@@ -21,7 +21,8 @@ public:
   explicit collector(std::int64_t vocab_size) : vocab_size_(vocab_size) {}
 
   /// An id, a list of ids, or null at `key` of `doc` (read from `file`).
-  std::vector<cache::token_id> ids(const json& doc, const char* key, const fs::path& file) const {
+  std::vector<cache::token_id> ids(const json& doc, const char* key,
+                                   const fs::path& file) const {
     std::vector<cache::token_id> out;
     if (!doc.is_object() || !doc.contains(key) || doc.at(key).is_null())
       return out;
@@ -60,14 +61,16 @@ private:
 
 /// tokenizer_config.json's bos_token / eos_token: "text" or {"content": "text", ...}.
 std::vector<cache::token_id> named_token(const json& doc, const char* key,
-                                         const tokenizer_i* tokenizer, std::int64_t vocab) {
+                                         const tokenizer_i* tokenizer,
+                                         std::int64_t vocab) {
   if (tokenizer == nullptr || !doc.is_object() || !doc.contains(key))
     return {};
   const auto& value = doc.at(key);
   std::string text;
   if (value.is_string())
     text = value.get<std::string>();
-  else if (value.is_object() && value.contains("content") && value.at("content").is_string())
+  else if (value.is_object() && value.contains("content") &&
+           value.at("content").is_string())
     text = value.at("content").get<std::string>();
   const auto id = text.empty() ? std::nullopt : tokenizer->token_id_of(text);
   if (!id || *id >= vocab)
@@ -86,8 +89,9 @@ special_tokens read_special_tokens(const fs::path& model, std::int64_t vocab_siz
   if (!fs::is_directory(model, ec)) {
     const auto config = load_model_config(model); // a llama2.c .bin: its format's ids
     found.add_bos(config.bos_token_id >= 0
-                    ? std::vector<cache::token_id>{static_cast<cache::token_id>(config.bos_token_id)}
-                    : std::vector<cache::token_id>{});
+                      ? std::vector<cache::token_id>{static_cast<cache::token_id>(
+                            config.bos_token_id)}
+                      : std::vector<cache::token_id>{});
     if (config.eos_token_id >= 0)
       found.add_eos({static_cast<cache::token_id>(config.eos_token_id)});
     return found.result;

@@ -1,6 +1,6 @@
 #pragma once
-// Reading tokenizer files whole, with errors that name the file (internal to canopy_backends).
-// Thread contract: pure functions over the file system.
+// Reading tokenizer files whole, with errors that name the file (internal to
+// canopy_backends). Thread contract: pure functions over the file system.
 
 #include <canopy/backends/tokenizer.hpp>
 
@@ -12,7 +12,8 @@
 namespace canopy::backends::tokenizer_detail {
 
 /// tokenizer_error "<path>: <what>".
-[[noreturn]] inline void fail(const std::filesystem::path& path, const std::string& what) {
+[[noreturn]] inline void fail(const std::filesystem::path& path,
+                              const std::string& what) {
   throw tokenizer_error(path.string() + ": " + what);
 }
 
@@ -24,7 +25,8 @@ inline std::string read_file(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in)
     fail(path, "cannot open tokenizer file");
-  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::string bytes((std::istreambuf_iterator<char>(in)),
+                    std::istreambuf_iterator<char>());
   if (in.bad())
     fail(path, "read error");
   return bytes;

@@ -1,5 +1,5 @@
-// load_tokenizer / find_tokenizer: which file of a model is its tokenizer, and which reader
-// it needs (see tokenizer.hpp).
+// load_tokenizer / find_tokenizer: which file of a model is its tokenizer, and which
+// reader it needs (see tokenizer.hpp).
 #include <canopy/backends/tokenizer.hpp>
 
 #include <canopy/backends/gpt2_bpe_tokenizer.hpp>
@@ -46,7 +46,8 @@ fs::path find_tokenizer(const fs::path& model_path) {
   if (!is_file(model_path) || model_path.extension() != ".bin")
     return {};
   // A llama2.c checkpoint: its tokenizer lies beside it (never the model file itself).
-  const fs::path dir = model_path.has_parent_path() ? model_path.parent_path() : fs::path(".");
+  const fs::path dir =
+      model_path.has_parent_path() ? model_path.parent_path() : fs::path(".");
   for (const char* name : {"tokenizer.bin", "tok512.bin"}) {
     const fs::path candidate = dir / name;
     std::error_code ec;
@@ -60,10 +61,12 @@ std::unique_ptr<tokenizer_i> load_tokenizer(const fs::path& path) {
   if (is_dir(path)) {
     const fs::path found = tokenizer_in_directory(path);
     if (found.empty())
-      tokenizer_detail::fail(path, "no tokenizer in this directory (looked for tokenizer.json, vocab.json + merges.txt, "
-                         "tokenizer.model, tokenizer.bin, tok512.bin)");
+      tokenizer_detail::fail(path, "no tokenizer in this directory (looked for "
+                                   "tokenizer.json, vocab.json + merges.txt, "
+                                   "tokenizer.model, tokenizer.bin, tok512.bin)");
     if (found == path)
-      return std::make_unique<gpt2_bpe_tokenizer>(path / "vocab.json", path / "merges.txt");
+      return std::make_unique<gpt2_bpe_tokenizer>(path / "vocab.json",
+                                                  path / "merges.txt");
     return load_tokenizer(found);
   }
   if (!is_file(path))
@@ -74,15 +77,18 @@ std::unique_ptr<tokenizer_i> load_tokenizer(const fs::path& path) {
   if (name == "vocab.json" || name == "merges.txt") {
     const fs::path dir = path.parent_path();
     if (!is_file(dir / "vocab.json") || !is_file(dir / "merges.txt"))
-      tokenizer_detail::fail(path, "GPT-2 BPE needs both vocab.json and merges.txt in the same directory");
+      tokenizer_detail::fail(
+          path, "GPT-2 BPE needs both vocab.json and merges.txt in the same directory");
     return std::make_unique<gpt2_bpe_tokenizer>(dir / "vocab.json", dir / "merges.txt");
   }
   if (path.extension() == ".model")
     return load_sentencepiece_tokenizer(path);
   if (path.extension() == ".bin")
     return std::make_unique<llama2c_tokenizer>(path);
-  tokenizer_detail::fail(path, "unrecognized tokenizer file (expected tokenizer.json, vocab.json + merges.txt, "
-                     "a SentencePiece .model or a llama2.c tokenizer .bin)");
+  tokenizer_detail::fail(
+      path,
+      "unrecognized tokenizer file (expected tokenizer.json, vocab.json + merges.txt, "
+      "a SentencePiece .model or a llama2.c tokenizer .bin)");
 }
 
 } // namespace canopy::backends

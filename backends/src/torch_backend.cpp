@@ -56,9 +56,10 @@ at::Device parse_device(const std::string& name) {
     throw std::invalid_argument("unknown device '" + name + "' (cpu, cuda or cuda:N)");
   const int count = cuda_device_count();
   if (count == 0)
-    throw std::invalid_argument("device '" + name +
-                                "': this LibTorch has no CUDA device (Debian's libtorch is "
-                                "CPU-only); use \"cpu\"");
+    throw std::invalid_argument(
+        "device '" + name +
+        "': this LibTorch has no CUDA device (Debian's libtorch is "
+        "CPU-only); use \"cpu\"");
   const at::Device device(name == "cuda" ? std::string("cuda:0") : name);
   if (device.index() >= count)
     throw std::invalid_argument("device '" + name + "': only " + std::to_string(count) +
@@ -104,7 +105,9 @@ public:
   }
   slot_reservation(const slot_reservation&) = delete;
   slot_reservation& operator=(const slot_reservation&) = delete;
-  void add(const std::vector<kv_slots::slot>& s) { taken_.insert(taken_.end(), s.begin(), s.end()); }
+  void add(const std::vector<kv_slots::slot>& s) {
+    taken_.insert(taken_.end(), s.begin(), s.end());
+  }
   void commit() { committed_ = true; }
 
 private:
@@ -115,7 +118,8 @@ private:
 
 class torch_backend final : public backend_i {
 public:
-  torch_backend(const checkpoint& ckpt, const std::string& device, const torch_options& options)
+  torch_backend(const checkpoint& ckpt, const std::string& device,
+                const torch_options& options)
       : device_(parse_device(device)), dtype_(parse_dtype(options.dtype)),
         threads_(options.threads) {
     if (dtype_ == at::kHalf && device_.is_cpu())
@@ -131,37 +135,37 @@ public:
     model_ = make_transformer(served, dtype_, device_);
     const auto& c = model_->config();
     auto format = make_kv_format(options.kv_dtype, dtype_);
-    const auto per_token = format->bytes_per_token(c.num_layers, c.num_kv_heads, c.head_dim);
+    const auto per_token =
+        format->bytes_per_token(c.num_layers, c.num_kv_heads, c.head_dim);
     // Residual copies come out of the same budget.
     const auto residual = static_cast<std::int64_t>(options.kv_residual_tokens);
     const auto residual_bytes =
-      options.kv_residual_tokens *
-      kv_residual::bytes_per_token(c.num_layers, c.num_kv_heads, c.head_dim, dtype_);
+        options.kv_residual_tokens *
+        kv_residual::bytes_per_token(c.num_layers, c.num_kv_heads, c.head_dim, dtype_);
     if (options.kv_residual_tokens > (std::uint64_t{1} << 24) ||
         residual_bytes >= options.kv_budget_bytes)
-      throw std::invalid_argument("kv_residual_tokens " +
-                                  std::to_string(options.kv_residual_tokens) + " take " +
-                                  std::to_string(residual_bytes) +
-                                  " bytes, not less than kv_budget_bytes " +
-                                  std::to_string(options.kv_budget_bytes));
+      throw std::invalid_argument(
+          "kv_residual_tokens " + std::to_string(options.kv_residual_tokens) + " take " +
+          std::to_string(residual_bytes) + " bytes, not less than kv_budget_bytes " +
+          std::to_string(options.kv_budget_bytes));
     const auto capacity =
-      static_cast<std::int64_t>((options.kv_budget_bytes - residual_bytes) / per_token);
+        static_cast<std::int64_t>((options.kv_budget_bytes - residual_bytes) / per_token);
     if (capacity < 1)
-      throw std::invalid_argument("kv_budget_bytes " + std::to_string(options.kv_budget_bytes) +
-                                  " holds no token (one token needs " +
-                                  std::to_string(per_token) + " bytes" +
-                                  (residual > 0 ? " beside the residual copies)" : ")"));
+      throw std::invalid_argument(
+          "kv_budget_bytes " + std::to_string(options.kv_budget_bytes) +
+          " holds no token (one token needs " + std::to_string(per_token) + " bytes" +
+          (residual > 0 ? " beside the residual copies)" : ")"));
     // The host tier: the same rows in its own format, in host memory.
     auto host_format = make_kv_format(
-      options.kv_host_dtype.empty() ? format->name() : options.kv_host_dtype, dtype_);
+        options.kv_host_dtype.empty() ? format->name() : options.kv_host_dtype, dtype_);
     const auto host_per_token =
-      host_format->bytes_per_token(c.num_layers, c.num_kv_heads, c.head_dim);
-    const auto host_rows = static_cast<std::int64_t>(options.kv_host_budget_bytes / host_per_token);
+        host_format->bytes_per_token(c.num_layers, c.num_kv_heads, c.head_dim);
+    const auto host_rows =
+        static_cast<std::int64_t>(options.kv_host_budget_bytes / host_per_token);
     if (host_rows > 0)
-      host_kv_ = std::make_unique<kv_storage>(std::move(host_format), dtype_, c.num_layers,
-                                              host_rows, c.num_kv_heads, c.head_dim,
-                                              at::TensorOptions(at::kCPU).pinned_memory(
-                                                device_.is_cuda()));
+      host_kv_ = std::make_unique<kv_storage>(
+          std::move(host_format), dtype_, c.num_layers, host_rows, c.num_kv_heads,
+          c.head_dim, at::TensorOptions(at::kCPU).pinned_memory(device_.is_cuda()));
     slots_ = std::make_unique<kv_slots>(capacity, host_rows);
     info_.kv_dtype = format->name();
     kv_ = std::make_unique<kv_storage>(std::move(format), dtype_, c.num_layers, capacity,
@@ -177,7 +181,8 @@ public:
     info_.dtype = options.dtype;
     info_.fingerprint = checkpoint_fingerprint(ckpt);
     info_.kv_bytes_per_token = per_token;
-    info_.kv_keep_bytes = static_cast<std::uint64_t>(capacity * keep_eighths / 8) * per_token;
+    info_.kv_keep_bytes =
+        static_cast<std::uint64_t>(capacity * keep_eighths / 8) * per_token;
     // The cache counts a token's bytes as on the device (kv_bytes_per_token) in either
     // tier, so the host tier it may fill is its rows at that cost.
     info_.kv_host_keep_bytes = static_cast<std::uint64_t>(host_rows) * per_token;
@@ -205,8 +210,8 @@ public:
     std::size_t unkept = 0;
     for (std::size_t i = 0; i < items.size(); ++i) {
       if (items[i].keep_kv)
-        kept_slots[i] = slots_->take(items[i].prefix, items[i].prefix_length,
-                                     items[i].tokens.size());
+        kept_slots[i] =
+            slots_->take(items[i].prefix, items[i].prefix_length, items[i].tokens.size());
       kept.add(kept_slots[i]);
       unkept += items[i].tokens.size() - kept_slots[i].size();
     }
@@ -283,10 +288,10 @@ public:
     result.matmul_flops = model_->matmul_flops(layout.packed_rows, key_visits,
                                                static_cast<std::int64_t>(rows.size()));
     // The copy to the host above waited for the device, so this is the pass's time.
-    result.compute_ns = static_cast<std::uint64_t>(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() -
-                                                           started)
-        .count());
+    result.compute_ns =
+        static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                       std::chrono::steady_clock::now() - started)
+                                       .count());
     kept.commit();
     clock.lap("row copy");
     if (profile_)
@@ -313,7 +318,9 @@ public:
     return from.size();
   }
 
-  std::size_t kv_entries() const override { return static_cast<std::size_t>(slots_->used()); }
+  std::size_t kv_entries() const override {
+    return static_cast<std::size_t>(slots_->used());
+  }
 
   void attach_profile(pass_profile* profile) override { profile_ = profile; }
 
@@ -356,12 +363,15 @@ private:
     for (const auto t : item.tokens)
       if (t < 0 || t >= c.vocab_size)
         fail_item(index, "token id " + std::to_string(t) + " is outside [0, " +
-                           std::to_string(c.vocab_size) + ")");
-    if (static_cast<std::int64_t>(item.prefix_length + item.tokens.size()) > c.context_length)
-      fail_item(index, "sequence of " + std::to_string(item.prefix_length + item.tokens.size()) +
-                         " tokens exceeds the context of " + std::to_string(c.context_length));
+                             std::to_string(c.vocab_size) + ")");
+    if (static_cast<std::int64_t>(item.prefix_length + item.tokens.size()) >
+        c.context_length)
+      fail_item(index,
+                "sequence of " + std::to_string(item.prefix_length + item.tokens.size()) +
+                    " tokens exceeds the context of " + std::to_string(c.context_length));
     for (std::size_t r = 0; r < item.rows.size(); ++r)
-      if (item.rows[r] >= item.tokens.size() || (r > 0 && item.rows[r] <= item.rows[r - 1]))
+      if (item.rows[r] >= item.tokens.size() ||
+          (r > 0 && item.rows[r] <= item.rows[r - 1]))
         fail_item(index, "rows must be ascending indices into the new tokens");
     if (item.prefix == no_kv && item.prefix_length != 0)
       fail_item(index, "prefix_length without a prefix KV handle");
@@ -370,11 +380,11 @@ private:
     if (item.prefix != no_kv) {
       // A sliding window reads the last W-1 prefix positions only: older KV may be gone.
       const auto window = c.sliding_window;
-      const auto newest = window > 0 ? static_cast<std::uint32_t>(window - 1) : UINT32_MAX;
+      const auto newest =
+          window > 0 ? static_cast<std::uint32_t>(window - 1) : UINT32_MAX;
       shape.prefix_slots = slots_->chain(item.prefix, item.prefix_length, newest);
-      shape.prefix_start =
-        static_cast<std::int64_t>(item.prefix_length) -
-        static_cast<std::int64_t>(shape.prefix_slots.size());
+      shape.prefix_start = static_cast<std::int64_t>(item.prefix_length) -
+                           static_cast<std::int64_t>(shape.prefix_slots.size());
     }
     return shape;
   }
@@ -400,8 +410,9 @@ model_config served_config(model_config config, const torch_options& options) {
   const auto model = static_cast<std::uint64_t>(config.context_length);
   if (asked > model && config.sliding_window == 0)
     throw std::invalid_argument(
-      "max_context_length " + std::to_string(asked) + " exceeds the model's context of " +
-      std::to_string(model) + "; only a sliding-window model may serve longer sequences");
+        "max_context_length " + std::to_string(asked) +
+        " exceeds the model's context of " + std::to_string(model) +
+        "; only a sliding-window model may serve longer sequences");
   if (asked > (std::uint64_t{1} << 24))
     throw std::invalid_argument("max_context_length " + std::to_string(asked) +
                                 " is out of range (at most 16777216)");
@@ -409,7 +420,8 @@ model_config served_config(model_config config, const torch_options& options) {
   return config;
 }
 
-std::unique_ptr<backend_i> make_torch_backend(const checkpoint& ckpt, const std::string& device,
+std::unique_ptr<backend_i> make_torch_backend(const checkpoint& ckpt,
+                                              const std::string& device,
                                               const torch_options& options) {
   return std::make_unique<torch_backend>(ckpt, device, options);
 }

@@ -9,17 +9,20 @@ namespace {
 
 at::ScalarType scalar_type(weight_dtype dtype) {
   switch (dtype) {
-    case weight_dtype::f16: return at::kHalf;
-    case weight_dtype::bf16: return at::kBFloat16;
-    case weight_dtype::f32: break;
+  case weight_dtype::f16:
+    return at::kHalf;
+  case weight_dtype::bf16:
+    return at::kBFloat16;
+  case weight_dtype::f32:
+    break;
   }
   return at::kFloat;
 }
 
 } // namespace
 
-at::Tensor load_weight(const checkpoint& ckpt, const std::string& name, at::ScalarType dtype,
-                       at::Device device) {
+at::Tensor load_weight(const checkpoint& ckpt, const std::string& name,
+                       at::ScalarType dtype, at::Device device) {
   const auto found = ckpt.tensors.find(name);
   if (found == ckpt.tensors.end())
     throw checkpoint_error(ckpt.source + ": missing tensor '" + name + "'");
@@ -29,8 +32,9 @@ at::Tensor load_weight(const checkpoint& ckpt, const std::string& name, at::Scal
   // A NaN or infinite weight makes every answer NaN (null in JSON) with no error: refused
   // here, by name, while the bytes are in cache anyway.
   if (!at::isfinite(host).all().item<bool>())
-    throw checkpoint_error(ckpt.source + ": tensor '" + name +
-                           "' holds NaN or infinite values; its every answer would be NaN");
+    throw checkpoint_error(
+        ckpt.source + ": tensor '" + name +
+        "' holds NaN or infinite values; its every answer would be NaN");
   return host.to(device, dtype);
 }
 

@@ -15,8 +15,8 @@ namespace canopy::backends {
 
 /// A copy of the checkpoint tensor `name` in `dtype` on `device` (the checkpoint's
 /// bytes may be unaligned memory-mapped file contents, so they are never aliased).
-at::Tensor load_weight(const checkpoint& ckpt, const std::string& name, at::ScalarType dtype,
-                       at::Device device);
+at::Tensor load_weight(const checkpoint& ckpt, const std::string& name,
+                       at::ScalarType dtype, at::Device device);
 
 // Note [weights in, out]
 // Checkpoints store projections [out, in] (y = x W^T). A pass multiplies a few dozen

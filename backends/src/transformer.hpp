@@ -33,7 +33,7 @@ public:
 };
 
 /// Builds the model the checkpoint describes, weights converted to `dtype` on `device`.
-std::unique_ptr<transformer> make_transformer(const checkpoint& ckpt, at::ScalarType dtype,
-                                              at::Device device);
+std::unique_ptr<transformer> make_transformer(const checkpoint& ckpt,
+                                              at::ScalarType dtype, at::Device device);
 
 } // namespace canopy::backends

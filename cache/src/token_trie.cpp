@@ -177,8 +177,8 @@ struct token_trie::impl {
   // What locked nodes hold: no eviction can free it, which makes refusals exact.
   std::size_t locked_row_bytes = 0;
   std::size_t locked_rows = 0;
-  std::vector<std::size_t> locked_kv_bytes; // [workers]
-  std::vector<std::size_t> kv_budgets;      // [workers] each worker's own KV budget
+  std::vector<std::size_t> locked_kv_bytes;   // [workers]
+  std::vector<std::size_t> kv_budgets;        // [workers] each worker's own KV budget
   std::vector<std::size_t> locked_host_bytes; // [workers]
   std::vector<std::size_t> host_budgets;      // [workers] 0: no host tier
   std::unordered_map<std::string, node_id> partition_roots; // Note [partitions]
@@ -303,8 +303,7 @@ struct token_trie::impl {
   // Calls visit(n) for `end` and its W-1 nearest ancestors (fewer near the root): the
   // nodes whose KV a pass continuing from `end`'s child reads, plus `end`'s parent
   // (Note [windowed KV]). Nothing without a window.
-  template <class Visit>
-  void for_window(node_id end, Visit visit) const {
+  template <class Visit> void for_window(node_id end, Visit visit) const {
     node_id cur = end;
     for (std::uint32_t k = 0; k < config.kv_window && !is_root(cur);
          ++k, cur = nodes[cur].parent)
@@ -346,7 +345,8 @@ struct token_trie::impl {
   }
 
   // A live node in a free slot, counted as a child of `parent` (linked by the caller).
-  node_id allocate(node_id parent, token_id token, std::int32_t priority, std::uint32_t depth) {
+  node_id allocate(node_id parent, token_id token, std::int32_t priority,
+                   std::uint32_t depth) {
     node_id id;
     if (free_ids.empty()) {
       id = static_cast<node_id>(nodes.size());
@@ -684,7 +684,8 @@ struct token_trie::impl {
       evict_kv(worker);
     stats.kv_bytes[worker] += bytes;
     ++stats.kv_entries[worker];
-    stats.kv_peak_bytes[worker] = std::max(stats.kv_peak_bytes[worker], stats.kv_bytes[worker]);
+    stats.kv_peak_bytes[worker] =
+        std::max(stats.kv_peak_bytes[worker], stats.kv_bytes[worker]);
     ++stats.kv_promotions;
     stats.kv_promoted_bytes += bytes;
     refresh_kv(id, *e);
@@ -697,7 +698,8 @@ struct token_trie::impl {
 
   std::uint32_t promote_kv(node_id node, worker_id worker) {
     if (!kv_kept(node))
-      throw std::logic_error("token_trie::promote_kv: " + node_name(node) + " is not locked");
+      throw std::logic_error("token_trie::promote_kv: " + node_name(node) +
+                             " is not locked");
     std::vector<node_id> path;
     for (node_id cur = node; !is_root(cur); cur = nodes[cur].parent)
       path.push_back(cur);
@@ -828,7 +830,8 @@ struct token_trie::impl {
     }
   }
 
-  node_id insert(node_id from, const token_id* tokens, std::size_t n, std::int32_t priority) {
+  node_id insert(node_id from, const token_id* tokens, std::size_t n,
+                 std::int32_t priority) {
     ++clock;
     node_id cur = from;
     for (std::size_t i = 0; i < n; ++i) {
@@ -905,9 +908,10 @@ struct token_trie::impl {
     }
     // Nobody is left to free or move what was queued for the worker either.
     for (auto* queue : {&released, &demoted})
-      queue->erase(std::remove_if(queue->begin(), queue->end(),
-                                  [&](const kv_release& r) { return r.worker == worker; }),
-                   queue->end());
+      queue->erase(
+          std::remove_if(queue->begin(), queue->end(),
+                         [&](const kv_release& r) { return r.worker == worker; }),
+          queue->end());
   }
 
   void check_invariants() const;
@@ -924,9 +928,11 @@ void token_trie::impl::check_invariants() const {
     violation("partition names and roots disagree");
   for (const auto& [name, id] : partition_roots) {
     const auto it = partition_names.find(id);
-    if (name.empty() || !exists(id) || nodes[id].depth != 0 || nodes[id].parent != root_node ||
-        it == partition_names.end() || it->second != name)
-      violation("partition '" + name + "' has no root of its own at depth 0 below the root");
+    if (name.empty() || !exists(id) || nodes[id].depth != 0 ||
+        nodes[id].parent != root_node || it == partition_names.end() ||
+        it->second != name)
+      violation("partition '" + name +
+                "' has no root of its own at depth 0 below the root");
   }
   if (held.size() != nodes.size())
     violation("holdings and nodes differ in number");
@@ -935,7 +941,8 @@ void token_trie::impl::check_invariants() const {
   std::vector<std::uint32_t> in_use_children(nodes.size());
   std::vector<std::uint32_t> kv_child_count(nodes.size() * workers);
   std::vector<std::uint32_t> device_child_count(nodes.size() * workers);
-  std::vector<std::uint64_t> host_entries(workers), host_bytes(workers), locked_host(workers);
+  std::vector<std::uint64_t> host_entries(workers), host_bytes(workers),
+      locked_host(workers);
   std::vector<std::size_t> host_members(workers);
   std::uint64_t live = 0, locked_nodes = 0, rows = 0, row_bytes = 0, locked_bytes = 0,
                 locked_row_count = 0;
@@ -1018,7 +1025,7 @@ void token_trie::impl::check_invariants() const {
         violation(node_name(id) + ": device KV below host KV");
       if (e.on_host && (tombstone || windowed() || host_budgets[e.worker] == 0))
         violation(node_name(id) + ": host-tier KV that is a tombstone, windowed or "
-                  "of a worker without a host tier");
+                                  "of a worker without a host tier");
       if (!tombstone) {
         ++kv_child_count[x.parent * workers + e.worker];
         device_child_count[x.parent * workers + e.worker] += e.on_host ? 0 : 1;
@@ -1029,8 +1036,7 @@ void token_trie::impl::check_invariants() const {
       }
       if (e.candidate != kv_candidate_rule(id, e))
         violation(node_name(id) + ": KV candidate flag disagrees with the rule");
-      const auto& tier =
-        e.on_host ? host_candidates[e.worker] : kv_candidates[e.worker];
+      const auto& tier = e.on_host ? host_candidates[e.worker] : kv_candidates[e.worker];
       if (e.candidate && !in_set(tier, e.slot))
         violation(node_name(id) + ": flagged KV candidate missing from its set");
       (e.on_host ? host_members : kv_members)[e.worker] += e.candidate ? 1 : 0;
@@ -1092,10 +1098,9 @@ void token_trie::impl::check_invariants() const {
                 " holds non-candidates");
 
   if (stats.nodes != live || stats.locked_nodes != locked_nodes ||
-      stats.logprob_entries != rows ||
-      stats.logprob_bytes != row_bytes || stats.kv_entries != kv_entries ||
-      stats.kv_bytes != kv_bytes || stats.kv_host_entries != host_entries ||
-      stats.kv_host_bytes != host_bytes)
+      stats.logprob_entries != rows || stats.logprob_bytes != row_bytes ||
+      stats.kv_entries != kv_entries || stats.kv_bytes != kv_bytes ||
+      stats.kv_host_entries != host_entries || stats.kv_host_bytes != host_bytes)
     violation("statistics disagree with the nodes");
   if (locked_row_bytes != locked_bytes || locked_rows != locked_row_count ||
       !std::equal(locked_kv.begin(), locked_kv.end(), locked_kv_bytes.begin()) ||
@@ -1133,7 +1138,8 @@ match_result token_trie::match(const token_id* tokens, std::size_t n,
 }
 
 match_result token_trie::match(std::string_view partition, const token_id* tokens,
-                               std::size_t n, std::int32_t priority, std::uint32_t kv_cap) {
+                               std::size_t n, std::int32_t priority,
+                               std::uint32_t kv_cap) {
   return impl_->match(impl_->partition_root(partition), tokens, n, priority, kv_cap);
 }
 
@@ -1150,8 +1156,8 @@ node_id token_trie::insert(const token_id* tokens, std::size_t n, std::int32_t p
   return impl_->insert(root_node, tokens, n, priority);
 }
 
-node_id token_trie::insert(std::string_view partition, const token_id* tokens, std::size_t n,
-                           std::int32_t priority) {
+node_id token_trie::insert(std::string_view partition, const token_id* tokens,
+                           std::size_t n, std::int32_t priority) {
   if (n == 0)
     throw std::invalid_argument("token_trie::insert: empty sequence");
   return impl_->insert(impl_->make_partition_root(partition), tokens, n, priority);
@@ -1247,7 +1253,8 @@ void token_trie::clear_kv(std::string_view partitions) {
   impl_->clear(partitions, false);
 }
 
-worker_id token_trie::add_worker(std::size_t kv_budget_bytes, std::size_t kv_host_budget_bytes) {
+worker_id token_trie::add_worker(std::size_t kv_budget_bytes,
+                                 std::size_t kv_host_budget_bytes) {
   auto& i = *impl_;
   i.check_host_tier(kv_host_budget_bytes);
   const auto id = static_cast<worker_id>(i.config.workers);

@@ -20,7 +20,8 @@ std::vector<shared_logprobs> take_rows(computed_item& item, const computed_pass&
   const auto count = item.values.size() / vocab;
   rows.reserve(count);
   for (std::size_t r = 0; r < count; ++r)
-    rows.push_back({cache::logprob_row::encode(item.values.data() + r * vocab, vocab, pass.dtype)});
+    rows.push_back(
+        {cache::logprob_row::encode(item.values.data() + r * vocab, vocab, pass.dtype)});
   item.values.clear();
   return rows;
 }

@@ -19,7 +19,8 @@ namespace canopy::messages {
 
 namespace {
 
-std::string render_error(std::uint8_t code, caf::atom_value, const caf::message& context) {
+std::string render_error(std::uint8_t code, caf::atom_value,
+                         const caf::message& context) {
   std::string out = "canopy: ";
   out += to_string(static_cast<errc>(code));
   if (context.size() == 1 && context.match_element<std::string>(0)) {

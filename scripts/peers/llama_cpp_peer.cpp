@@ -35,13 +35,15 @@ namespace {
 struct options {
   std::string mode, model;
   std::vector<llama_token> tokens;
-  int threads = 1, steps = 64, particles = 64, prompt_length = 16, sequences = 32, length = 64;
+  int threads = 1, steps = 64, particles = 64, prompt_length = 16, sequences = 32,
+      length = 64;
   unsigned long long seed = 1;
 };
 
 options parse(int argc, char** argv) {
   if (argc < 3)
-    throw std::invalid_argument("usage: llama_cpp_peer rows|decode|smc|score MODEL.gguf [flags]");
+    throw std::invalid_argument(
+        "usage: llama_cpp_peer rows|decode|smc|score MODEL.gguf [flags]");
   options o;
   o.mode = argv[1];
   o.model = argv[2];
@@ -51,14 +53,22 @@ options parse(int argc, char** argv) {
       std::stringstream in(value);
       for (std::string id; std::getline(in, id, ',');)
         o.tokens.push_back(std::stoi(id));
-    } else if (flag == "--threads") o.threads = std::stoi(value);
-    else if (flag == "--steps") o.steps = std::stoi(value);
-    else if (flag == "--particles") o.particles = std::stoi(value);
-    else if (flag == "--prompt-length") o.prompt_length = std::stoi(value);
-    else if (flag == "--sequences") o.sequences = std::stoi(value);
-    else if (flag == "--length") o.length = std::stoi(value);
-    else if (flag == "--seed") o.seed = std::stoull(value);
-    else throw std::invalid_argument("unknown flag " + flag);
+    } else if (flag == "--threads")
+      o.threads = std::stoi(value);
+    else if (flag == "--steps")
+      o.steps = std::stoi(value);
+    else if (flag == "--particles")
+      o.particles = std::stoi(value);
+    else if (flag == "--prompt-length")
+      o.prompt_length = std::stoi(value);
+    else if (flag == "--sequences")
+      o.sequences = std::stoi(value);
+    else if (flag == "--length")
+      o.length = std::stoi(value);
+    else if (flag == "--seed")
+      o.seed = std::stoull(value);
+    else
+      throw std::invalid_argument("unknown flag " + flag);
   }
   return o;
 }
@@ -168,7 +178,8 @@ void decode(const options& o) {
   for (int step = 0; step < o.steps; ++step) {
     p.decode();
     const auto& row = p.logprobs(step == 0 ? o.prompt_length - 1 : 0);
-    const auto next = static_cast<llama_token>(std::max_element(row.begin(), row.end()) - row.begin());
+    const auto next =
+        static_cast<llama_token>(std::max_element(row.begin(), row.end()) - row.begin());
     p.clear();
     p.add(next, o.prompt_length + step, 0, true);
   }
@@ -208,7 +219,8 @@ void smc(const options& o) {
         top = std::max(top, v * scale);
       for (float v : row)
         total += std::exp(v * scale - top);
-      log_w[static_cast<std::size_t>(i)] += row[static_cast<std::size_t>(token)] * (scale - 1) - (top + std::log(total));
+      log_w[static_cast<std::size_t>(i)] +=
+          row[static_cast<std::size_t>(token)] * (scale - 1) - (top + std::log(total));
       next[static_cast<std::size_t>(i)] = token;
     }
     // Effective sample size; multinomial resampling under half.
@@ -232,7 +244,8 @@ void smc(const options& o) {
         llama_kv_cache_seq_rm(p.ctx(), i, -1, -1);
         llama_kv_cache_seq_cp(p.ctx(), n + i, i, -1, -1);
         llama_kv_cache_seq_rm(p.ctx(), n + i, -1, -1);
-        moved[static_cast<std::size_t>(i)] = next[static_cast<std::size_t>(from[static_cast<std::size_t>(i)])];
+        moved[static_cast<std::size_t>(i)] =
+            next[static_cast<std::size_t>(from[static_cast<std::size_t>(i)])];
       }
       next = moved;
       std::fill(log_w.begin(), log_w.end(), 0.0);
@@ -256,7 +269,8 @@ void score(const options& o) {
   const auto start = std::chrono::steady_clock::now();
   for (int s = 0; s < o.sequences; ++s)
     for (int i = 0; i < o.length; ++i)
-      p.add(sequences[static_cast<std::size_t>(s)][static_cast<std::size_t>(i)], i, s, true);
+      p.add(sequences[static_cast<std::size_t>(s)][static_cast<std::size_t>(i)], i, s,
+            true);
   p.decode();
   double checksum = 0;
   for (int i = 0; i < total; ++i)
@@ -271,11 +285,16 @@ void score(const options& o) {
 int main(int argc, char** argv) {
   try {
     const auto o = parse(argc, argv);
-    if (o.mode == "rows") rows(o);
-    else if (o.mode == "decode") decode(o);
-    else if (o.mode == "smc") smc(o);
-    else if (o.mode == "score") score(o);
-    else throw std::invalid_argument("unknown mode " + o.mode);
+    if (o.mode == "rows")
+      rows(o);
+    else if (o.mode == "decode")
+      decode(o);
+    else if (o.mode == "smc")
+      smc(o);
+    else if (o.mode == "score")
+      score(o);
+    else
+      throw std::invalid_argument("unknown mode " + o.mode);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "llama_cpp_peer: %s\n", e.what());
     return 1;

@@ -26,7 +26,8 @@ struct answer_bursts_test : canopy::testing::pipeline_fixture {
       delivered.emplace_back(index, static_cast<bool>(result));
     }};
     caf::anon_send(actors.fronts.front(), msg::logprobs_atom::value,
-                   msg::query{sequences[static_cast<std::size_t>(index)]}, std::move(reply));
+                   msg::query{sequences[static_cast<std::size_t>(index)]},
+                   std::move(reply));
   }
 
   /// Each sequence computed once, so that asking again hits the cache, whose answers
@@ -44,13 +45,15 @@ struct answer_bursts_test : canopy::testing::pipeline_fixture {
   }
 };
 
-TEST_F(answer_bursts_test, answers_arriving_together_are_delivered_together_newest_first) {
+TEST_F(answer_bursts_test,
+       answers_arriving_together_are_delivered_together_newest_first) {
   start();
   warm();
   for (int i = 0; i < 3; ++i)
     ask_with_callback(i);
   sched.run();
-  const std::vector<std::pair<int, bool>> newest_first = {{2, true}, {1, true}, {0, true}};
+  const std::vector<std::pair<int, bool>> newest_first = {
+      {2, true}, {1, true}, {0, true}};
   EXPECT_EQ(delivered, newest_first);
 }
 

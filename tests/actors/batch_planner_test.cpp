@@ -7,13 +7,13 @@
 
 using canopy::actors::answer_ref;
 using canopy::actors::entry_route;
+using canopy::actors::plan_batch;
+using canopy::actors::plan_entry;
+using canopy::actors::plan_options;
 using canopy::actors::reuse_tokens;
 using canopy::actors::route_entries;
 using canopy::actors::routing_entry;
 using canopy::actors::routing_view;
-using canopy::actors::plan_batch;
-using canopy::actors::plan_entry;
-using canopy::actors::plan_options;
 using canopy::cache::kv_prefix;
 using canopy::cache::token_seq;
 
@@ -58,7 +58,8 @@ TEST(batch_planner, prefixes_fold_into_the_longest_entry) {
 TEST(batch_planner, a_folded_chain_starts_at_its_shortest_kv_prefix) {
   token_seq longest{1, 2, 3, 4}, shorter{1, 2};
   // The longer sequence has KV for three tokens, the shorter (capped) for one.
-  auto plan = plan_batch({{&longest, kv_prefix{3, 30}}, {&shorter, kv_prefix{1, 10}}}, only_asked);
+  auto plan = plan_batch({{&longest, kv_prefix{3, 30}}, {&shorter, kv_prefix{1, 10}}},
+                         only_asked);
   ASSERT_EQ(plan.pass.items.size(), 1u);
   EXPECT_EQ(plan.pass.items[0].prefix, 10u);
   EXPECT_EQ(plan.pass.items[0].tokens, (token_seq{2, 3, 4}));
@@ -134,7 +135,8 @@ std::vector<routing_entry> entries_of(const std::vector<token_seq>& seqs,
                                       std::vector<std::vector<kv_prefix>> kv = {}) {
   std::vector<routing_entry> out;
   for (std::size_t i = 0; i < seqs.size(); ++i)
-    out.push_back({&seqs[i], i < kv.size() ? kv[i] : std::vector<kv_prefix>{}, std::nullopt});
+    out.push_back(
+        {&seqs[i], i < kv.size() ? kv[i] : std::vector<kv_prefix>{}, std::nullopt});
   return out;
 }
 
@@ -146,11 +148,13 @@ token_seq counting(std::int32_t from, std::int32_t n) {
 }
 
 TEST(batch_planner, each_entry_goes_to_the_worker_holding_its_longest_kv_prefix) {
-  const std::vector<token_seq> seqs = {counting(1, 12), counting(20, 12), counting(40, 12)};
-  const auto routes = route_entries(entries_of(seqs, {{kv_prefix{0, 0}, kv_prefix{10, 1}},
-                                                      {kv_prefix{9, 2}, kv_prefix{0, 0}},
-                                                      {kv_prefix{8, 4}, kv_prefix{10, 3}}}),
-                                    {{0, 1}, {0, 1}, {0, 0}});
+  const std::vector<token_seq> seqs = {counting(1, 12), counting(20, 12),
+                                       counting(40, 12)};
+  const auto routes =
+      route_entries(entries_of(seqs, {{kv_prefix{0, 0}, kv_prefix{10, 1}},
+                                      {kv_prefix{9, 2}, kv_prefix{0, 0}},
+                                      {kv_prefix{8, 4}, kv_prefix{10, 3}}}),
+                    {{0, 1}, {0, 1}, {0, 0}});
   EXPECT_EQ(routes[0].worker, 1u);
   EXPECT_EQ(routes[1].worker, 0u);
   EXPECT_EQ(routes[2].worker, 1u) << "the longer prefix wins";
@@ -161,19 +165,21 @@ TEST(batch_planner, each_entry_goes_to_the_worker_holding_its_longest_kv_prefix)
 TEST(batch_planner, an_entry_waits_for_its_busy_kv_worker_when_the_prefix_is_worth_it) {
   const std::vector<token_seq> seqs = {counting(1, 12), counting(1, 12), {4, 5}};
   // Worker 1 is busy (not ready), worker 0 idle.
-  const auto routes = route_entries(
-    entries_of(seqs, {{kv_prefix{0, 0}, kv_prefix{reuse_tokens, 9}},
-                      {kv_prefix{0, 0}, kv_prefix{reuse_tokens - 1, 8}}, {}}),
-    {{0}, {0, 1}, {0, 64}});
+  const auto routes =
+      route_entries(entries_of(seqs, {{kv_prefix{0, 0}, kv_prefix{reuse_tokens, 9}},
+                                      {kv_prefix{0, 0}, kv_prefix{reuse_tokens - 1, 8}},
+                                      {}}),
+                    {{0}, {0, 1}, {0, 64}});
   EXPECT_TRUE(routes[0].waits) << "computing 8 tokens again is worse than waiting";
   EXPECT_EQ(routes[0].worker, 1u);
-  EXPECT_FALSE(routes[1].waits) << "7 tokens (a BOS) are computed again where there is room";
+  EXPECT_FALSE(routes[1].waits)
+      << "7 tokens (a BOS) are computed again where there is room";
   EXPECT_EQ(routes[1].worker, 0u);
   EXPECT_FALSE(routes[2].waits) << "no KV anywhere: the idle worker takes it";
   EXPECT_EQ(routes[2].worker, 0u);
   // A draining worker (not active) holds KV nobody waits for.
-  const auto draining = route_entries(entries_of(seqs, {{kv_prefix{0, 0}, kv_prefix{10, 9}}}),
-                                      {{0}, {0}, {0, 0}});
+  const auto draining = route_entries(
+      entries_of(seqs, {{kv_prefix{0, 0}, kv_prefix{10, 9}}}), {{0}, {0}, {0, 0}});
   EXPECT_FALSE(draining[0].waits);
   EXPECT_EQ(draining[0].worker, 0u);
 }
@@ -197,7 +203,8 @@ TEST(batch_planner, entries_without_kv_spread_in_families_over_the_least_loaded)
   // workers, the less loaded first.
   const std::vector<token_seq> seqs = {counting(1, 10), counting(50, 10), counting(1, 9),
                                        counting(50, 11)};
-  const auto routes = route_entries(entries_of(seqs), {{0, 1, 2}, {0, 1, 2}, {50, 10, 12}});
+  const auto routes =
+      route_entries(entries_of(seqs), {{0, 1, 2}, {0, 1, 2}, {50, 10, 12}});
   EXPECT_EQ(routes[0].worker, 1u);
   EXPECT_EQ(routes[2].worker, 1u);
   EXPECT_EQ(routes[1].worker, 2u);

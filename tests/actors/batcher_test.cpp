@@ -101,7 +101,8 @@ TEST_F(batcher_test, queries_arriving_together_leave_together_for_an_idle_worker
 
 // Note [idle gather]: after slow passes, an idle worker's batch waits a 64th of a pass
 // for queries still on their way; after fast ones (the test above) it leaves at once.
-TEST_F(batcher_test, after_slow_passes_an_idle_worker_waits_a_64th_of_a_pass_for_the_rest) {
+TEST_F(batcher_test,
+       after_slow_passes_an_idle_worker_waits_a_64th_of_a_pass_for_the_rest) {
   config.batch_timeout_ms = 1000;
   start();
   auto warm = ask(token_seq{7, 7});
@@ -267,7 +268,7 @@ TEST_F(batcher_test, invalid_queries_are_rejected_with_a_clear_error) {
   EXPECT_EQ(error_of(negative), errc::token_out_of_range);
   EXPECT_EQ(error_of(too_long), errc::sequence_too_long);
   EXPECT_NE(canopy::messages::message_of(replies[out_of_range]->error())
-              .find("token id 64 at position 1"),
+                .find("token id 64 at position 1"),
             std::string::npos);
   EXPECT_EQ(probes->passes, 0);
   auto ok = ask(token_seq{1});
@@ -358,7 +359,7 @@ TEST_F(batcher_test, the_front_and_the_workers_describe_the_model) {
   std::vector<canopy::backends::model_info> infos;
   auto record = [&](caf::event_based_actor* self, auto handle) {
     self->request(handle, caf::infinite, canopy::messages::info_atom::value)
-      .then([&](const canopy::backends::model_info& info) { infos.push_back(info); });
+        .then([&](const canopy::backends::model_info& info) { infos.push_back(info); });
   };
   sys.spawn([&](caf::event_based_actor* self) { record(self, actors.fronts[0]); });
   for (const auto& w : actors.workers)
@@ -384,7 +385,8 @@ TEST_F(batcher_test, eviction_under_pressure_never_changes_an_answer) {
     for (const auto& tokens : workload) {
       auto r = ask(tokens);
       sched.run();
-      ASSERT_TRUE(matches_reference(r, tokens)) << "sequence " << ::testing::PrintToString(tokens);
+      ASSERT_TRUE(matches_reference(r, tokens))
+          << "sequence " << ::testing::PrintToString(tokens);
       ASSERT_LE(actors.metrics->logprob_bytes, config.logprob_budget_bytes);
       ASSERT_LE(actors.metrics->worker(0).kv_bytes, config.kv_budget_bytes);
     }

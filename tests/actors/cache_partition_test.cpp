@@ -110,7 +110,8 @@ TEST_F(cache_partition_test, a_prefix_in_another_partition_is_neither_folded_nor
   EXPECT_TRUE(matches_reference(other, {7, 8, 9, 10}));
 }
 
-TEST_F(cache_partition_test, a_cancellation_withdraws_the_query_of_the_callers_partition) {
+TEST_F(cache_partition_test,
+       a_cancellation_withdraws_the_query_of_the_callers_partition) {
   config.flush_when_idle = false;
   config.batch_timeout_ms = 1000;
   start();
@@ -149,7 +150,8 @@ TEST_F(cache_partition_test, clearing_takes_only_the_partitions_its_prefix_names
   EXPECT_EQ(probes->passes, 2) << "the cleared partition still hit";
 }
 
-TEST_F(cache_partition_test, an_oversized_partition_name_is_refused_and_the_engine_serves_on) {
+TEST_F(cache_partition_test,
+       an_oversized_partition_name_is_refused_and_the_engine_serves_on) {
   start();
   auto refused = ask(in(std::string(msg::max_partition_bytes + 1, 'x'), {1}));
   auto longest = ask(in(std::string(msg::max_partition_bytes, 'x'), {1}));

@@ -32,11 +32,14 @@ struct windowed_cache : ::testing::Test {
   void crowd(cache::token_id n) {
     for (cache::token_id t = 0; t < n; ++t) {
       const cache::token_id token = 1000 + next_++;
-      EXPECT_TRUE(st.trie->attach_kv(st.trie->insert(&token, 1), 0, 5000 + next_, kv_bytes));
+      EXPECT_TRUE(
+          st.trie->attach_kv(st.trie->insert(&token, 1), 0, 5000 + next_, kv_bytes));
     }
   }
 
-  bool holds_kv(std::size_t depth) const { return st.trie->kv(path[depth - 1], 0) != cache::no_kv; }
+  bool holds_kv(std::size_t depth) const {
+    return st.trie->kv(path[depth - 1], 0) != cache::no_kv;
+  }
 
   cache::token_id next_ = 0;
 };

@@ -26,15 +26,15 @@ struct recorded {
 msg::answer_sink::behavior_type recording_sink(msg::answer_sink::pointer,
                                                std::shared_ptr<recorded> out) {
   return {
-    [out](msg::answer_atom, std::uint64_t id, const msg::shared_logprobs& row) {
-      ++out->deliveries;
-      out->answers.emplace(id, row);
-    },
-    [out](msg::answer_atom, std::uint64_t id, const caf::error& e) {
-      ++out->deliveries;
-      out->answers.emplace(id, e);
-    },
-    [out](msg::answer_atom, const msg::answer_batch&) { ++out->deliveries; },
+      [out](msg::answer_atom, std::uint64_t id, const msg::shared_logprobs& row) {
+        ++out->deliveries;
+        out->answers.emplace(id, row);
+      },
+      [out](msg::answer_atom, std::uint64_t id, const caf::error& e) {
+        ++out->deliveries;
+        out->answers.emplace(id, e);
+      },
+      [out](msg::answer_atom, const msg::answer_batch&) { ++out->deliveries; },
   };
 }
 
@@ -137,8 +137,8 @@ TEST_F(caller_queries_test, metrics_count_errors_by_code_latencies_batches_and_g
   EXPECT_EQ(s.in_flight, 0u);
   EXPECT_EQ(s.locked_nodes, 0u);
   using code_count = std::pair<std::string, std::uint64_t>;
-  EXPECT_EQ(s.errors_by_code, (std::vector<code_count>{{"empty_sequence", 1},
-                                                        {"token_out_of_range", 1}}));
+  EXPECT_EQ(s.errors_by_code,
+            (std::vector<code_count>{{"empty_sequence", 1}, {"token_out_of_range", 1}}));
   EXPECT_EQ(s.batch_size.count, 1u);
   EXPECT_EQ(s.batch_size.counts.at(1), 1u); // one pass of 2 queries: bucket le=2
   EXPECT_EQ(s.latency_seconds.count, 2u);   // accepted queries, as they were answered

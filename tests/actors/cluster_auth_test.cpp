@@ -23,9 +23,11 @@ TEST(cluster_auth, a_proof_depends_on_the_secret_the_role_and_both_nonces) {
   EXPECT_TRUE(same_proof(proof, auth_proof("s3cret", auth_role::node, front, node)));
   EXPECT_FALSE(same_proof(proof, auth_proof("s3cret!", auth_role::node, front, node)));
   EXPECT_FALSE(same_proof(proof, auth_proof("s3cret", auth_role::front, front, node)))
-    << "the node's proof cannot pass for the front's";
-  EXPECT_FALSE(same_proof(proof, auth_proof("s3cret", auth_role::node, fresh_nonce(), node)));
-  EXPECT_FALSE(same_proof(proof, auth_proof("s3cret", auth_role::node, front, fresh_nonce())));
+      << "the node's proof cannot pass for the front's";
+  EXPECT_FALSE(
+      same_proof(proof, auth_proof("s3cret", auth_role::node, fresh_nonce(), node)));
+  EXPECT_FALSE(
+      same_proof(proof, auth_proof("s3cret", auth_role::node, front, fresh_nonce())));
   EXPECT_FALSE(same_proof(proof, auth_bytes(proof.begin(), proof.end() - 1)));
   EXPECT_FALSE(same_proof({}, {})) << "no proof is not a proof";
 }

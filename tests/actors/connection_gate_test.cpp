@@ -41,13 +41,15 @@ TEST(connection_gate, one_secret_passes_both_ways_and_then_wants_nothing) {
   }
 }
 
-TEST(connection_gate, tokens_that_differ_fail_at_the_node_and_the_front_learns_it_on_close) {
+TEST(connection_gate,
+     tokens_that_differ_fail_at_the_node_and_the_front_learns_it_on_close) {
   connection_gate node(auth_role::node, "ours"), front(auth_role::front, "theirs");
   exchange(node, front);
   EXPECT_TRUE(node.failed());
   EXPECT_EQ(node.failure(), "could not prove the cluster token (the tokens differ)");
   EXPECT_FALSE(front.passed());
-  EXPECT_NE(front.why_closed().find("could not prove the cluster token"), std::string::npos);
+  EXPECT_NE(front.why_closed().find("could not prove the cluster token"),
+            std::string::npos);
 }
 
 TEST(connection_gate, a_front_and_a_node_that_disagree_on_having_a_token_say_which) {

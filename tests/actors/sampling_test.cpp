@@ -50,10 +50,10 @@ TEST(sampling, top_p_one_draws_the_same_tokens_as_no_top_p) {
 TEST(sampling, a_run_ends_a_prompt_at_eos_at_stop_or_at_max_tokens) {
   sampling_run run({{1}, {2}, {3}}, 4, {3}, 0.0, 0); // argmax is id 3, an EOS id
   std::vector<float> no_eos = row;
-  no_eos[3] = std::log(0.01f); // argmax 0
-  run.advance(0, row.data(), row.size());    // draws the EOS id
+  no_eos[3] = std::log(0.01f);            // argmax 0
+  run.advance(0, row.data(), row.size()); // draws the EOS id
   run.advance(1, no_eos.data(), no_eos.size());
-  run.stop(1);                               // a stop string, say
+  run.stop(1); // a stop string, say
   EXPECT_TRUE(run.stopped(0));
   EXPECT_TRUE(run.stopped(1));
   EXPECT_FALSE(run.stopped(2));

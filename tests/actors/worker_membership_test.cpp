@@ -24,18 +24,19 @@ namespace {
 
 struct worker_membership_test : canopy::testing::pipeline_fixture {
   std::shared_ptr<canopy::testing::probe> extra_probe =
-    std::make_shared<canopy::testing::probe>();
+      std::make_shared<canopy::testing::probe>();
   std::optional<caf::expected<worker_id>> joined;
 
   /// A scheduled in-process worker beside the fixture's, with a probe of its own.
   actors::worker_binding extra_worker(const canopy::backends::mock_options& options) {
     std::vector<std::unique_ptr<canopy::backends::backend_i>> backends;
-    backends.push_back(std::make_unique<canopy::testing::probe_backend>(options, extra_probe));
+    backends.push_back(
+        std::make_unique<canopy::testing::probe_backend>(options, extra_probe));
     auto c = config;
     c.devices = {"cpu"};
     return actors::spawn_local_workers(sys, c, std::move(backends),
                                        actors::worker_threads::scheduled)
-      .front();
+        .front();
   }
 
   /// Asks the batcher to admit `binding`; `joined` holds the outcome once run.
@@ -44,8 +45,8 @@ struct worker_membership_test : canopy::testing::pipeline_fixture {
     sys.spawn([this, binding](caf::event_based_actor* self) {
       self->request(actors.batcher, caf::infinite, msg::join_atom::value, binding.handle,
                     binding.description)
-        .then([this](worker_id w) { joined = w; },
-              [this](const caf::error& e) { joined = e; });
+          .then([this](worker_id w) { joined = w; },
+                [this](const caf::error& e) { joined = e; });
     });
   }
 
@@ -80,13 +81,15 @@ struct worker_membership_test : canopy::testing::pipeline_fixture {
   }
 };
 
-TEST_F(worker_membership_test, a_worker_dead_before_its_pass_arrives_is_lost_and_the_other_answers) {
+TEST_F(worker_membership_test,
+       a_worker_dead_before_its_pass_arrives_is_lost_and_the_other_answers) {
   start(2);
   auto a = ask(token_seq{1, 2});
   // Step until the batcher asks the cache to prepare, let the cache answer, then kill
   // worker 0 before the batcher hears of it: the pass goes to a dead worker.
-  auto* batcher = dynamic_cast<caf::stateful_actor<actors::batcher_state, msg::batcher_actor::base>*>(
-    caf::actor_cast<caf::abstract_actor*>(actors.batcher));
+  auto* batcher =
+      dynamic_cast<caf::stateful_actor<actors::batcher_state, msg::batcher_actor::base>*>(
+          caf::actor_cast<caf::abstract_actor*>(actors.batcher));
   ASSERT_NE(batcher, nullptr);
   while (!batcher->state.preparing)
     ASSERT_TRUE(sched.try_run_once());
@@ -101,7 +104,9 @@ TEST_F(worker_membership_test, a_worker_dead_before_its_pass_arrives_is_lost_and
   expect_one_query_moved_from_worker_0_to_1();
 }
 
-TEST_F(worker_membership_test, a_worker_lost_under_a_pass_has_it_answered_by_the_other_and_its_late_answer_ignored) {
+TEST_F(
+    worker_membership_test,
+    a_worker_lost_under_a_pass_has_it_answered_by_the_other_and_its_late_answer_ignored) {
   start(2);
   auto a = ask(token_seq{1, 2, 3});
   // The pass sits in worker 0's mailbox (the least loaded, lowest id) when the
@@ -153,7 +158,8 @@ TEST_F(worker_membership_test, only_when_no_worker_is_left_do_callers_get_worker
   EXPECT_EQ(error_of(b), errc::no_workers);
 }
 
-TEST_F(worker_membership_test, the_reference_path_moves_to_another_worker_when_its_worker_is_lost) {
+TEST_F(worker_membership_test,
+       the_reference_path_moves_to_another_worker_when_its_worker_is_lost) {
   start(2);
   auto a = ask_uncached(token_seq{1, 2, 3});
   ASSERT_TRUE(run_until_pass_queued(0));
@@ -204,7 +210,8 @@ TEST_F(worker_membership_test, a_worker_holds_at_most_passes_in_flight_passes) {
   EXPECT_EQ(figures(0).in_flight, 0u);
 }
 
-TEST_F(worker_membership_test, an_extension_waits_for_the_busy_worker_holding_its_prefix) {
+TEST_F(worker_membership_test,
+       an_extension_waits_for_the_busy_worker_holding_its_prefix) {
   start(2);
   // A prompt long enough to be worth waiting for (reuse_tokens), and its extensions.
   const token_seq prompt = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
@@ -240,7 +247,8 @@ TEST_F(worker_membership_test, an_extension_waits_for_the_busy_worker_holding_it
   EXPECT_EQ(figures(1).passes, 1u);
 }
 
-TEST_F(worker_membership_test, a_branch_of_a_prompt_in_flight_waits_for_its_kv_on_a_worker_with_room) {
+TEST_F(worker_membership_test,
+       a_branch_of_a_prompt_in_flight_waits_for_its_kv_on_a_worker_with_room) {
   config.worker_passes_in_flight = 2;
   start(1);
   const token_seq prompt = {1, 2, 3, 4, 5, 6, 7, 8};
@@ -253,8 +261,8 @@ TEST_F(worker_membership_test, a_branch_of_a_prompt_in_flight_waits_for_its_kv_o
   run_all_but_worker(0); // the worker holds the pass computing the prompt
   auto second = ask(branch(21));
   run_all_but_worker(0);
-  EXPECT_EQ(figures(0).in_flight, 1u)
-    << "the worker has room for a second pass, but the branch waits for the prompt's KV";
+  EXPECT_EQ(figures(0).in_flight, 1u) << "the worker has room for a second pass, but the "
+                                         "branch waits for the prompt's KV";
   sched.run();
   EXPECT_TRUE(matches_reference(first, branch(20)));
   EXPECT_TRUE(matches_reference(second, branch(21)));
@@ -279,7 +287,8 @@ TEST_F(worker_membership_test, a_late_worker_joins_and_serves_when_the_first_is_
   EXPECT_EQ(stats.workers[1].passes, 1u);
 }
 
-TEST_F(worker_membership_test, a_worker_serving_another_model_is_refused_naming_both_sides) {
+TEST_F(worker_membership_test,
+       a_worker_serving_another_model_is_refused_naming_both_sides) {
   start(1);
   auto other = mock;
   other.seed = mock.seed + 1; // same shapes, other answers: another fingerprint
@@ -289,16 +298,18 @@ TEST_F(worker_membership_test, a_worker_serving_another_model_is_refused_naming_
   ASSERT_FALSE(*joined);
   const auto text = msg::message_of(joined->error());
   EXPECT_EQ(msg::code_of(joined->error()), errc::invalid_request);
-  EXPECT_NE(text.find("fingerprint " + canopy::backends::mock_fingerprint(other)), std::string::npos)
-    << text;
-  EXPECT_NE(text.find(canopy::backends::mock_fingerprint(mock)), std::string::npos) << text;
+  EXPECT_NE(text.find("fingerprint " + canopy::backends::mock_fingerprint(other)),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find(canopy::backends::mock_fingerprint(mock)), std::string::npos)
+      << text;
   auto wider = mock;
   wider.vocab_size = mock.vocab_size * 2;
   join(extra_worker(wider));
   sched.run();
   ASSERT_TRUE(joined && !*joined);
   EXPECT_NE(msg::message_of(joined->error()).find("vocabulary 128"), std::string::npos)
-    << msg::message_of(joined->error());
+      << msg::message_of(joined->error());
   // A sliding window changes which KV a pass reads, so the cache must know it.
   auto windowed = mock;
   windowed.kv_window = 8;
@@ -306,7 +317,7 @@ TEST_F(worker_membership_test, a_worker_serving_another_model_is_refused_naming_
   sched.run();
   ASSERT_TRUE(joined && !*joined);
   EXPECT_NE(msg::message_of(joined->error()).find("sliding window 8"), std::string::npos)
-    << msg::message_of(joined->error());
+      << msg::message_of(joined->error());
   // The engine keeps serving with the worker it has.
   auto a = ask(token_seq{1, 2});
   sched.run();
@@ -322,7 +333,8 @@ TEST_F(worker_membership_test, a_worker_back_in_its_slot_starts_without_kv_and_s
   ASSERT_GT(actors.metrics->worker(0).kv_bytes, 0u);
   kill(actors.workers[0]);
   sched.run();
-  EXPECT_EQ(actors.metrics->worker(0).kv_bytes, 0u) << "the lost worker's KV is forgotten";
+  EXPECT_EQ(actors.metrics->worker(0).kv_bytes, 0u)
+      << "the lost worker's KV is forgotten";
   auto back = extra_worker(mock);
   back.description.slot = 0;
   join(back);

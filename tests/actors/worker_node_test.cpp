@@ -28,7 +28,8 @@ using canopy::actors::auth_role;
 constexpr std::uint64_t owner_key = 0x5eed;
 
 struct worker_node_test : canopy::testing::deterministic_system {
-  std::shared_ptr<canopy::testing::probe> probe = std::make_shared<canopy::testing::probe>();
+  std::shared_ptr<canopy::testing::probe> probe =
+      std::make_shared<canopy::testing::probe>();
   backends::mock_options mock;
   node_device_actor device;
 
@@ -36,7 +37,7 @@ struct worker_node_test : canopy::testing::deterministic_system {
     mock.vocab_size = 16;
     mock.context_length = 64;
     auto holder = std::make_shared<std::unique_ptr<backends::backend_i>>(
-      std::make_unique<canopy::testing::probe_backend>(mock, probe));
+        std::make_unique<canopy::testing::probe_backend>(mock, probe));
     device = sys.spawn(actors::node_device, holder, owner_key);
   }
   ~worker_node_test() override {
@@ -50,7 +51,8 @@ struct worker_node_test : canopy::testing::deterministic_system {
     std::optional<caf::expected<T>> out;
     sys.spawn([&, dest](caf::event_based_actor* self) {
       self->request(dest, caf::infinite, xs...)
-        .then([&](T& x) { out = std::move(x); }, [&](caf::error& e) { out = std::move(e); });
+          .then([&](T& x) { out = std::move(x); },
+                [&](caf::error& e) { out = std::move(e); });
     });
     sched.run();
     if (!out)
@@ -60,10 +62,12 @@ struct worker_node_test : canopy::testing::deterministic_system {
 
   caf::expected<computed_pass> run(std::uint64_t session, backends::pass_item item) {
     return ask<computed_pass>(device, run_atom::value, session,
-                              backends::pass_request{{std::move(item)}}, cache::row_dtype::float32);
+                              backends::pass_request{{std::move(item)}},
+                              cache::row_dtype::float32);
   }
 
-  static backends::pass_item item(cache::token_seq tokens, cache::kv_handle prefix = cache::no_kv,
+  static backends::pass_item item(cache::token_seq tokens,
+                                  cache::kv_handle prefix = cache::no_kv,
                                   std::uint32_t prefix_length = 0) {
     backends::pass_item i;
     i.tokens = std::move(tokens);
@@ -78,10 +82,14 @@ std::string message_or(const caf::expected<computed_pass>& r) {
   return r ? std::string("a pass") : message_of(r.error());
 }
 
-TEST_F(worker_node_test, a_device_serves_open_sessions_only_and_each_builds_on_its_own_kv) {
-  EXPECT_EQ(code_of(run(7, item({1, 2})).error()), errc::worker_lost) << "no session is open";
-  ASSERT_TRUE(ask<std::uint64_t>(device, session_atom::value, owner_key, std::uint64_t{7}, true));
-  ASSERT_TRUE(ask<std::uint64_t>(device, session_atom::value, owner_key, std::uint64_t{8}, true));
+TEST_F(worker_node_test,
+       a_device_serves_open_sessions_only_and_each_builds_on_its_own_kv) {
+  EXPECT_EQ(code_of(run(7, item({1, 2})).error()), errc::worker_lost)
+      << "no session is open";
+  ASSERT_TRUE(
+      ask<std::uint64_t>(device, session_atom::value, owner_key, std::uint64_t{7}, true));
+  ASSERT_TRUE(
+      ask<std::uint64_t>(device, session_atom::value, owner_key, std::uint64_t{8}, true));
   auto first = run(7, item({1, 2}));
   ASSERT_TRUE(first) << message_or(first);
   const auto kv = first->items.at(0).kv;
@@ -89,7 +97,7 @@ TEST_F(worker_node_test, a_device_serves_open_sessions_only_and_each_builds_on_i
   auto other = run(8, item({3}, kv[1], 2));
   ASSERT_FALSE(other);
   EXPECT_NE(message_of(other.error()).find("does not hold"), std::string::npos)
-    << "session 8 cannot read session 7's KV";
+      << "session 8 cannot read session 7's KV";
   auto own = run(7, item({3}, kv[1], 2));
   EXPECT_TRUE(own) << message_or(own);
   // Another session cannot free it either.
@@ -97,7 +105,8 @@ TEST_F(worker_node_test, a_device_serves_open_sessions_only_and_each_builds_on_i
   sched.run();
   EXPECT_EQ(probe->kv_entries, 3u);
   // Closing session 7 frees exactly its three entries.
-  auto freed = ask<std::uint64_t>(device, session_atom::value, owner_key, std::uint64_t{7}, false);
+  auto freed =
+      ask<std::uint64_t>(device, session_atom::value, owner_key, std::uint64_t{7}, false);
   ASSERT_TRUE(freed);
   EXPECT_EQ(*freed, 3u);
   EXPECT_EQ(probe->kv_entries, 0u);
@@ -105,13 +114,15 @@ TEST_F(worker_node_test, a_device_serves_open_sessions_only_and_each_builds_on_i
 }
 
 TEST_F(worker_node_test, owner_only_messages_need_the_nodes_key) {
-  auto opened = ask<std::uint64_t>(device, session_atom::value, std::uint64_t{1}, std::uint64_t{9}, true);
+  auto opened = ask<std::uint64_t>(device, session_atom::value, std::uint64_t{1},
+                                   std::uint64_t{9}, true);
   ASSERT_FALSE(opened);
   EXPECT_EQ(code_of(run(9, item({1})).error()), errc::worker_lost);
   caf::anon_send(device, drain_atom::value, std::uint64_t{1});
   sched.run();
-  ASSERT_TRUE(ask<std::uint64_t>(device, session_atom::value, owner_key, std::uint64_t{9}, true))
-    << "a drain without the key stops nothing";
+  ASSERT_TRUE(
+      ask<std::uint64_t>(device, session_atom::value, owner_key, std::uint64_t{9}, true))
+      << "a drain without the key stops nothing";
   EXPECT_TRUE(run(9, item({1})));
 }
 
@@ -137,7 +148,7 @@ struct gate_test : worker_node_test {
   }
 
   struct front {
-    caf::actor self;                                // the front's link: stays up until killed
+    caf::actor self; // the front's link: stays up until killed
     std::optional<caf::expected<node_announcement>> outcome;
     auth_bytes front_nonce, node_nonce;
   };
@@ -153,17 +164,18 @@ struct gate_test : worker_node_test {
           self->request(gate, caf::infinite, hello_atom::value,
                         node_hello{protocol_version, f.front_nonce,
                                    caf::actor_cast<worker_link_actor>(self)})
-            .then(
-              [this, &f, self, secret](node_challenge& c) {
-                f.node_nonce = c.nonce;
-                const auto proof = secret.empty() ? auth_bytes{}
-                                                  : actors::auth_proof(secret, auth_role::front,
-                                                                       f.front_nonce, c.nonce);
-                self->request(gate, caf::infinite, auth_atom::value, proof)
-                  .then([&f](node_announcement& a) { f.outcome = std::move(a); },
-                        [&f](caf::error& e) { f.outcome = std::move(e); });
-              },
-              [&f](caf::error& e) { f.outcome = std::move(e); });
+              .then(
+                  [this, &f, self, secret](node_challenge& c) {
+                    f.node_nonce = c.nonce;
+                    const auto proof = secret.empty()
+                                           ? auth_bytes{}
+                                           : actors::auth_proof(secret, auth_role::front,
+                                                                f.front_nonce, c.nonce);
+                    self->request(gate, caf::infinite, auth_atom::value, proof)
+                        .then([&f](node_announcement& a) { f.outcome = std::move(a); },
+                              [&f](caf::error& e) { f.outcome = std::move(e); });
+                  },
+                  [&f](caf::error& e) { f.outcome = std::move(e); });
         }};
       });
     caf::anon_send(f.self, secret);
@@ -179,7 +191,8 @@ TEST_F(gate_test, a_front_that_proves_the_secret_gets_the_devices_and_a_session)
   start_gate("shared secret");
   front f;
   handshake(f, "shared secret");
-  ASSERT_TRUE(f.outcome && *f.outcome) << (f.outcome ? message_of(f.outcome->error()) : "no answer");
+  ASSERT_TRUE(f.outcome && *f.outcome)
+      << (f.outcome ? message_of(f.outcome->error()) : "no answer");
   const auto& a = **f.outcome;
   EXPECT_EQ(a.session, 0u) << "with a secret, the token never crosses the wire";
   ASSERT_EQ(a.devices.size(), 1u);
@@ -187,7 +200,8 @@ TEST_F(gate_test, a_front_that_proves_the_secret_gets_the_devices_and_a_session)
   const auto session = session_of(f, "shared secret");
   EXPECT_TRUE(run(session, item({1, 2, 3})));
   EXPECT_TRUE(ask<bool>(gate, ping_atom::value, session));
-  EXPECT_EQ(code_of(ask<bool>(gate, ping_atom::value, session + 1).error()), errc::worker_lost);
+  EXPECT_EQ(code_of(ask<bool>(gate, ping_atom::value, session + 1).error()),
+            errc::worker_lost);
   // The link goes down: its session ends and its KV is freed.
   caf::anon_send_exit(f.self, caf::exit_reason::kill);
   sched.run();
@@ -203,7 +217,8 @@ TEST_F(gate_test, a_front_without_the_secret_is_refused_and_gets_nothing) {
   handshake(f, "a guess");
   ASSERT_TRUE(f.outcome);
   ASSERT_FALSE(*f.outcome);
-  EXPECT_NE(message_of(f.outcome->error()).find("could not prove the cluster token"), std::string::npos);
+  EXPECT_NE(message_of(f.outcome->error()).find("could not prove the cluster token"),
+            std::string::npos);
   EXPECT_EQ(code_of(run(session_of(f, "a guess"), item({1})).error()), errc::worker_lost);
   caf::anon_send_exit(f.self, caf::exit_reason::kill);
 }
@@ -228,7 +243,8 @@ TEST_F(gate_test, a_link_that_comes_back_replaces_its_session_and_its_old_kv_is_
   caf::anon_send_exit(f.self, caf::exit_reason::kill);
 }
 
-TEST_F(gate_test, a_flood_of_hellos_keeps_a_bounded_number_and_owner_messages_need_the_key) {
+TEST_F(gate_test,
+       a_flood_of_hellos_keeps_a_bounded_number_and_owner_messages_need_the_key) {
   start_gate("shared secret");
   std::vector<caf::actor> strangers;
   for (std::size_t i = 0; i < actors::max_pending_challenges + 10; ++i)
@@ -236,12 +252,13 @@ TEST_F(gate_test, a_flood_of_hellos_keeps_a_bounded_number_and_owner_messages_ne
       self->request(gate, caf::infinite, hello_atom::value,
                     node_hello{protocol_version, auth_bytes(32, 1),
                                caf::actor_cast<worker_link_actor>(self)})
-        .then([](const node_challenge&) {}, [](const caf::error&) {});
+          .then([](const node_challenge&) {}, [](const caf::error&) {});
       return {[](leave_atom) { return true; }};
     }));
   sched.run();
-  auto* gate_actor = dynamic_cast<caf::stateful_actor<actors::node_gate_state, node_gate_actor::base>*>(
-    caf::actor_cast<caf::abstract_actor*>(gate));
+  auto* gate_actor =
+      dynamic_cast<caf::stateful_actor<actors::node_gate_state, node_gate_actor::base>*>(
+          caf::actor_cast<caf::abstract_actor*>(gate));
   ASSERT_NE(gate_actor, nullptr);
   EXPECT_EQ(gate_actor->state.challenges.size(), actors::max_pending_challenges);
   EXPECT_EQ(gate_actor->state.challenge_order.size(), actors::max_pending_challenges);

@@ -26,7 +26,7 @@ class canopy_process {
 public:
   canopy_process(std::vector<std::string> args, std::string marker,
                  const std::string& program = CANOPY_CLI)
-    : marker_(std::move(marker)) {
+      : marker_(std::move(marker)) {
     // Close-on-exec: the process keeps only its stdout end of the pipe.
     int out[2];
     if (::pipe2(out, O_CLOEXEC) != 0)
@@ -100,7 +100,8 @@ private:
         const auto end = out_.find_first_of(",\n", at);
         const auto colon = out_.rfind(':', end);
         if (end != std::string::npos && colon != std::string::npos && colon > at) {
-          port_ = static_cast<std::uint16_t>(std::stoi(out_.substr(colon + 1, end - colon - 1)));
+          port_ = static_cast<std::uint16_t>(
+              std::stoi(out_.substr(colon + 1, end - colon - 1)));
           return;
         }
       }
@@ -142,7 +143,7 @@ inline std::vector<std::string> serve_args(std::vector<std::string> args) {
 class serve_process : public canopy_process {
 public:
   explicit serve_process(std::vector<std::string> args)
-    : canopy_process(serve_args(std::move(args)), "listening on http://") {}
+      : canopy_process(serve_args(std::move(args)), "listening on http://") {}
 };
 
 /// `canopy worker --listen 127.0.0.1:0 args...` (or the --listen given), ready once
@@ -158,7 +159,7 @@ inline std::vector<std::string> worker_args(std::vector<std::string> args) {
 class worker_process : public canopy_process {
 public:
   explicit worker_process(std::vector<std::string> args)
-    : canopy_process(worker_args(std::move(args)), "canopy worker: listening on ") {}
+      : canopy_process(worker_args(std::move(args)), "canopy worker: listening on ") {}
 };
 
 } // namespace canopy::testing

@@ -160,19 +160,23 @@ TEST(cli_make_model, writes_a_directory_that_logprobs_serves) {
   }
 }
 
-TEST(cli_tokenizer_json, a_model_directory_with_tokenizer_json_tokenizes_as_the_hf_library) {
+TEST(cli_tokenizer_json,
+     a_model_directory_with_tokenizer_json_tokenizes_as_the_hf_library) {
   CANOPY_SHARED_PATH_OR_SKIP(oracle_file, "oracle/tokenizer_json.json");
   CANOPY_SHARED_PATH_OR_SKIP(tokenizer, "models/tokenizers/llama2/tokenizer.json");
   // A synthetic Llama with Llama 2's 32,000 ids and its tokenizer.json beside it, as a
   // downloaded HF directory has them.
   canopy::testing::scratch_dir dir;
   const auto model = (dir.path() / "model").string();
-  auto r = run_canopy({"make-model", "--arch", "llama", "--hidden", "16", "--layers", "1",
-                       "--heads", "2", "--vocab", "32000", "--context", "64", "--out", model});
+  auto r =
+      run_canopy({"make-model", "--arch", "llama", "--hidden", "16", "--layers", "1",
+                  "--heads", "2", "--vocab", "32000", "--context", "64", "--out", model});
   ASSERT_EQ(r.exit_code, 0) << describe(r);
   std::filesystem::copy_file(tokenizer, dir.path() / "model" / "tokenizer.json");
-  const auto cases = canopy::testing::read_json(oracle_file).at("models").at("llama2").at("cases");
-  for (std::size_t i = 0; i < cases.size(); i += 6) { // each run loads the model: a sample
+  const auto cases =
+      canopy::testing::read_json(oracle_file).at("models").at("llama2").at("cases");
+  for (std::size_t i = 0; i < cases.size();
+       i += 6) { // each run loads the model: a sample
     const auto& c = cases[i];
     const auto text = c.at("text").get<std::string>();
     if (text.empty())
@@ -184,7 +188,8 @@ TEST(cli_tokenizer_json, a_model_directory_with_tokenizer_json_tokenizes_as_the_
   // The same tokenizer's speed, as `canopy bench --encode` reports it.
   const auto text_file = (dir.path() / "text.txt").string();
   canopy::testing::write_bytes(text_file, "Once upon a time, there was a tokenizer.\n");
-  r = run_canopy({"bench", "--encode", text_file, "--model", model, "--repeat", "2", "--json"});
+  r = run_canopy(
+      {"bench", "--encode", text_file, "--model", model, "--repeat", "2", "--json"});
   ASSERT_EQ(r.exit_code, 0) << describe(r);
   const auto report = nlohmann::json::parse(r.out);
   EXPECT_EQ(report.at("kind"), "tokenizer.json");

@@ -54,7 +54,8 @@ inline std::filesystem::path unique_temp_path(const std::string& stem) {
 /// `stdout_fd` and stderr into the file `err_path`. posix_spawn's result: 0 when it
 /// started (its id in `pid`), else an errno value.
 inline int spawn_program(const std::string& program, const std::vector<std::string>& args,
-                         int stdout_fd, const std::filesystem::path& err_path, pid_t& pid) {
+                         int stdout_fd, const std::filesystem::path& err_path,
+                         pid_t& pid) {
   std::vector<std::string> argv_store{program};
   argv_store.insert(argv_store.end(), args.begin(), args.end());
   std::vector<char*> argv;

@@ -57,7 +57,8 @@ void expect_prints(const std::vector<std::string>& args, const std::string& out)
 }
 
 /// `canopy ARGS...` (a vocab command) lists `size` ids, with tokenizers.json's bytes.
-void expect_vocab(const std::vector<std::string>& args, std::size_t size, const char* table) {
+void expect_vocab(const std::vector<std::string>& args, std::size_t size,
+                  const char* table) {
   const auto r = run_canopy(args);
   ASSERT_EQ(r.exit_code, 0) << describe(r);
   std::size_t lines = 0;
@@ -88,7 +89,8 @@ TEST(cli_tokenizer, tokenize_gpt2) {
 TEST(cli_tokenizer, a_tokenizer_alone_needs_no_model) {
   CANOPY_SHARED_PATH_OR_SKIP(gpt2, "models/gpt2-synthetic");
   CANOPY_SHARED_PATH_OR_SKIP(tok512, "models/stories260K/tok512.bin");
-  expect_prints({"tokenize", "--tokenizer", gpt2, "--text", " Hello world"}, "18435,995\n");
+  expect_prints({"tokenize", "--tokenizer", gpt2, "--text", " Hello world"},
+                "18435,995\n");
   expect_prints({"tokenize", "--tokenizer", tok512, "--text", "Once upon a time"},
                 "1,403,407,261,378\n");
 }
@@ -97,8 +99,9 @@ TEST(cli_tokenizer, the_mock_with_a_tokenizer_has_its_vocabulary) {
   // As genlm's MockAsyncLM(tokenizer): rows of the tokenizer's size, every id's bytes.
   CANOPY_SHARED_PATH_OR_SKIP(gpt2, "models/gpt2-synthetic");
   expect_vocab({"vocab", "--backend", "mock", "--tokenizer", gpt2}, 50257, "gpt2");
-  expect_prints({"detokenize", "--backend", "mock", "--tokenizer", gpt2, "--tokens", "15496,995"},
-                "Hello world");
+  expect_prints(
+      {"detokenize", "--backend", "mock", "--tokenizer", gpt2, "--tokens", "15496,995"},
+      "Hello world");
 }
 
 TEST(cli_tokenizer, detokenize_writes_exact_bytes_without_newline) {

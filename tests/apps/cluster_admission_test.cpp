@@ -1,7 +1,7 @@
-// Who a front admits and who a worker node answers (docs/across-machines.md: "Across machines"): a node
-// serving another model, one without the front's cluster token, one of another
-// protocol are refused by name while the front keeps serving with the others; a front
-// of another protocol gets nothing from a node; TLS between nodes works and a front
+// Who a front admits and who a worker node answers (docs/across-machines.md: "Across
+// machines"): a node serving another model, one without the front's cluster token, one of
+// another protocol are refused by name while the front keeps serving with the others; a
+// front of another protocol gets nothing from a node; TLS between nodes works and a front
 // without it is not let in; strangers who reach a node's port (silent, noise, the wrong
 // transport) and a TLS front's failed handshakes with one node disturb no admitted
 // front; a node listening beyond loopback without a token refuses to start. Before the
@@ -28,9 +28,9 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <netinet/in.h>
 #include <optional>
 #include <set>
-#include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -53,20 +53,23 @@ void expect_serving(engine& front) {
 
 /// The refused node's last error, once it is refused.
 std::string refusal_of(engine& front, const std::string& address) {
-  EXPECT_TRUE(eventually(front, [&](const engine_stats& s) {
-    return node_at(s, address)->state == "refused";
-  })) << "state " << node_at(front.stats(), address)->state << ": "
+  EXPECT_TRUE(eventually(
+      front,
+      [&](const engine_stats& s) { return node_at(s, address)->state == "refused"; }))
+      << "state " << node_at(front.stats(), address)->state << ": "
       << node_at(front.stats(), address)->last_error;
   return node_at(front.stats(), address)->last_error;
 }
 
-std::string token_file(const scratch_dir& dir, const std::string& name, const std::string& secret) {
+std::string token_file(const scratch_dir& dir, const std::string& name,
+                       const std::string& secret) {
   const auto path = dir.path() / name;
   write_bytes(path, secret + "\n");
   return path.string();
 }
 
-TEST(cluster_admission, a_node_serving_another_model_is_refused_naming_both_fingerprints) {
+TEST(cluster_admission,
+     a_node_serving_another_model_is_refused_naming_both_fingerprints) {
   worker_process good(cluster_mock_flags);
   worker_process other(flags_with({"--mock_seed", "7"}));
   engine front{front_config({good.address(), other.address()})};
@@ -74,7 +77,9 @@ TEST(cluster_admission, a_node_serving_another_model_is_refused_naming_both_fing
   auto mine = canopy::actors::backend_spec_for(cluster_mock_config(), "cpu").mock;
   auto theirs = mine;
   theirs.seed = 7;
-  EXPECT_NE(why.find("fingerprint " + canopy::backends::mock_fingerprint(theirs)), std::string::npos) << why;
+  EXPECT_NE(why.find("fingerprint " + canopy::backends::mock_fingerprint(theirs)),
+            std::string::npos)
+      << why;
   EXPECT_NE(why.find(canopy::backends::mock_fingerprint(mine)), std::string::npos) << why;
   EXPECT_NE(why.find(other.address()), std::string::npos) << why;
   expect_serving(front);
@@ -96,13 +101,16 @@ TEST(cluster_admission, refusals_name_models_by_file_never_by_where_they_live) {
     front.next_token_logprobs_sync({1, 2});
     ADD_FAILURE() << "a front with no admitted worker answered";
   } catch (const canopy::error& e) {
-    EXPECT_EQ(std::string(e.what()).find(aidreams.parent_path().string()), std::string::npos)
-      << e.what();
+    EXPECT_EQ(std::string(e.what()).find(aidreams.parent_path().string()),
+              std::string::npos)
+        << e.what();
   }
 }
 
-TEST(cluster_admission, a_node_with_another_vocabulary_is_refused_even_by_a_front_with_no_fingerprint) {
-  worker_process wider({"--backend", "mock", "--vocab_size", "256", "--context_length", "256"});
+TEST(cluster_admission,
+     a_node_with_another_vocabulary_is_refused_even_by_a_front_with_no_fingerprint) {
+  worker_process wider(
+      {"--backend", "mock", "--vocab_size", "256", "--context_length", "256"});
   worker_process good(cluster_mock_flags);
   engine front{front_config({wider.address(), good.address()})};
   const auto why = refusal_of(front, wider.address());
@@ -111,7 +119,8 @@ TEST(cluster_admission, a_node_with_another_vocabulary_is_refused_even_by_a_fron
   expect_serving(front);
 }
 
-TEST(cluster_admission, tokens_that_differ_are_refused_and_the_secret_never_helps_a_stranger) {
+TEST(cluster_admission,
+     tokens_that_differ_are_refused_and_the_secret_never_helps_a_stranger) {
   scratch_dir dir;
   const auto ours = token_file(dir, "ours", "correct horse battery staple");
   const auto theirs = token_file(dir, "theirs", "another secret");
@@ -135,15 +144,16 @@ TEST(cluster_admission, tokens_that_differ_are_refused_and_the_secret_never_help
 }
 
 TEST(cluster_admission, a_node_of_another_protocol_is_refused_naming_both_versions) {
-  canopy_process fake({"999"}, "fake worker node: listening on ", CANOPY_FAKE_WORKER_NODE);
+  canopy_process fake({"999"}, "fake worker node: listening on ",
+                      CANOPY_FAKE_WORKER_NODE);
   worker_process good(cluster_mock_flags);
   engine front{front_config({fake.address(), good.address()})};
   const auto why = refusal_of(front, fake.address());
   EXPECT_NE(why.find("protocol mismatch: this front speaks protocol " +
-                     std::to_string(msg::protocol_version) + ", the node at " + fake.address() +
-                     " speaks 999"),
+                     std::to_string(msg::protocol_version) + ", the node at " +
+                     fake.address() + " speaks 999"),
             std::string::npos)
-    << why;
+      << why;
   expect_serving(front);
 }
 
@@ -157,28 +167,35 @@ TEST(cluster_admission, a_front_of_another_protocol_gets_nothing_from_a_node) {
   auto middleman = canopy::actors::spawn_cluster_middleman(system, {});
   caf::scoped_actor self{system};
   std::optional<msg::node_gate_actor> gate;
-  self->request(middleman, 5s, caf::connect_atom::value, std::string("127.0.0.1"), node.port())
-    .receive([&](const caf::node_id&, caf::strong_actor_ptr& ptr, const std::set<std::string>&) {
-               gate = caf::actor_cast<msg::node_gate_actor>(ptr);
-             },
-             [&](const caf::error& e) { ADD_FAILURE() << system.render(e); });
+  self->request(middleman, 5s, caf::connect_atom::value, std::string("127.0.0.1"),
+                node.port())
+      .receive(
+          [&](const caf::node_id&, caf::strong_actor_ptr& ptr,
+              const std::set<std::string>&) {
+            gate = caf::actor_cast<msg::node_gate_actor>(ptr);
+          },
+          [&](const caf::error& e) { ADD_FAILURE() << system.render(e); });
   ASSERT_TRUE(gate);
   auto link = caf::actor_cast<msg::worker_link_actor>(self);
   std::string refused;
   self->request(*gate, 5s, msg::hello_atom::value,
                 msg::node_hello{999, std::vector<std::uint8_t>(32, 3), link})
-    .receive([](const msg::node_challenge&) {},
-             [&](const caf::error& e) { refused = msg::message_of(e); });
-  EXPECT_EQ(refused, "protocol mismatch: the front speaks protocol 999, this worker node " +
-                       std::to_string(msg::protocol_version));
+      .receive([](const msg::node_challenge&) {},
+               [&](const caf::error& e) { refused = msg::message_of(e); });
+  EXPECT_EQ(refused,
+            "protocol mismatch: the front speaks protocol 999, this worker node " +
+                std::to_string(msg::protocol_version));
   // Nor does anything but a hello get an answer of substance.
   self->request(*gate, 5s, msg::auth_atom::value, std::vector<std::uint8_t>(32, 0))
-    .receive([](const msg::node_announcement&) { ADD_FAILURE() << "admitted without a hello"; },
-             [&](const caf::error& e) { refused = msg::message_of(e); });
+      .receive(
+          [](const msg::node_announcement&) {
+            ADD_FAILURE() << "admitted without a hello";
+          },
+          [&](const caf::error& e) { refused = msg::message_of(e); });
   EXPECT_NE(refused.find("unauthorized"), std::string::npos) << refused;
   self->request(*gate, 5s, msg::ping_atom::value, std::uint64_t{42})
-    .receive([](bool) { ADD_FAILURE() << "a made-up session answered"; },
-             [&](const caf::error& e) { refused = msg::message_of(e); });
+      .receive([](bool) { ADD_FAILURE() << "a made-up session answered"; },
+               [&](const caf::error& e) { refused = msg::message_of(e); });
   EXPECT_NE(refused.find("no such session"), std::string::npos) << refused;
   caf::anon_send_exit(middleman, caf::exit_reason::kill); // it ignores the others
 }
@@ -196,12 +213,12 @@ struct test_certificates {
     key = at("node.key");
     const std::string quiet = " > /dev/null 2>&1";
     const std::vector<std::string> commands = {
-      "openssl req -x509 -newkey rsa:2048 -nodes -keyout " + at("ca.key") + " -out " + ca +
-        " -days 2 -subj /CN=canopy-test-ca",
-      "openssl req -newkey rsa:2048 -nodes -keyout " + key + " -out " + at("node.csr") +
-        " -subj /CN=canopy-node",
-      "openssl x509 -req -in " + at("node.csr") + " -CA " + ca + " -CAkey " + at("ca.key") +
-        " -CAcreateserial -out " + cert + " -days 2"};
+        "openssl req -x509 -newkey rsa:2048 -nodes -keyout " + at("ca.key") + " -out " +
+            ca + " -days 2 -subj /CN=canopy-test-ca",
+        "openssl req -newkey rsa:2048 -nodes -keyout " + key + " -out " + at("node.csr") +
+            " -subj /CN=canopy-node",
+        "openssl x509 -req -in " + at("node.csr") + " -CA " + ca + " -CAkey " +
+            at("ca.key") + " -CAcreateserial -out " + cert + " -days 2"};
     for (const auto& c : commands)
       if (std::system((c + quiet).c_str()) != 0)
         throw std::runtime_error("failed (is openssl installed?): " + c);
@@ -221,8 +238,8 @@ std::vector<std::string> tls_node_flags(const test_certificates& certs,
 
 /// A front of `nodes` over TLS with the cluster secret in `secret_file`.
 canopy::engine_config tls_front_config(const std::vector<std::string>& nodes,
-                               const test_certificates& certs,
-                               const std::string& secret_file) {
+                                       const test_certificates& certs,
+                                       const std::string& secret_file) {
   auto config = front_config(nodes);
   config.tls_cert = certs.cert;
   config.tls_key = certs.key;
@@ -246,9 +263,12 @@ TEST(cluster_admission, tls_between_nodes_serves_and_a_front_without_it_is_not_l
   auto plain = front_config({node.address()});
   plain.cluster_token_file = secret;
   engine outsider{plain};
-  EXPECT_FALSE(eventually(outsider, [&](const engine_stats& s) {
-    return node_at(s, node.address())->state == "admitted";
-  }, 1500ms));
+  EXPECT_FALSE(eventually(
+      outsider,
+      [&](const engine_stats& s) {
+        return node_at(s, node.address())->state == "admitted";
+      },
+      1500ms));
   EXPECT_TRUE(outsider.stats().workers.empty());
   EXPECT_EQ(node.stop(5s), 0) << node.err(); // SIGTERM: drains and exits
 }
@@ -308,7 +328,8 @@ TEST(cluster_admission, failed_tls_handshakes_disturb_no_other_tls_connection) {
   worker_process tls_node(tls_node_flags(certs, secret));
   worker_process plain_node(flags_with({"--cluster_token_file", secret}));
   // The front's handshakes with the plain node fail, again at every retry.
-  engine front{tls_front_config({tls_node.address(), plain_node.address()}, certs, secret)};
+  engine front{
+      tls_front_config({tls_node.address(), plain_node.address()}, certs, secret)};
   ASSERT_TRUE(eventually(front, [&](const engine_stats& s) {
     return node_at(s, tls_node.address())->state == "admitted";
   })) << node_at(front.stats(), tls_node.address())->last_error;
@@ -370,7 +391,8 @@ std::string challenge_of(test_client& peer) {
   return got;
 }
 
-TEST(cluster_admission, a_basp_header_claiming_4_gib_never_reaches_basp_and_costs_the_node_nothing) {
+TEST(cluster_admission,
+     a_basp_header_claiming_4_gib_never_reaches_basp_and_costs_the_node_nothing) {
   scratch_dir dir;
   const auto secret = token_file(dir, "token", "a secret");
   worker_process node(flags_with({"--cluster_token_file", secret}));
@@ -388,7 +410,7 @@ TEST(cluster_admission, a_basp_header_claiming_4_gib_never_reaches_basp_and_cost
     EXPECT_TRUE(stranger.closed_within(3s)) << "a wrong proof ends the connection";
   }
   EXPECT_LT(resident_bytes(node.pid()), before + (16u << 20))
-    << "from " << before << " bytes";
+      << "from " << before << " bytes";
   expect_serving_with_token(node.address(), secret);
 }
 
@@ -403,23 +425,26 @@ TEST(cluster_admission, a_stranger_speaking_caf_finds_no_actor_to_message_or_kil
     caf::actor_system_config system_config;
     canopy::configure_actor_system(system_config, config, canopy::network_role::front);
     caf::actor_system system{system_config};
-    auto gate = system.middleman().remote_actor<msg::node_gate_actor>("127.0.0.1", node.port());
+    auto gate =
+        system.middleman().remote_actor<msg::node_gate_actor>("127.0.0.1", node.port());
     EXPECT_FALSE(gate) << "a stranger got the gate's handle";
   }
   expect_serving_with_token(node.address(), secret);
 }
 
-TEST(cluster_admission, a_peer_that_never_answers_the_challenge_is_dropped_within_the_timeout) {
+TEST(cluster_admission,
+     a_peer_that_never_answers_the_challenge_is_dropped_within_the_timeout) {
   worker_process node(flags_with({"--worker_timeout_ms", "500"}));
   test_client silent(node.port());
   challenge_of(silent);
   const auto started = std::chrono::steady_clock::now();
   EXPECT_TRUE(silent.closed_within(5s));
   EXPECT_LT(std::chrono::steady_clock::now() - started, 2s)
-    << "500 ms to answer, checked every 125 ms";
+      << "500 ms to answer, checked every 125 ms";
 }
 
-TEST(cluster_admission, a_peer_with_the_token_can_neither_kill_the_gate_nor_end_a_session) {
+TEST(cluster_admission,
+     a_peer_with_the_token_can_neither_kill_the_gate_nor_end_a_session) {
   scratch_dir dir;
   const auto secret = token_file(dir, "token", "a secret");
   worker_process node(flags_with({"--cluster_token_file", secret}));
@@ -439,10 +464,14 @@ TEST(cluster_admission, a_peer_with_the_token_can_neither_kill_the_gate_nor_end_
     auto middleman = canopy::actors::spawn_cluster_middleman(system, settings);
     caf::scoped_actor self{system};
     caf::actor gate;
-    self->request(middleman, 5s, caf::connect_atom::value, std::string("127.0.0.1"), node.port())
-      .receive([&](const caf::node_id&, caf::strong_actor_ptr& ptr,
-                   const std::set<std::string>&) { gate = caf::actor_cast<caf::actor>(ptr); },
-               [&](const caf::error& e) { ADD_FAILURE() << system.render(e); });
+    self->request(middleman, 5s, caf::connect_atom::value, std::string("127.0.0.1"),
+                  node.port())
+        .receive(
+            [&](const caf::node_id&, caf::strong_actor_ptr& ptr,
+                const std::set<std::string>&) {
+              gate = caf::actor_cast<caf::actor>(ptr);
+            },
+            [&](const caf::error& e) { ADD_FAILURE() << system.render(e); });
     ASSERT_TRUE(gate);
     // exit_msg{kill} ends any CAF actor before its handlers run; a forged down_msg would
     // end the session of the link it names.

@@ -28,7 +28,7 @@ namespace canopy::testing {
 
 /// The mock every worker and front of these tests agree on.
 inline const std::vector<std::string> cluster_mock_flags = {
-  "--backend", "mock", "--vocab_size", "128", "--context_length", "256"};
+    "--backend", "mock", "--vocab_size", "128", "--context_length", "256"};
 
 inline engine_config cluster_mock_config() {
   engine_config c;
@@ -57,7 +57,8 @@ inline bool is_mock_row(const at::Tensor& row, const token_seq& tokens) {
   const auto spec = actors::backend_spec_for(cluster_mock_config(), "cpu");
   const auto expected = backends::mock_logprobs(spec.mock, tokens.data(), tokens.size());
   return row.numel() == static_cast<std::int64_t>(expected.size()) &&
-         std::memcmp(row.data_ptr<float>(), expected.data(), expected.size() * sizeof(float)) == 0;
+         std::memcmp(row.data_ptr<float>(), expected.data(),
+                     expected.size() * sizeof(float)) == 0;
 }
 
 /// SMC-shaped: four SMC runs of 16 particles each (four users' problems, so that there
@@ -72,13 +73,15 @@ inline token_seq smc_query(std::size_t particle, std::size_t step, std::int32_t 
   const auto group = static_cast<std::int32_t>(particle / 4);
   const auto branch = static_cast<std::int32_t>(step / 40);
   for (std::size_t k = 0; k <= step % 40; ++k)
-    s.push_back((group * 31 + static_cast<std::int32_t>(k) * 7 + branch * 13 + 11) % vocab);
+    s.push_back((group * 31 + static_cast<std::int32_t>(k) * 7 + branch * 13 + 11) %
+                vocab);
   return s;
 }
 
 /// Distinct prefixes of the workload's queries: the tokens an engine computing each
 /// token once computes.
-inline std::size_t smc_unique_tokens(std::size_t particles, std::size_t steps, std::int32_t vocab) {
+inline std::size_t smc_unique_tokens(std::size_t particles, std::size_t steps,
+                                     std::int32_t vocab) {
   std::set<token_seq> prefixes;
   for (std::size_t p = 0; p < particles; ++p)
     for (std::size_t s = 0; s < steps; ++s) {
@@ -97,8 +100,9 @@ struct workload_tally {
 
 /// `particles` callers on their own threads, each asking `steps` queries one after
 /// another through the blocking API; every answer checked with `check`.
-inline void run_smc(engine& lm, std::size_t particles, std::size_t steps, workload_tally& tally,
-                    const std::function<bool(const at::Tensor&, const token_seq&)>& check) {
+inline void
+run_smc(engine& lm, std::size_t particles, std::size_t steps, workload_tally& tally,
+        const std::function<bool(const at::Tensor&, const token_seq&)>& check) {
   std::vector<std::thread> callers;
   for (std::size_t p = 0; p < particles; ++p)
     callers.emplace_back([&, p] {
@@ -124,11 +128,13 @@ inline void run_smc(engine& lm, std::size_t particles, std::size_t steps, worklo
 inline void expect_all_answered_right(const workload_tally& tally, std::size_t queries) {
   EXPECT_EQ(tally.answered, queries);
   EXPECT_EQ(tally.wrong, 0u);
-  EXPECT_EQ(tally.errors, 0u) << (tally.error_codes.empty() ? "" : tally.error_codes.front());
+  EXPECT_EQ(tally.errors, 0u) << (tally.error_codes.empty() ? ""
+                                                            : tally.error_codes.front());
 }
 
 /// Polls `condition` on the front's stats every 10 ms for at most `patience`.
-inline bool eventually(engine& lm, const std::function<bool(const engine_stats&)>& condition,
+inline bool eventually(engine& lm,
+                       const std::function<bool(const engine_stats&)>& condition,
                        std::chrono::milliseconds patience = std::chrono::seconds(20)) {
   const auto deadline = std::chrono::steady_clock::now() + patience;
   while (std::chrono::steady_clock::now() < deadline) {

@@ -1,7 +1,8 @@
-// Canopy across processes (docs/across-machines.md: "Across machines"): `canopy worker` processes on
-// loopback and a front that runs no device of its own. Answers equal the single-process
-// path; a worker killed, stopped or leaving loses no query and answers none twice; a
-// worker that comes back takes passes again; a front that dies leaves no KV behind.
+// Canopy across processes (docs/across-machines.md: "Across machines"): `canopy worker`
+// processes on loopback and a front that runs no device of its own. Answers equal the
+// single-process path; a worker killed, stopped or leaving loses no query and answers
+// none twice; a worker that comes back takes passes again; a front that dies leaves no KV
+// behind.
 
 #include "cluster_support.hpp"
 #include "http_test_client.hpp"
@@ -43,12 +44,13 @@ TEST(cluster, two_workers_and_a_front_answer_an_smc_workload_bit_for_bit_as_the_
   }
   EXPECT_GT(s.merged_duplicates + s.cache_hits, 0u) << "the workload repeats queries";
   EXPECT_EQ(s.tokens_computed, smc_unique_tokens(particles, steps, 128))
-    << "each token computed once, on one of the two workers" << s.to_json();
+      << "each token computed once, on one of the two workers" << s.to_json();
   EXPECT_EQ(s.locked_nodes, 0u);
   EXPECT_EQ(s.in_flight, 0u);
 }
 
-TEST(cluster, stories260_k_through_two_workers_equals_one_process_within_the_oracle_tolerance) {
+TEST(cluster,
+     stories260_k_through_two_workers_equals_one_process_within_the_oracle_tolerance) {
   CANOPY_SHARED_PATH_OR_SKIP(model, "models/stories260K/stories260K.bin");
   CANOPY_SHARED_PATH_OR_SKIP(oracle_dir, "oracle/stories260K");
   const double tolerance = load_oracle_cases(oracle_dir).front().tolerance;
@@ -76,7 +78,8 @@ TEST(cluster, stories260_k_through_two_workers_equals_one_process_within_the_ora
   run_smc(front, particles, steps, tally, check);
   expect_all_answered_right(tally, particles * steps);
   const auto s = front.stats();
-  EXPECT_EQ(s.tokens_computed, s.workers.at(0).tokens_computed + s.workers.at(1).tokens_computed);
+  EXPECT_EQ(s.tokens_computed,
+            s.workers.at(0).tokens_computed + s.workers.at(1).tokens_computed);
 }
 
 TEST(cluster, a_front_with_no_device_serves_every_oracle_case_through_remote_workers) {
@@ -93,8 +96,9 @@ TEST(cluster, a_front_with_no_device_serves_every_oracle_case_through_remote_wor
       const token_seq prefix(c.tokens.begin(), c.tokens.begin() + r + 1);
       const auto row = front.next_token_logprobs_sync(prefix);
       const at::Tensor expected =
-        at::from_blob(const_cast<float*>(c.row(r)), {c.vocab}, at::kFloat);
-      EXPECT_LE((row - expected).abs().max().item<float>(), c.tolerance) << c.name << " row " << r;
+          at::from_blob(const_cast<float*>(c.row(r)), {c.vocab}, at::kFloat);
+      EXPECT_LE((row - expected).abs().max().item<float>(), c.tolerance)
+          << c.name << " row " << r;
     }
   EXPECT_EQ(front.stats().workers.at(0).node, w.address());
 }
@@ -132,7 +136,8 @@ struct counted_queries {
 
   explicit counted_queries(std::size_t n) : answers(n) {
     for (std::size_t i = 0; i < n; ++i)
-      sequences.push_back({3, 1, static_cast<std::int32_t>(i % 128), static_cast<std::int32_t>(i / 128)});
+      sequences.push_back(
+          {3, 1, static_cast<std::int32_t>(i % 128), static_cast<std::int32_t>(i / 128)});
   }
   void ask_all(engine& lm) {
     for (std::size_t i = 0; i < sequences.size(); ++i)
@@ -147,7 +152,8 @@ struct counted_queries {
       });
   }
   bool all_answered() const {
-    return std::all_of(answers.begin(), answers.end(), [](const auto& n) { return n.load() >= 1; });
+    return std::all_of(answers.begin(), answers.end(),
+                       [](const auto& n) { return n.load() >= 1; });
   }
   int most_answers() const {
     int most = 0;
@@ -157,7 +163,8 @@ struct counted_queries {
   }
 };
 
-TEST(cluster, a_stopped_worker_is_lost_within_worker_timeout_and_answers_nothing_twice_after) {
+TEST(cluster,
+     a_stopped_worker_is_lost_within_worker_timeout_and_answers_nothing_twice_after) {
   // Passes of 64 new tokens take ~130 ms, so the stop catches some in flight.
   const auto slow = flags_with({"--mock_cost_per_token_us", "2000"});
   worker_process a(slow), b(slow);
@@ -179,7 +186,9 @@ TEST(cluster, a_stopped_worker_is_lost_within_worker_timeout_and_answers_nothing
             << " ms (worker_timeout_ms " << config.worker_timeout_ms << ")\n";
   // Lost within 0.7 of the timeout (Note [loss detection]); the bound allows for the
   // polling above and the scheduler's slack on a loaded machine.
-  EXPECT_LE(detection, std::chrono::milliseconds(static_cast<int>(config.worker_timeout_ms)) + 300ms);
+  EXPECT_LE(detection,
+            std::chrono::milliseconds(static_cast<int>(config.worker_timeout_ms)) +
+                300ms);
   const auto s = front.stats();
   EXPECT_GT(worker_on(s, b.address())->redispatched_queries, 0u);
   const auto deadline = std::chrono::steady_clock::now() + 60s;
@@ -192,7 +201,8 @@ TEST(cluster, a_stopped_worker_is_lost_within_worker_timeout_and_answers_nothing
   // none of those late answers reaches a caller a second time.
   b.signal(SIGCONT);
   ASSERT_TRUE(eventually(front, [&](const engine_stats& s) {
-    return node_at(s, b.address())->admissions == 2 && node_at(s, b.address())->state == "admitted";
+    return node_at(s, b.address())->admissions == 2 &&
+           node_at(s, b.address())->state == "admitted";
   }));
   std::this_thread::sleep_for(500ms);
   EXPECT_EQ(queries.most_answers(), 1);
@@ -212,7 +222,8 @@ TEST(cluster, a_restarted_worker_is_admitted_again_on_its_port_and_takes_passes)
   }));
   b = std::make_unique<worker_process>(flags_with({"--listen", "127.0.0.1:" + port}));
   ASSERT_TRUE(eventually(front, [&](const engine_stats& s) {
-    return node_at(s, address)->admissions == 2 && worker_on(s, address)->state == "active";
+    return node_at(s, address)->admissions == 2 &&
+           worker_on(s, address)->state == "active";
   }));
   const auto before = worker_on(front.stats(), address)->passes;
   a.signal(SIGKILL); // only the restarted worker is left to take passes
@@ -225,7 +236,8 @@ TEST(cluster, a_restarted_worker_is_admitted_again_on_its_port_and_takes_passes)
   }
   const auto s = front.stats();
   EXPECT_GT(worker_on(s, address)->passes, before);
-  EXPECT_EQ(worker_on(s, address)->kv_budget_bytes, canopy::engine_config{}.kv_budget_bytes);
+  EXPECT_EQ(worker_on(s, address)->kv_budget_bytes,
+            canopy::engine_config{}.kv_budget_bytes);
 }
 
 // A front whose only node is lost holds its queries for worker_timeout_ms: a node back
@@ -273,7 +285,8 @@ TEST(cluster, sigterm_finishes_the_pass_in_flight_and_exits_0) {
   const auto s = front.stats();
   EXPECT_EQ(worker_on(s, leaving)->passes, 1u) << "the leaving worker finished its pass";
   EXPECT_EQ(worker_on(s, leaving)->redispatched_queries, 0u);
-  EXPECT_NE(process.err().find("finishing the passes it holds"), std::string::npos) << process.err();
+  EXPECT_NE(process.err().find("finishing the passes it holds"), std::string::npos)
+      << process.err();
   const token_seq next = {4, 4, 5};
   EXPECT_TRUE(is_mock_row(front.next_token_logprobs_sync(next), next));
 }
@@ -281,14 +294,17 @@ TEST(cluster, sigterm_finishes_the_pass_in_flight_and_exits_0) {
 TEST(cluster, a_front_that_dies_leaves_no_kv_on_its_workers) {
   worker_process w(cluster_mock_flags);
   {
-    serve_process front(flags_with({"--workers", "0", "--remote_workers", "[\"" + w.address() + "\"]"}));
-    const auto reply = exchange(front.port(), make_request("POST", "/v1/logprobs",
-                                                           R"({"batch": [[1, 2, 3, 4], [1, 2, 5]]})",
-                                                           "Content-Type: application/json\r\n"));
+    serve_process front(
+        flags_with({"--workers", "0", "--remote_workers", "[\"" + w.address() + "\"]"}));
+    const auto reply =
+        exchange(front.port(), make_request("POST", "/v1/logprobs",
+                                            R"({"batch": [[1, 2, 3, 4], [1, 2, 5]]})",
+                                            "Content-Type: application/json\r\n"));
     ASSERT_EQ(reply.status, 200) << reply.body;
     const auto model = exchange(front.port(), make_request("GET", "/v1/model"));
-    EXPECT_NE(model.body.find("\"devices\":[\"" + w.address() + "/cpu\"]"), std::string::npos)
-      << model.body;
+    EXPECT_NE(model.body.find("\"devices\":[\"" + w.address() + "/cpu\"]"),
+              std::string::npos)
+        << model.body;
     front.signal(SIGKILL);
     front.wait(5s);
   }

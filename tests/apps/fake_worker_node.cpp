@@ -23,30 +23,33 @@ int main(int argc, char** argv) {
   const auto protocol = static_cast<std::uint32_t>(argc > 1 ? std::atoi(argv[1]) : 999);
   canopy::engine_config config;
   caf::actor_system_config system_config;
-  canopy::configure_actor_system(system_config, config, canopy::network_role::worker_node);
+  canopy::configure_actor_system(system_config, config,
+                                 canopy::network_role::worker_node);
   caf::actor_system system{system_config};
-  auto gate = system.spawn([protocol](node_gate_actor::pointer) -> node_gate_actor::behavior_type {
-    return {
-      [=](hello_atom, const node_hello&) {
-        return node_challenge{protocol, std::vector<std::uint8_t>(32, 1), {}};
-      },
-      [](auth_atom, const std::vector<std::uint8_t>&) { return node_announcement{}; },
-      [](ping_atom, std::uint64_t) { return true; },
-      [](drain_atom, std::uint64_t) { return true; },
-    };
-  });
+  auto gate = system.spawn(
+      [protocol](node_gate_actor::pointer) -> node_gate_actor::behavior_type {
+        return {
+            [=](hello_atom, const node_hello&) {
+              return node_challenge{protocol, std::vector<std::uint8_t>(32, 1), {}};
+            },
+            [](auth_atom, const std::vector<std::uint8_t>&) {
+              return node_announcement{};
+            },
+            [](ping_atom, std::uint64_t) { return true; },
+            [](drain_atom, std::uint64_t) { return true; },
+        };
+      });
   auto middleman = canopy::actors::spawn_cluster_middleman(system, {});
   caf::scoped_actor self{system};
   std::uint16_t port = 0;
-  self
-    ->request(middleman, caf::infinite, caf::publish_atom::value, std::uint16_t{0},
-              caf::actor_cast<caf::strong_actor_ptr>(gate), system.message_types(gate),
-              std::string("127.0.0.1"), true)
-    .receive([&](std::uint16_t bound) { port = bound; },
-             [&](caf::error& e) {
-               std::cerr << "fake worker node: " << system.render(e) << std::endl;
-               std::exit(1);
-             });
+  self->request(middleman, caf::infinite, caf::publish_atom::value, std::uint16_t{0},
+                caf::actor_cast<caf::strong_actor_ptr>(gate), system.message_types(gate),
+                std::string("127.0.0.1"), true)
+      .receive([&](std::uint16_t bound) { port = bound; },
+               [&](caf::error& e) {
+                 std::cerr << "fake worker node: " << system.render(e) << std::endl;
+                 std::exit(1);
+               });
   std::cout << "fake worker node: listening on 127.0.0.1:" << port << std::endl;
   for (;;)
     std::this_thread::sleep_for(std::chrono::hours(1));

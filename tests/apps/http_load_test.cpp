@@ -3,8 +3,8 @@
 // whose every answer fails, and against nothing at all. No timing is asserted: speed
 // is for benchmarks, not tests.
 
-#include "cli_runner.hpp"
 #include "canopy_process.hpp"
+#include "cli_runner.hpp"
 #include "shared_fixtures.hpp"
 
 #include <gtest/gtest.h>
@@ -229,12 +229,13 @@ TEST_F(http_load_on_mock, table_names_the_row_sizes_and_targets) {
   EXPECT_NE(r.out.find("failed requests: 0"), std::string::npos) << r.out;
 }
 
-TEST(http_load, scores_prompts_through_open_ai_completions_and_measures_other_servers_prefill) {
+TEST(http_load,
+     scores_prompts_through_open_ai_completions_and_measures_other_servers_prefill) {
   CANOPY_SHARED_PATH_OR_SKIP(model, "models/stories260K/stories260K.bin");
   running_server server({"--model", model.string()});
-  auto r = run_canopy({"bench", "--target", server.url, "--duration_s", "0.2", "--connections",
-                       "2", "--payload", "completions,prefill", "--sequence-length", "12",
-                       "--sequences", "8", "--json"});
+  auto r = run_canopy({"bench", "--target", server.url, "--duration_s", "0.2",
+                       "--connections", "2", "--payload", "completions,prefill",
+                       "--sequence-length", "12", "--sequences", "8", "--json"});
   ASSERT_EQ(r.exit_code, 0) << describe(r);
   auto doc = parse_json(r);
   ASSERT_EQ(doc.at("results").size(), 4u) << doc.dump();
@@ -248,8 +249,8 @@ TEST(http_load, scores_prompts_through_open_ai_completions_and_measures_other_se
 
   // As for a server without GET /v1/model: no Server-Timing needed, the vocabulary given.
   r = run_canopy({"bench", "--target", server.url, "--vocab-size", "512", "--duration_s",
-                  "0.2", "--connections", "1", "--workload", "misses", "--payload", "prefill",
-                  "--sequence-length", "12"});
+                  "0.2", "--connections", "1", "--workload", "misses", "--payload",
+                  "prefill", "--sequence-length", "12"});
   ASSERT_EQ(r.exit_code, 0) << describe(r);
   EXPECT_NE(r.out.find("prompt tokens read (not scored) per second, misses/prefill on 1 "
                        "connection: "),

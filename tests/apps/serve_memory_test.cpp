@@ -1,8 +1,8 @@
 // The memory a client can make `canopy serve` hold (docs/http-api.md: "Memory a client
-// can make the server hold"): an answer larger than --max-answer-bytes is refused before it is
-// computed; answers and bodies past their budgets get 503; a client that stops reading
-// is closed after --write-stall-timeout-ms and its answer's bytes go back; and a flood
-// of such clients keeps the process under the documented bound.
+// can make the server hold"): an answer larger than --max-answer-bytes is refused before
+// it is computed; answers and bodies past their budgets get 503; a client that stops
+// reading is closed after --write-stall-timeout-ms and its answer's bytes go back; and a
+// flood of such clients keeps the process under the documented bound.
 
 #include "api_error_body.hpp"
 #include "canopy_process.hpp"
@@ -46,12 +46,13 @@ std::size_t proc_status_bytes(pid_t pid, const std::string& field) {
 }
 
 // A GPT-2-sized vocabulary: one all-positions row set of 80 tokens is 64 MB of JSON.
-const std::vector<std::string> big_vocab = {"--backend", "mock", "--vocab_size", "50257",
-                                            "--context_length", "256"};
+const std::vector<std::string> big_vocab = {
+    "--backend", "mock", "--vocab_size", "50257", "--context_length", "256"};
 
-TEST(serve_memory, an_answer_past_the_byte_limit_is_413_naming_the_limit_and_others_pass) {
-  serve_process server({"--backend", "mock", "--vocab_size", "64", "--context_length", "32",
-                        "--max-answer-bytes", "2000"});
+TEST(serve_memory,
+     an_answer_past_the_byte_limit_is_413_naming_the_limit_and_others_pass) {
+  serve_process server({"--backend", "mock", "--vocab_size", "64", "--context_length",
+                        "32", "--max-answer-bytes", "2000"});
   // Three JSON rows of 64 values can take 3 x 64 x 16 bytes.
   auto refused = exchange(server.port(), logprobs_request(3, true));
   EXPECT_EQ(refused.status, 413) << refused.body;
@@ -64,15 +65,17 @@ TEST(serve_memory, an_answer_past_the_byte_limit_is_413_naming_the_limit_and_oth
                                           R"(,"dtype":"float16")"));
   EXPECT_EQ(binary.status, 200) << binary.body;
   EXPECT_EQ(binary.headers["content-type"], "application/octet-stream");
-  EXPECT_EQ(exchange(server.port(), logprobs_request(3, true, "",
-                                                     R"(,"top_k":2)")).status, 200);
+  EXPECT_EQ(
+      exchange(server.port(), logprobs_request(3, true, "", R"(,"top_k":2)")).status,
+      200);
   EXPECT_EQ(server.stop(10s), 0) << server.err();
 }
 
 TEST(serve_memory, a_reader_that_stalls_holds_the_answer_budget_until_it_is_closed) {
   // Room for one 80-row answer (about 64 MB of JSON and the 16 MB of rows), not two.
-  serve_process server(flags_with({"--answer-budget-bytes", "120000000",
-                                   "--write-stall-timeout-ms", "1000"}, big_vocab));
+  serve_process server(flags_with(
+      {"--answer-budget-bytes", "120000000", "--write-stall-timeout-ms", "1000"},
+      big_vocab));
   test_client stalled(server.port());
   ASSERT_TRUE(stalled.send(logprobs_request(80, true)));
   ASSERT_TRUE(stalled.readable_within(20s)) << "its answer is being written";
@@ -89,12 +92,14 @@ TEST(serve_memory, a_reader_that_stalls_holds_the_answer_budget_until_it_is_clos
   const auto at = metrics.find(used);
   ASSERT_NE(at, std::string::npos) << metrics;
   EXPECT_GT(std::stoull(metrics.substr(at + used.size())), 60'000'000u);
-  EXPECT_NE(metrics.find("canopy_http_budget_limit{budget=\"answers\",unit=\"bytes\"} 120000000"),
+  EXPECT_NE(metrics.find(
+                "canopy_http_budget_limit{budget=\"answers\",unit=\"bytes\"} 120000000"),
             std::string::npos);
   EXPECT_NE(metrics.find("canopy_http_budget_used{budget=\"bodies\",unit=\"bytes\"}"),
             std::string::npos);
-  EXPECT_NE(metrics.find("canopy_http_budget_used{budget=\"generation\",unit=\"tokens\"} 0"),
-            std::string::npos);
+  EXPECT_NE(
+      metrics.find("canopy_http_budget_used{budget=\"generation\",unit=\"tokens\"} 0"),
+      std::string::npos);
   // The stalled reader is closed after a second; then the same answer fits again.
   const auto start = std::chrono::steady_clock::now();
   int status = 0;
@@ -108,10 +113,12 @@ TEST(serve_memory, a_reader_that_stalls_holds_the_answer_budget_until_it_is_clos
 }
 
 TEST(serve_memory, bodies_past_the_body_budget_get_503_before_they_are_read) {
-  serve_process server({"--backend", "mock", "--vocab_size", "64", "--context_length", "32",
-                        "--body-budget-bytes", "1000000", "--max-body-bytes", "800000"});
-  const std::string head = "POST /v1/logprobs HTTP/1.1\r\nHost: t\r\n"
-                           "Content-Type: application/json\r\nContent-Length: 600000\r\n\r\n";
+  serve_process server({"--backend", "mock", "--vocab_size", "64", "--context_length",
+                        "32", "--body-budget-bytes", "1000000", "--max-body-bytes",
+                        "800000"});
+  const std::string head =
+      "POST /v1/logprobs HTTP/1.1\r\nHost: t\r\n"
+      "Content-Type: application/json\r\nContent-Length: 600000\r\n\r\n";
   test_client slow(server.port());
   ASSERT_TRUE(slow.send(head + std::string(1000, ' ')));
   std::this_thread::sleep_for(200ms); // its header is read: its body is reserved
@@ -160,24 +167,26 @@ struct budgeted_server {
   static constexpr std::size_t logprob_budget = 64u << 20, kv_budget = 16u << 20;
 
   budgeted_server(const canopy::server::server_options& limits,
-                  const std::vector<std::string>& model, std::vector<std::string> more = {})
-    : server(flags_with(with_budgets(limits, std::move(more)), model)) {
+                  const std::vector<std::string>& model,
+                  std::vector<std::string> more = {})
+      : server(flags_with(with_budgets(limits, std::move(more)), model)) {
     // One ordinary answer first, so the baseline has the engine and its threads warm.
     EXPECT_EQ(exchange(server.port(), logprobs_request(2, false)).status, 200);
     baseline = proc_status_bytes(server.pid(), "VmRSS");
-    bound = baseline + canopy::server::server_memory_bound(limits) + logprob_budget + kv_budget;
+    bound = baseline + canopy::server::server_memory_bound(limits) + logprob_budget +
+            kv_budget;
   }
 
-  static std::vector<std::string> with_budgets(const canopy::server::server_options& limits,
-                                               std::vector<std::string> more) {
-    for (const auto& [flag, value] :
-         std::vector<std::pair<std::string, std::size_t>>{
-           {"--max-connections", limits.max_connections},
-           {"--answer-budget-bytes", limits.answer_budget_bytes},
-           {"--body-budget-bytes", limits.body_budget_bytes},
-           {"--max-body-bytes", limits.max_body_bytes},
-           {"--logprob_budget_bytes", logprob_budget},
-           {"--kv_budget_bytes", kv_budget}}) {
+  static std::vector<std::string>
+  with_budgets(const canopy::server::server_options& limits,
+               std::vector<std::string> more) {
+    for (const auto& [flag, value] : std::vector<std::pair<std::string, std::size_t>>{
+             {"--max-connections", limits.max_connections},
+             {"--answer-budget-bytes", limits.answer_budget_bytes},
+             {"--body-budget-bytes", limits.body_budget_bytes},
+             {"--max-body-bytes", limits.max_body_bytes},
+             {"--logprob_budget_bytes", logprob_budget},
+             {"--kv_budget_bytes", kv_budget}}) {
       more.push_back(flag);
       more.push_back(std::to_string(value));
     }
@@ -189,11 +198,13 @@ struct budgeted_server {
   std::size_t bound = 0;
 };
 
-TEST(serve_memory, a_flood_of_hostile_clients_keeps_the_process_under_the_documented_bound) {
+TEST(serve_memory,
+     a_flood_of_hostile_clients_keeps_the_process_under_the_documented_bound) {
   canopy::server::server_options limits;
   limits.max_connections = 300;
   limits.answer_budget_bytes = 200u << 20;
-  limits.body_budget_bytes = 30u << 20; // three of the 8 MB bodies, and room for small ones
+  limits.body_budget_bytes = 30u
+                             << 20; // three of the 8 MB bodies, and room for small ones
   limits.max_body_bytes = 8u << 20;
   budgeted_server budgeted(limits, big_vocab, {"--write-stall-timeout-ms", "30000"});
   auto& server = budgeted.server;
@@ -208,9 +219,10 @@ TEST(serve_memory, a_flood_of_hostile_clients_keeps_the_process_under_the_docume
                                     "Content-Type: application/json\r\n"));
   }
   // Bodies of 8 MB that stop half-way.
-  const std::string half_body = "POST /v1/logprobs HTTP/1.1\r\nHost: t\r\nContent-Length: " +
-                                std::to_string(limits.max_body_bytes) + "\r\n\r\n" +
-                                std::string(limits.max_body_bytes / 2, ' ');
+  const std::string half_body =
+      "POST /v1/logprobs HTTP/1.1\r\nHost: t\r\nContent-Length: " +
+      std::to_string(limits.max_body_bytes) + "\r\n\r\n" +
+      std::string(limits.max_body_bytes / 2, ' ');
   for (int i = 0; i < 12; ++i) {
     flood.push_back(std::make_unique<test_client>(server.port()));
     flood.back()->send(half_body);
@@ -225,7 +237,7 @@ TEST(serve_memory, a_flood_of_hostile_clients_keeps_the_process_under_the_docume
   const auto peak = proc_status_bytes(server.pid(), "VmHWM");
   EXPECT_LE(peak, bound) << "baseline " << baseline << ", peak " << peak;
   EXPECT_EQ(exchange(server.port(), logprobs_request(2, false)).status, 200)
-    << "it still serves";
+      << "it still serves";
   std::fprintf(stderr, "baseline %zu MB, peak %zu MB, bound %zu MB\n", baseline >> 20,
                peak >> 20, bound >> 20);
   flood.clear();
@@ -234,13 +246,14 @@ TEST(serve_memory, a_flood_of_hostile_clients_keeps_the_process_under_the_docume
 
 // Every row of an all_positions sequence is a query carrying its prefix: asked all at
 // once, 2 x 4,096 tokens held 64 MiB of queries per request, outside every budget.
-TEST(serve_memory, long_all_positions_sequences_keep_the_process_under_the_documented_bound) {
+TEST(serve_memory,
+     long_all_positions_sequences_keep_the_process_under_the_documented_bound) {
   canopy::server::server_options limits;
   limits.max_connections = 64;
   limits.answer_budget_bytes = 64u << 20;
   limits.body_budget_bytes = 16u << 20;
-  budgeted_server budgeted(limits, {"--backend", "mock", "--vocab_size", "64",
-                                    "--context_length", "4096"});
+  budgeted_server budgeted(
+      limits, {"--backend", "mock", "--vocab_size", "64", "--context_length", "4096"});
   auto& server = budgeted.server;
   const auto baseline = budgeted.baseline, bound = budgeted.bound;
 

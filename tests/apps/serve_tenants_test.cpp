@@ -30,18 +30,19 @@ struct tenants : ::testing::Test {
     const auto tokens = dir.path() / "tokens";
     // Blank lines and surrounding whitespace are no part of any token.
     std::ofstream(tokens) << first_token << "\n\n  " << second_token << " \n";
-    server = std::make_unique<serve_process>(
-      std::vector<std::string>{"--backend", "mock", "--vocab_size", "64", "--context_length",
-                               "32", "--auth-token-file", tokens.string()});
+    server = std::make_unique<serve_process>(std::vector<std::string>{
+        "--backend", "mock", "--vocab_size", "64", "--context_length", "32",
+        "--auth-token-file", tokens.string()});
   }
   void TearDown() override { EXPECT_EQ(server->stop(10s), 0) << server->err(); }
 
   test_response post(const std::string& token, const std::string& target,
                      const std::string& body) {
-    return exchange(server->port(),
-                    make_request("POST", target, body,
-                                 "Content-Type: application/json\r\nAuthorization: Bearer " +
-                                   token + "\r\n"));
+    return exchange(
+        server->port(),
+        make_request("POST", target, body,
+                     "Content-Type: application/json\r\nAuthorization: Bearer " + token +
+                         "\r\n"));
   }
 
   void ask(const std::string& token, const std::string& body) {
@@ -50,10 +51,10 @@ struct tenants : ::testing::Test {
   }
 
   std::uint64_t hits() {
-    const auto metrics = exchange(server->port(),
-                                  make_request("GET", "/metrics", "",
-                                               "Authorization: Bearer " + first_token + "\r\n"))
-                           .body;
+    const auto metrics = exchange(server->port(), make_request("GET", "/metrics", "",
+                                                               "Authorization: Bearer " +
+                                                                   first_token + "\r\n"))
+                             .body;
     const std::string name = "\ncanopy_cache_hits_total ";
     const auto at = metrics.find(name);
     EXPECT_NE(at, std::string::npos) << metrics;
@@ -73,7 +74,8 @@ TEST_F(tenants, a_tenant_never_hits_what_another_cached) {
   ASSERT_EQ(post(first_token, "/v1/cache/kv", R"({"tokens": [4, 5]})").status, 200);
   ask(second_token, R"({"tokens": [4, 5]})");
   EXPECT_EQ(hits(), 2u);
-  ASSERT_EQ(post(first_token, "/v1/sample", R"({"tokens": [9], "max_tokens": 1})").status, 200);
+  ASSERT_EQ(post(first_token, "/v1/sample", R"({"tokens": [9], "max_tokens": 1})").status,
+            200);
   ask(second_token, R"({"tokens": [9]})");
   EXPECT_EQ(hits(), 2u);
 }
@@ -87,15 +89,16 @@ TEST_F(tenants, a_cache_salt_is_a_partition_of_its_own_within_the_tenant) {
   ask(second_token, R"({"tokens": [6, 7], "cache_salt": "mine"})");
   EXPECT_EQ(hits(), 1u) << "one salt in two tenants is two partitions";
 
-  const auto empty = post(first_token, "/v1/logprobs", R"({"tokens": [6], "cache_salt": ""})");
+  const auto empty =
+      post(first_token, "/v1/logprobs", R"({"tokens": [6], "cache_salt": ""})");
   EXPECT_EQ(empty.status, 400);
   EXPECT_NE(empty.body.find("cache_salt"), std::string::npos) << empty.body;
-  const auto long_salt = post(first_token, "/v1/logprobs",
-                              R"({"tokens": [6], "cache_salt": ")" + std::string(257, 's') +
-                                R"("})");
+  const auto long_salt =
+      post(first_token, "/v1/logprobs",
+           R"({"tokens": [6], "cache_salt": ")" + std::string(257, 's') + R"("})");
   EXPECT_EQ(long_salt.status, 400);
   EXPECT_NE(long_salt.body.find("cache_salt has 257 bytes"), std::string::npos)
-    << long_salt.body;
+      << long_salt.body;
 }
 
 TEST_F(tenants, a_tenants_cache_clear_drops_its_own_entries_only) {
@@ -111,12 +114,14 @@ TEST_F(tenants, a_tenants_cache_clear_drops_its_own_entries_only) {
 TEST(serve_tenants, a_token_repeated_in_the_file_is_refused_at_start) {
   scratch_dir dir;
   const auto tokens = dir.path() / "tokens";
-  std::ofstream(tokens) << first_token << "\n" << second_token << "\n" << first_token << "\n";
+  std::ofstream(tokens) << first_token << "\n"
+                        << second_token << "\n"
+                        << first_token << "\n";
   const auto refused = run_canopy({"serve", "--port", "0", "--backend", "mock",
                                    "--auth-token-file", tokens.string()});
   EXPECT_NE(refused.exit_code, 0);
   EXPECT_NE(refused.err.find("token 3 repeats an earlier one"), std::string::npos)
-    << refused.err;
+      << refused.err;
 }
 
 } // namespace

@@ -25,8 +25,8 @@ using namespace std::chrono_literals;
 
 namespace {
 
-const std::vector<std::string> mock_flags = {"--backend", "mock", "--vocab_size", "64",
-                                             "--context_length", "32"};
+const std::vector<std::string> mock_flags = {
+    "--backend", "mock", "--vocab_size", "64", "--context_length", "32"};
 
 std::vector<std::string> with(std::vector<std::string> more) {
   return flags_with(std::move(more), mock_flags);
@@ -53,8 +53,8 @@ struct served : ::testing::Test {
   static inline std::unique_ptr<serve_process> server;
   static void SetUpTestSuite() {
     server = std::make_unique<serve_process>(
-      with({"--max-body-bytes", "4096", "--max-header-bytes", "1024", "--header-timeout-ms",
-            "300", "--max-batch", "4"}));
+        with({"--max-body-bytes", "4096", "--max-header-bytes", "1024",
+              "--header-timeout-ms", "300", "--max-batch", "4"}));
   }
   static void TearDownTestSuite() {
     EXPECT_EQ(server->stop(10s), 0) << server->err();
@@ -97,22 +97,23 @@ TEST_F(served, a_valid_query_answers_the_models_row_as_json_and_binary) {
   EXPECT_EQ(values, mock_row({5, 9}));
 }
 
-TEST_F(served, malformed_json_wrong_types_and_missing_fields_are_400s_that_name_the_fault) {
+TEST_F(served,
+       malformed_json_wrong_types_and_missing_fields_are_400s_that_name_the_fault) {
   struct hostile {
     const char* body;
     const char* code;
     const char* named; // what the message must mention
   };
   const hostile cases[] = {
-    {R"({"tokens": [1, 2)", "malformed_json", ""},
-    {"\xff\xfe{", "malformed_json", ""},
-    {R"([1, 2, 3])", "invalid_request", ""},
-    {R"({"tokens": "1 2 3"})", "invalid_request", "tokens"},
-    {R"({"tokens": [1, "2"]})", "invalid_request", "tokens[1]"},
-    {R"({"tokens": [1, 2.5]})", "invalid_request", "tokens[1]"},
-    {R"({})", "invalid_request", ""},
-    {R"({"tokenz": [1]})", "invalid_request", "tokenz"},
-    {R"({"tokens": [1], "top_k": 0})", "invalid_request", "top_k"},
+      {R"({"tokens": [1, 2)", "malformed_json", ""},
+      {"\xff\xfe{", "malformed_json", ""},
+      {R"([1, 2, 3])", "invalid_request", ""},
+      {R"({"tokens": "1 2 3"})", "invalid_request", "tokens"},
+      {R"({"tokens": [1, "2"]})", "invalid_request", "tokens[1]"},
+      {R"({"tokens": [1, 2.5]})", "invalid_request", "tokens[1]"},
+      {R"({})", "invalid_request", ""},
+      {R"({"tokenz": [1]})", "invalid_request", "tokenz"},
+      {R"({"tokens": [1], "top_k": 0})", "invalid_request", "top_k"},
   };
   for (const auto& c : cases) {
     auto reply = post("/v1/logprobs", c.body);
@@ -120,7 +121,7 @@ TEST_F(served, malformed_json_wrong_types_and_missing_fields_are_400s_that_name_
     EXPECT_EQ(error_code(reply), c.code) << c.body;
     if (reply.status == 400) {
       EXPECT_NE(error_message(reply).find(c.named), std::string::npos)
-        << c.body << " -> " << error_message(reply);
+          << c.body << " -> " << error_message(reply);
     }
   }
   expect_still_serving();
@@ -132,14 +133,14 @@ TEST_F(served, token_lists_the_engine_refuses_are_400s_with_the_engines_code) {
     const char* code;
   };
   const hostile cases[] = {
-    {R"({"tokens": []})", "empty_sequence"},
-    {R"({"tokens": [1, -1]})", "token_out_of_range"},
-    {R"({"tokens": [1, 64]})", "token_out_of_range"},
-    {R"({"tokens": [1, 99999999999]})", "token_out_of_range"},
-    {json{{"tokens", std::vector<int>(33, 1)}}.dump(), "sequence_too_long"},
-    {R"({"batch": [[1], [2], [3], [4], [5]]})", "batch_too_large"},
-    {R"({"batch": [[1], [2, 64]]})", "token_out_of_range"},
-    {R"({"text": "hello"})", "no_tokenizer"},
+      {R"({"tokens": []})", "empty_sequence"},
+      {R"({"tokens": [1, -1]})", "token_out_of_range"},
+      {R"({"tokens": [1, 64]})", "token_out_of_range"},
+      {R"({"tokens": [1, 99999999999]})", "token_out_of_range"},
+      {json{{"tokens", std::vector<int>(33, 1)}}.dump(), "sequence_too_long"},
+      {R"({"batch": [[1], [2], [3], [4], [5]]})", "batch_too_large"},
+      {R"({"batch": [[1], [2, 64]]})", "token_out_of_range"},
+      {R"({"text": "hello"})", "no_tokenizer"},
   };
   for (const auto& c : cases) {
     auto reply = post("/v1/logprobs", c.body);
@@ -224,7 +225,8 @@ TEST_F(served, model_health_vocab_and_metrics_describe_the_server) {
   EXPECT_EQ(
       json::parse(exchange(port(), make_request("GET", "/healthz")).body).at("status"),
       "ok");
-  for (const char* document : {"/v1/vocab", "/v1/tokenizer/merges", "/v1/tokenizer/chat_templates"}) {
+  for (const char* document :
+       {"/v1/vocab", "/v1/tokenizer/merges", "/v1/tokenizer/chat_templates"}) {
     auto reply = exchange(port(), make_request("GET", document));
     EXPECT_EQ(reply.status, 400) << document;
     EXPECT_EQ(error_code(reply), "no_tokenizer") << document;
@@ -242,7 +244,8 @@ TEST_F(served, sample_with_a_seed_is_reproducible_and_greedy_follows_the_argmax)
   EXPECT_EQ(json::parse(once.body).at("tokens"), json::parse(again.body).at("tokens"));
   EXPECT_EQ(json::parse(once.body).at("tokens").size(), 5u);
 
-  auto greedy = post("/v1/sample", R"({"tokens": [1, 2], "max_tokens": 3, "temperature": 0})");
+  auto greedy =
+      post("/v1/sample", R"({"tokens": [1, 2], "max_tokens": 3, "temperature": 0})");
   ASSERT_EQ(greedy.status, 200) << greedy.body;
   std::vector<std::int32_t> context{1, 2};
   for (auto token : json::parse(greedy.body).at("tokens").get<std::vector<int>>()) {
@@ -256,14 +259,17 @@ TEST_F(served, sample_with_a_seed_is_reproducible_and_greedy_follows_the_argmax)
 // (Llama 3's pre-tokenizer on 4 MB of spaces: seconds) holds no I/O thread.
 TEST(serve_threads, a_slow_body_leaves_health_and_other_requests_prompt) {
   CANOPY_SHARED_PATH_OR_SKIP(tokenizer, "models/tokenizers/llama3/tokenizer.json");
-  serve_process server(flags_with({"--tokenizer", tokenizer.string()}, {"--backend", "mock"}));
+  serve_process server(
+      flags_with({"--tokenizer", tokenizer.string()}, {"--backend", "mock"}));
   test_client slow(server.port());
-  ASSERT_TRUE(slow.send(json_post("/v1/tokenize",
-                                  json{{"text", std::string(4u << 20, ' ')}}.dump())));
+  ASSERT_TRUE(slow.send(
+      json_post("/v1/tokenize", json{{"text", std::string(4u << 20, ' ')}}.dump())));
   std::this_thread::sleep_for(300ms); // its body is in, and being tokenized
   const auto started = std::chrono::steady_clock::now();
   EXPECT_EQ(exchange(server.port(), make_request("GET", "/healthz")).status, 200);
-  EXPECT_EQ(exchange(server.port(), json_post("/v1/tokenize", R"({"text": "Hello"})")).status, 200);
+  EXPECT_EQ(
+      exchange(server.port(), json_post("/v1/tokenize", R"({"text": "Hello"})")).status,
+      200);
   const auto waited = std::chrono::steady_clock::now() - started;
   EXPECT_LT(waited, 1s) << "the I/O thread was held";
   const auto reply = slow.read_response(120s);
@@ -302,7 +308,7 @@ TEST(serve_auth, a_short_token_is_warned_about_at_start) {
   std::ofstream(short_token) << "s3cret\n";
   serve_process warned(with({"--auth-token-file", short_token.string()}));
   EXPECT_NE(warned.err().find("auth token 1 has 6 characters"), std::string::npos)
-    << warned.err();
+      << warned.err();
   const auto long_token = dir.path() / "long";
   std::ofstream(long_token) << std::string(32, 'k') << "\n";
   serve_process quiet(with({"--auth-token-file", long_token.string()}));
@@ -342,7 +348,8 @@ TEST(serve_lifecycle, sigterm_answers_the_request_in_flight_then_exits_0) {
   auto reply = c.read_response(10s);
   ASSERT_TRUE(reply);
   EXPECT_EQ(reply->status, 200) << reply->body;
-  EXPECT_EQ(json::parse(reply->body).at("logprobs").get<std::vector<float>>(), mock_row({2, 7}));
+  EXPECT_EQ(json::parse(reply->body).at("logprobs").get<std::vector<float>>(),
+            mock_row({2, 7}));
   EXPECT_EQ(server.wait(10s), 0) << server.err();
 }
 
@@ -366,12 +373,14 @@ TEST(serve_lifecycle, a_client_that_leaves_has_its_queries_cancelled) {
 // half-close; the probes tell it from one that still reads (Note [departed clients]).
 TEST(serve_lifecycle, a_client_that_closes_normally_stops_its_generation) {
   // 100 ms a pass: 400 tokens would take 40 s.
-  serve_process server(with({"--mock_cost_per_pass_us", "100000", "--context_length", "1024"}));
+  serve_process server(
+      with({"--mock_cost_per_pass_us", "100000", "--context_length", "1024"}));
   {
     test_client c(server.port());
-    ASSERT_TRUE(c.send(json_post("/v1/sample", R"({"tokens": [1, 2], "max_tokens": 400})")));
+    ASSERT_TRUE(
+        c.send(json_post("/v1/sample", R"({"tokens": [1, 2], "max_tokens": 400})")));
     std::this_thread::sleep_for(200ms);
-  } // closed: FIN, no reset
+  }                                // closed: FIN, no reset
   std::this_thread::sleep_for(4s); // two probes, the second fails
   auto passes = [&] {
     const auto metrics = exchange(server.port(), make_request("GET", "/metrics")).body;
@@ -404,9 +413,9 @@ TEST(serve_lifecycle, a_half_closed_client_still_gets_its_answer_after_the_probe
 // One 84-byte request asked for 1024 x 511 tokens; all requests together are bounded
 // too, as their answers' bytes are.
 TEST(serve_limits, generation_is_bounded_per_request_and_in_all) {
-  serve_process server(with({"--max-generated-tokens", "100", "--generation-budget-tokens",
-                             "120", "--mock_cost_per_pass_us", "100000", "--context_length",
-                             "1024"}));
+  serve_process server(
+      with({"--max-generated-tokens", "100", "--generation-budget-tokens", "120",
+            "--mock_cost_per_pass_us", "100000", "--context_length", "1024"}));
   auto big = exchange(server.port(), json_post("/v1/sample", R"({"batch": [[1], [2]],
                                                    "max_tokens": 51})"));
   EXPECT_EQ(big.status, 400);
@@ -414,30 +423,34 @@ TEST(serve_limits, generation_is_bounded_per_request_and_in_all) {
   EXPECT_NE(big.body.find("102 tokens"), std::string::npos) << big.body;
   // 100 tokens in flight (10 s at 100 ms a pass); 30 more do not fit in 120.
   test_client first(server.port());
-  ASSERT_TRUE(first.send(json_post("/v1/sample", R"({"tokens": [1], "max_tokens": 100})")));
+  ASSERT_TRUE(
+      first.send(json_post("/v1/sample", R"({"tokens": [1], "max_tokens": 100})")));
   std::this_thread::sleep_for(300ms);
   auto second = exchange(server.port(), json_post("/v1/sample", R"({"tokens": [2],
                                                     "max_tokens": 30})"));
   EXPECT_EQ(second.status, 503);
   EXPECT_EQ(error_code(second), "server_busy");
   EXPECT_NE(second.body.find("tokens (--generation-budget-tokens)"), std::string::npos)
-    << second.body;
+      << second.body;
   first.reset(); // leaves: its tokens go back to the budget
   std::this_thread::sleep_for(500ms);
   EXPECT_EQ(exchange(server.port(), json_post("/v1/sample", R"({"tokens": [2],
-                                                 "max_tokens": 3})")).status, 200);
+                                                 "max_tokens": 3})"))
+                .status,
+            200);
 }
 
 TEST(serve_limits, a_completion_counts_every_choice_it_generates) {
   CANOPY_SHARED_PATH_OR_SKIP(gpt2, "models/gpt2-synthetic");
   serve_process server(
-    flags_with({"--tokenizer", gpt2.string(), "--max-generated-tokens", "100"}, {"--backend", "mock"}));
+      flags_with({"--tokenizer", gpt2.string(), "--max-generated-tokens", "100"},
+                 {"--backend", "mock"}));
   const auto ask = [&](int n) {
-    return exchange(server.port(),
-                    json_post("/v1/completions", json{{"model", "mock"},
-                                                      {"prompt", {1, 2}},
-                                                      {"n", n},
-                                                      {"max_tokens", 30}}.dump()));
+    return exchange(server.port(), json_post("/v1/completions", json{{"model", "mock"},
+                                                                     {"prompt", {1, 2}},
+                                                                     {"n", n},
+                                                                     {"max_tokens", 30}}
+                                                                    .dump()));
   };
   const auto many = ask(4);
   EXPECT_EQ(many.status, 400) << many.body;
@@ -445,27 +458,31 @@ TEST(serve_limits, a_completion_counts_every_choice_it_generates) {
   EXPECT_EQ(ask(3).status, 200) << "90 tokens fit";
 }
 
-TEST(serve_limits, a_prompt_id_outside_the_vocabulary_is_refused_before_anything_is_sent) {
+TEST(serve_limits,
+     a_prompt_id_outside_the_vocabulary_is_refused_before_anything_is_sent) {
   CANOPY_SHARED_PATH_OR_SKIP(gpt2, "models/gpt2-synthetic");
   serve_process server(flags_with({"--tokenizer", gpt2.string()}, {"--backend", "mock"}));
   for (const bool stream : {false, true}) {
-    const auto reply = exchange(
-      server.port(), json_post("/v1/completions", json{{"model", "mock"},
-                                                       {"prompt", {1, 99999}},
-                                                       {"echo", true},
-                                                       {"max_tokens", 0},
-                                                       {"stream", stream}}.dump()));
+    const auto reply =
+        exchange(server.port(), json_post("/v1/completions", json{{"model", "mock"},
+                                                                  {"prompt", {1, 99999}},
+                                                                  {"echo", true},
+                                                                  {"max_tokens", 0},
+                                                                  {"stream", stream}}
+                                                                 .dump()));
     EXPECT_EQ(reply.status, 400) << "stream " << stream << ": " << reply.body;
     EXPECT_EQ(error_code(reply), "token_out_of_range");
-    EXPECT_NE(reply.body.find("token id 99999 at position 1"), std::string::npos) << reply.body;
+    EXPECT_NE(reply.body.find("token id 99999 at position 1"), std::string::npos)
+        << reply.body;
   }
 }
 
 TEST(serve_limits, an_unknown_model_is_named_back_but_not_whole) {
   serve_process server(mock_flags);
-  const auto reply = exchange(server.port(),
-                              json_post("/v1/completions", json{{"model", std::string(1u << 20, 'm')},
-                                                                {"prompt", "x"}}.dump()));
+  const auto reply = exchange(
+      server.port(),
+      json_post("/v1/completions",
+                json{{"model", std::string(1u << 20, 'm')}, {"prompt", "x"}}.dump()));
   EXPECT_EQ(reply.status, 404);
   EXPECT_EQ(error_code(reply), "model_not_found");
   EXPECT_LT(reply.body.size(), 1000u) << "the 1 MB name was echoed";
@@ -474,9 +491,11 @@ TEST(serve_limits, an_unknown_model_is_named_back_but_not_whole) {
 
 TEST(serve_startup, a_port_in_use_is_a_clear_error) {
   serve_process first(mock_flags);
-  auto taken = run_canopy({"serve", "--port", std::to_string(first.port()), "--backend", "mock"});
+  auto taken =
+      run_canopy({"serve", "--port", std::to_string(first.port()), "--backend", "mock"});
   EXPECT_NE(taken.exit_code, 0);
-  EXPECT_NE(taken.err.find(std::to_string(first.port())), std::string::npos) << describe(taken);
+  EXPECT_NE(taken.err.find(std::to_string(first.port())), std::string::npos)
+      << describe(taken);
 }
 
 } // namespace

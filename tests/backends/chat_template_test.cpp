@@ -29,7 +29,8 @@ std::string rejection(const scratch_dir& dir) {
 TEST(chat_template, a_lone_template_is_the_default_and_a_list_keeps_its_names) {
   scratch_dir dir;
   dir.write("tokenizer_config.json", R"({"chat_template": "{{ messages[0].content }}"})");
-  EXPECT_EQ(read_chat_templates(dir.path()), (chat_templates{{"default", "{{ messages[0].content }}"}}));
+  EXPECT_EQ(read_chat_templates(dir.path()),
+            (chat_templates{{"default", "{{ messages[0].content }}"}}));
   dir.write("tokenizer_config.json", R"({"chat_template": [
     {"name": "default", "template": "A"}, {"name": "tool_use", "template": "B"}]})");
   EXPECT_EQ(read_chat_templates(dir.path()),
@@ -41,9 +42,10 @@ TEST(chat_template, chat_template_jinja_replaces_the_configs_default) {
   dir.write("tokenizer_config.json", R"({"chat_template": [
     {"name": "default", "template": "A"}, {"name": "rag", "template": "C"}]})");
   dir.write("chat_template.jinja", "{%- for m in messages %}{{ m.role }}{% endfor %}\n");
-  EXPECT_EQ(read_chat_templates(dir.path()),
-            (chat_templates{{"default", "{%- for m in messages %}{{ m.role }}{% endfor %}\n"},
-                            {"rag", "C"}}));
+  EXPECT_EQ(
+      read_chat_templates(dir.path()),
+      (chat_templates{{"default", "{%- for m in messages %}{{ m.role }}{% endfor %}\n"},
+                      {"rag", "C"}}));
 }
 
 TEST(chat_template, a_folder_without_one_has_none) {
@@ -64,21 +66,23 @@ TEST(chat_template, the_real_llama3_and_qwen3_configs_have_one) {
   ASSERT_EQ(qwen.size(), 1u);
   EXPECT_NE(qwen.at("default").find("<|im_start|>"), std::string::npos);
   EXPECT_TRUE(read_chat_templates(llama3.parent_path().parent_path() / "llama2").empty())
-    << "Llama 2's tokenizer_config.json has no chat template";
+      << "Llama 2's tokenizer_config.json has no chat template";
 }
 
 TEST(chat_template, malformed_templates_are_named_with_their_file) {
   scratch_dir dir;
-  const auto config = dir.write("tokenizer_config.json", R"({"chat_template": 7})").string();
+  const auto config =
+      dir.write("tokenizer_config.json", R"({"chat_template": 7})").string();
   auto message = rejection(dir);
   EXPECT_NE(message.find(config + ": \"chat_template\" is neither a string nor a list"),
             std::string::npos)
-    << message;
+      << message;
   dir.write("tokenizer_config.json", R"({"chat_template": [{"name": "a"}]})");
   message = rejection(dir);
-  EXPECT_NE(message.find("has an entry that is not {\"name\": string, \"template\": string}"),
-            std::string::npos)
-    << message;
+  EXPECT_NE(
+      message.find("has an entry that is not {\"name\": string, \"template\": string}"),
+      std::string::npos)
+      << message;
   dir.write("tokenizer_config.json", R"({"chat_template": [
     {"name": "a", "template": "x"}, {"name": "a", "template": "y"}]})");
   message = rejection(dir);

@@ -1,6 +1,6 @@
 // The direct CPU forward's own kernels, against plain references: vector_math.hpp
-// (exp_nonpositive, silu, lane sums and maxima) and multiply_in_out (gemv for one or two rows, gemm beyond,
-// with and without accumulating into the output).
+// (exp_nonpositive, silu, lane sums and maxima) and multiply_in_out (gemv for one or two
+// rows, gemm beyond, with and without accumulating into the output).
 #include "blas_product.hpp"
 #include "vector_math.hpp"
 
@@ -65,20 +65,22 @@ std::vector<double> reference(const std::vector<float>& x, const std::vector<flo
     for (int o = 0; o < out; ++o) {
       double sum = accumulate ? y0[static_cast<std::size_t>(r * out + o)] : 0.0;
       for (int i = 0; i < in; ++i)
-        sum += double(x[static_cast<std::size_t>(r * in + i)]) * w[static_cast<std::size_t>(i * out + o)];
+        sum += double(x[static_cast<std::size_t>(r * in + i)]) *
+               w[static_cast<std::size_t>(i * out + o)];
       y[static_cast<std::size_t>(r * out + o)] = sum;
     }
   return y;
 }
 
-TEST(multiply_in_out, matches_the_product_for_every_row_count_with_and_without_accumulating) {
+TEST(multiply_in_out,
+     matches_the_product_for_every_row_count_with_and_without_accumulating) {
   std::mt19937 rng(7);
   std::uniform_real_distribution<float> value(-1, 1);
-  const int in = 67, out = 45; // odd sizes: no kernel's tail is skipped
+  const int in = 67, out = 45;      // odd sizes: no kernel's tail is skipped
   for (int rows : {1, 2, 3, 8, 33}) // gemv (1, 2) and gemm (3 and more)
     for (bool accumulate : {false, true}) {
-      std::vector<float> x(static_cast<std::size_t>(rows * in)), w(static_cast<std::size_t>(in * out)),
-        y(static_cast<std::size_t>(rows * out));
+      std::vector<float> x(static_cast<std::size_t>(rows * in)),
+          w(static_cast<std::size_t>(in * out)), y(static_cast<std::size_t>(rows * out));
       for (auto* v : {&x, &w, &y})
         for (auto& e : *v)
           e = value(rng);

@@ -1,5 +1,5 @@
-// GPT-2 byte-level BPE against ../shared/oracle/tokenizers.json (encoder.py's own results)
-// and against small hand-made vocabularies that pin down the merge order.
+// GPT-2 byte-level BPE against ../shared/oracle/tokenizers.json (encoder.py's own
+// results) and against small hand-made vocabularies that pin down the merge order.
 #include <canopy/backends/byte_level_alphabet.hpp>
 #include <canopy/backends/gpt2_bpe_tokenizer.hpp>
 
@@ -27,7 +27,8 @@ using namespace canopy::testing;
 namespace fs = std::filesystem;
 
 gpt2_bpe_tokenizer load_gpt2(const fs::path& oracle_file) {
-  const fs::path models = oracle_file.parent_path().parent_path() / "models" / "gpt2-synthetic";
+  const fs::path models =
+      oracle_file.parent_path().parent_path() / "models" / "gpt2-synthetic";
   return gpt2_bpe_tokenizer(models / "vocab.json", models / "merges.txt");
 }
 
@@ -89,7 +90,8 @@ TEST(gpt2_bpe_tokenizer, token_bytes_table) {
 
 TEST(gpt2_bpe_tokenizer, byte_alphabet_matches_oracle) {
   CANOPY_SHARED_PATH_OR_SKIP(oracle, "oracle/tokenizers.json");
-  const auto chars = read_json(oracle).at("token_bytes").at("gpt2_byte_alphabet").at("chars");
+  const auto chars =
+      read_json(oracle).at("token_bytes").at("gpt2_byte_alphabet").at("chars");
   ASSERT_EQ(chars.size(), 256u);
   for (unsigned b = 0; b < 256; ++b) {
     const std::string byte(1, static_cast<char>(b));
@@ -101,25 +103,28 @@ TEST(gpt2_bpe_tokenizer, byte_alphabet_matches_oracle) {
 
 TEST(byte_level_alphabet, is_a_bijection_onto_printable_code_points) {
   const auto& table = byte_level_alphabet();
-  EXPECT_EQ(table[0x20], U'\u0120');  // 'Ġ'
+  EXPECT_EQ(table[0x20], U'\u0120'); // 'Ġ'
   EXPECT_EQ(table['A'], U'A');
-  EXPECT_EQ(table[0xAD], U'\u0143');  // soft hyphen, the last remapped byte
+  EXPECT_EQ(table[0xAD], U'\u0143'); // soft hyphen, the last remapped byte
   std::string all;
   for (unsigned b = 0; b < 256; ++b)
     all += static_cast<char>(b);
   EXPECT_EQ(byte_level_piece_bytes(byte_level_piece(all)), all);
-  EXPECT_EQ(byte_level_piece_bytes(" "), std::nullopt);        // a space is not in the alphabet
-  EXPECT_EQ(byte_level_piece_bytes("\xC4"), std::nullopt);     // truncated UTF-8
+  EXPECT_EQ(byte_level_piece_bytes(" "), std::nullopt); // a space is not in the alphabet
+  EXPECT_EQ(byte_level_piece_bytes("\xC4"), std::nullopt); // truncated UTF-8
   EXPECT_EQ(byte_level_piece_bytes("\xE2\x80\x9C"), std::nullopt);
 }
 
 TEST(gpt2_bpe_tokenizer, invalid_utf8_bytes_are_kept_as_their_own_words) {
   CANOPY_SHARED_PATH_OR_SKIP(oracle, "oracle/tokenizers.json");
   const auto tok = load_gpt2(oracle);
-  const std::string text = "a\xff" "b \x80\xc3 ok\xe2\x82";
+  const std::string text = "a\xff"
+                           "b \x80\xc3 ok\xe2\x82";
   EXPECT_EQ(tok.decode(tok.encode(text)), text);
-  const auto ids = tok.encode("a\xff" "b");
-  const std::vector<token_id> expected{*tok.piece_id("a"), *tok.piece_id("\xC3\xBF"),  // 'ÿ'
+  const auto ids = tok.encode("a\xff"
+                              "b");
+  const std::vector<token_id> expected{*tok.piece_id("a"),
+                                       *tok.piece_id("\xC3\xBF"), // 'ÿ'
                                        *tok.piece_id("b")};
   EXPECT_EQ(ids, expected);
 }
@@ -127,10 +132,14 @@ TEST(gpt2_bpe_tokenizer, invalid_utf8_bytes_are_kept_as_their_own_words) {
 TEST(gpt2_bpe_tokenizer, decode_rejects_out_of_range_ids) {
   CANOPY_SHARED_PATH_OR_SKIP(oracle, "oracle/tokenizers.json");
   const auto tok = load_gpt2(oracle);
-  EXPECT_THAT([&] { (void)tok.decode({15496, 50257}); },
-              ::testing::ThrowsMessage<std::invalid_argument>(::testing::HasSubstr("50257")));
-  EXPECT_THAT([&] { (void)tok.decode({-1}); },
-              ::testing::ThrowsMessage<std::invalid_argument>(::testing::HasSubstr("-1")));
+  EXPECT_THAT(
+      [&] {
+        (void)tok.decode({15496, 50257});
+      },
+      ::testing::ThrowsMessage<std::invalid_argument>(::testing::HasSubstr("50257")));
+  EXPECT_THAT(
+      [&] { (void)tok.decode({-1}); },
+      ::testing::ThrowsMessage<std::invalid_argument>(::testing::HasSubstr("-1")));
 }
 
 TEST(gpt2_bpe_tokenizer, const_methods_are_safe_from_many_threads) {
@@ -195,8 +204,8 @@ TEST(gpt2_bpe_tokenizer, lowest_rank_merges_first_across_the_word) {
 
 TEST(gpt2_bpe_tokenizer, merges_every_occurrence_left_to_right) {
   // encoder.py merges all non-overlapping occurrences of the chosen pair, left to right,
-  // before it looks at the pairs that creates. Here "aa a" outranks "a a": merging one pair
-  // at a time would turn "aaaa" into aa|a|a and then aaa|a.
+  // before it looks at the pairs that creates. Here "aa a" outranks "a a": merging one
+  // pair at a time would turn "aaaa" into aa|a|a and then aaa|a.
   const tiny_bpe bpe(merge_list{{"aa", "a"}, {"a", "a"}});
   EXPECT_EQ(bpe.pieces("aaaa"), (std::vector<std::string>{"aa", "aa"}));
   EXPECT_EQ(bpe.pieces("aaa"), (std::vector<std::string>{"aaa"}));
@@ -212,7 +221,9 @@ TEST(gpt2_bpe_tokenizer, merge_rules_list_the_merges_first_applied_first) {
   // "a b" is listed twice: its later line is its rank, in encoding and in the listing.
   const tiny_bpe bpe(merge_list{{"a", "b"}, {"b", "c"}, {"a", "b"}});
   const gpt2_bpe_tokenizer tok(bpe.vocab, bpe.merges);
-  const auto id = [&](const std::string& piece) { return tok.token_id_of(piece).value(); };
+  const auto id = [&](const std::string& piece) {
+    return tok.token_id_of(piece).value();
+  };
   EXPECT_EQ(tok.merge_rules(), (std::vector<merge_rule>{{id("b"), id("c"), id("bc")},
                                                         {id("a"), id("b"), id("ab")}}));
   EXPECT_EQ(bpe.pieces("abc"), (std::vector<std::string>{"a", "bc"}));
@@ -222,24 +233,28 @@ TEST(gpt2_bpe_tokenizer, merge_rules_of_gpt2_are_its_merges_file) {
   CANOPY_SHARED_PATH_OR_SKIP(oracle, "oracle/tokenizers.json");
   const auto tok = load_gpt2(oracle);
   const auto rules = tok.merge_rules();
-  ASSERT_EQ(rules.size(), 50000u);  // merges.txt: 50,000 lines after "#version"
-  const auto id = [&](const std::string& piece) { return tok.token_id_of(piece).value(); };
-  EXPECT_EQ(rules.front(), (merge_rule{id("\xC4\xA0"), id("t"), id("\xC4\xA0t")}));  // "Ġ t"
-  for (const auto& rule : rules)  // a merge's piece spells its two sides' bytes
+  ASSERT_EQ(rules.size(), 50000u); // merges.txt: 50,000 lines after "#version"
+  const auto id = [&](const std::string& piece) {
+    return tok.token_id_of(piece).value();
+  };
+  EXPECT_EQ(rules.front(),
+            (merge_rule{id("\xC4\xA0"), id("t"), id("\xC4\xA0t")})); // "Ġ t"
+  for (const auto& rule : rules) // a merge's piece spells its two sides' bytes
     ASSERT_EQ(*tok.byte_vocab().at(static_cast<std::size_t>(rule.result)),
               *tok.byte_vocab().at(static_cast<std::size_t>(rule.left)) +
-                *tok.byte_vocab().at(static_cast<std::size_t>(rule.right)));
+                  *tok.byte_vocab().at(static_cast<std::size_t>(rule.right)));
 }
 
 TEST(gpt2_bpe_tokenizer, merges_never_cross_pre_tokenizer_words) {
   // The space belongs to the next word (" world"), never to the end of "hello".
-  const tiny_bpe bpe(merge_list{{"o", "\xC4\xA0"}, {"\xC4\xA0", "w"}});  // "oĠ", "Ġw"
+  const tiny_bpe bpe(merge_list{{"o", "\xC4\xA0"}, {"\xC4\xA0", "w"}}); // "oĠ", "Ġw"
   EXPECT_EQ(bpe.pieces("o w"), (std::vector<std::string>{"o", " w"}));
 }
 
 // openai/gpt-2 encoder.py's bpe(), transcribed on piece strings, as the reference.
-std::vector<std::string> encoder_py_bpe(const std::string& word,
-                                        const std::map<std::pair<std::string, std::string>, int>& ranks) {
+std::vector<std::string>
+encoder_py_bpe(const std::string& word,
+               const std::map<std::pair<std::string, std::string>, int>& ranks) {
   std::vector<std::string> parts;
   for (char c : word)
     parts.emplace_back(1, c);
@@ -257,7 +272,8 @@ std::vector<std::string> encoder_py_bpe(const std::string& word,
       break;
     std::vector<std::string> merged;
     for (std::size_t i = 0; i < parts.size();) {
-      if (i + 1 < parts.size() && parts[i] == bigram->first && parts[i + 1] == bigram->second) {
+      if (i + 1 < parts.size() && parts[i] == bigram->first &&
+          parts[i + 1] == bigram->second) {
         merged.push_back(parts[i] + parts[i + 1]);
         i += 2;
       } else {
@@ -270,8 +286,9 @@ std::vector<std::string> encoder_py_bpe(const std::string& word,
 }
 
 TEST(gpt2_bpe_tokenizer, matches_encoder_py_on_random_merge_tables) {
-  // Random merge tables over "abcd" and random words of 1..120 letters (one pre-token each),
-  // so both the short-word loop and the heap for long words are checked against encoder.py.
+  // Random merge tables over "abcd" and random words of 1..120 letters (one pre-token
+  // each), so both the short-word loop and the heap for long words are checked against
+  // encoder.py.
   std::mt19937 rng(11);
   for (int table = 0; table < 20; ++table) {
     std::vector<std::string> pieces{"a", "b", "c", "d"};
@@ -285,8 +302,9 @@ TEST(gpt2_bpe_tokenizer, matches_encoder_py_on_random_merge_tables) {
       merges.emplace_back(l, r);
       pieces.push_back(l + r);
     }
-    // Half the tables in shuffled rank order: a merge may then outrank the merges that make its
-    // pieces, which encoder.py handles (it finishes a round before it looks at new pairs).
+    // Half the tables in shuffled rank order: a merge may then outrank the merges that
+    // make its pieces, which encoder.py handles (it finishes a round before it looks at
+    // new pairs).
     if (table % 2 == 1)
       std::shuffle(merges.begin(), merges.end(), rng);
     std::map<std::pair<std::string, std::string>, int> ranks;
@@ -297,7 +315,8 @@ TEST(gpt2_bpe_tokenizer, matches_encoder_py_on_random_merge_tables) {
       std::string word;
       for (auto n = 1 + rng() % 120; n > 0; --n)
         word += static_cast<char>('a' + rng() % 4);
-      ASSERT_EQ(bpe.pieces(word), encoder_py_bpe(word, ranks)) << "table " << table << " word " << word;
+      ASSERT_EQ(bpe.pieces(word), encoder_py_bpe(word, ranks))
+          << "table " << table << " word " << word;
     }
   }
 }
@@ -306,13 +325,15 @@ TEST(gpt2_bpe_tokenizer, matches_encoder_py_on_long_words_with_the_real_merges) 
   CANOPY_SHARED_PATH_OR_SKIP(oracle, "oracle/tokenizers.json");
   const auto tok = load_gpt2(oracle);
   std::map<std::pair<std::string, std::string>, int> ranks;
-  std::ifstream merges(oracle.parent_path().parent_path() / "models" / "gpt2-synthetic" / "merges.txt");
+  std::ifstream merges(oracle.parent_path().parent_path() / "models" / "gpt2-synthetic" /
+                       "merges.txt");
   std::string line;
-  std::getline(merges, line);  // #version
+  std::getline(merges, line); // #version
   for (int rank = 0; std::getline(merges, line);) {
     const auto space = line.find(' ');
     if (space != std::string::npos)
-      ranks.emplace(std::make_pair(line.substr(0, space), line.substr(space + 1)), rank++);
+      ranks.emplace(std::make_pair(line.substr(0, space), line.substr(space + 1)),
+                    rank++);
   }
   ASSERT_EQ(ranks.size(), 50000u);
   std::mt19937 rng(5);
@@ -333,7 +354,7 @@ TEST(gpt2_bpe_tokenizer, control_pieces_have_no_bytes_but_decode_to_their_text) 
   ASSERT_EQ(tok.byte_vocab().size(), 257u);
   EXPECT_FALSE(tok.byte_vocab()[256].has_value());
   EXPECT_EQ(tok.decode({256}), "<|endoftext|>");
-  EXPECT_EQ(tok.encode("<|endoftext|>").size(), 13u);  // never parsed as the special token
+  EXPECT_EQ(tok.encode("<|endoftext|>").size(), 13u); // never parsed as the special token
 }
 
 } // namespace

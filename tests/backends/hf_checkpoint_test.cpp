@@ -434,7 +434,9 @@ TEST(hf_checkpoint, config_problems_name_the_file_and_key) {
        },
        {"use_sliding_window", "true"}},
       {&llama,
-       [](json& c) { c["layer_types"] = {"full_attention", "sliding_attention"}; },
+       [](json& c) {
+         c["layer_types"] = {"full_attention", "sliding_attention"};
+       },
        {"layer_types", "sliding_attention"}},
       {&llama,
        [](json& c) {
@@ -506,30 +508,30 @@ TEST(hf_checkpoint, config_defaults_follow_hf) {
   EXPECT_EQ(llama.scaling.type, rope_scaling::kind::none);
   // Mistral: MistralConfig's sliding_window is 4096 when absent; null means none.
   const std::string mistral_keys =
-    R"("architectures": ["MistralForCausalLM"], "hidden_size": 32, "intermediate_size": 64,
+      R"("architectures": ["MistralForCausalLM"], "hidden_size": 32, "intermediate_size": 64,
        "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 100,
        "max_position_embeddings": 64)";
   EXPECT_EQ(parse_hf_config("{" + mistral_keys + "}", "c.json").sliding_window, 4096);
-  EXPECT_EQ(
-    parse_hf_config("{" + mistral_keys + R"(, "sliding_window": null})", "c.json").sliding_window,
-    0);
+  EXPECT_EQ(parse_hf_config("{" + mistral_keys + R"(, "sliding_window": null})", "c.json")
+                .sliding_window,
+            0);
   // Qwen2 always has q/k/v biases (its use_sliding_window false leaves the window
   // unused); Qwen3 has q/k norms and head_dim 128 unless told.
   const model_config qwen2 = parse_hf_config(
-    R"({"model_type": "qwen2", "hidden_size": 32, "intermediate_size": 64,
+      R"({"model_type": "qwen2", "hidden_size": 32, "intermediate_size": 64,
         "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 100,
         "max_position_embeddings": 64, "use_sliding_window": false,
         "sliding_window": 32})",
-    "c.json");
+      "c.json");
   EXPECT_EQ(qwen2.arch, architecture::qwen2);
   EXPECT_TRUE(qwen2.qkv_bias);
   EXPECT_FALSE(qwen2.qk_norm);
   EXPECT_EQ(qwen2.sliding_window, 0);
   const model_config qwen3 = parse_hf_config(
-    R"({"model_type": "qwen3", "hidden_size": 32, "intermediate_size": 64,
+      R"({"model_type": "qwen3", "hidden_size": 32, "intermediate_size": 64,
         "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 100,
         "max_position_embeddings": 64, "rope_scaling": {"type": "linear", "factor": 2}})",
-    "c.json");
+      "c.json");
   EXPECT_EQ(qwen3.head_dim, 128);
   EXPECT_TRUE(qwen3.qk_norm);
   EXPECT_FALSE(qwen3.qkv_bias);
@@ -548,7 +550,8 @@ TEST(hf_checkpoint, config_defaults_follow_hf) {
   EXPECT_TRUE(gpt2.tied_embeddings);
 }
 
-TEST(hf_checkpoint, the_config_of_every_architecture_and_feature_is_written_and_read_back) {
+TEST(hf_checkpoint,
+     the_config_of_every_architecture_and_feature_is_written_and_read_back) {
   model_config base;
   base.hidden_size = 64;
   base.intermediate_size = 192;

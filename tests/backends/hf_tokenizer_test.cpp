@@ -34,10 +34,12 @@ TEST_P(hf_tokenizer_oracle, every_vector_matches_the_hf_library) {
   for (const auto& c : oracle.at("cases")) {
     const auto text = c.at("text").get<std::string>();
     EXPECT_EQ(tok.encode(text, false), ids_of(c.at("ids"))) << json(text).dump();
-    EXPECT_EQ(tok.encode(text, true), ids_of(c.at("ids_with_special"))) << json(text).dump();
-    EXPECT_EQ(tok.encode(text), ids_of(c.at("ids_with_special"))) << "the model's convention";
+    EXPECT_EQ(tok.encode(text, true), ids_of(c.at("ids_with_special")))
+        << json(text).dump();
+    EXPECT_EQ(tok.encode(text), ids_of(c.at("ids_with_special")))
+        << "the model's convention";
     EXPECT_EQ(tok.decode(ids_of(c.at("ids"))), c.at("decoded").get<std::string>())
-      << json(text).dump();
+        << json(text).dump();
   }
 }
 
@@ -83,11 +85,12 @@ TEST(hf_tokenizer, every_vector_of_the_small_files_matches_the_hf_library) {
     const hf_tokenizer tok(dir / entry.at("tokenizer").get<std::string>());
     for (const auto& c : entry.at("cases")) {
       const auto text = c.at("text").get<std::string>();
-      EXPECT_EQ(tok.encode(text, false), ids_of(c.at("ids"))) << name << " " << json(text).dump();
+      EXPECT_EQ(tok.encode(text, false), ids_of(c.at("ids")))
+          << name << " " << json(text).dump();
       EXPECT_EQ(tok.encode(text, true), ids_of(c.at("ids_with_special")))
-        << name << " " << json(text).dump();
+          << name << " " << json(text).dump();
       EXPECT_EQ(tok.decode(ids_of(c.at("ids"))), c.at("decoded").get<std::string>())
-        << name << " " << json(text).dump();
+          << name << " " << json(text).dump();
     }
   }
 }
@@ -159,51 +162,66 @@ TEST(hf_tokenizer, every_unimplemented_component_is_refused_by_name) {
     std::vector<std::string> expected;
   };
   const std::vector<refusal> cases{
-    {[](json& t) { t["normalizer"] = {{"type", "Lowercase"}}; },
-     {"normalizer", "'Lowercase'", "not supported"}},
-    {[](json& t) { t["pre_tokenizer"] = {{"type", "Digits"}}; }, {"pre_tokenizer", "'Digits'"}},
-    {[](json& t) {
-       const json byte_level = {{"type", "ByteLevel"}};
-       const json split = {
-         {"type", "Split"}, {"pattern", {{"String", " "}}}, {"behavior", "Isolated"}};
-       t["pre_tokenizer"] = {{"type", "Sequence"},
-                             {"pretokenizers", json::array({byte_level, split})}};
-     },
-     {"after ByteLevel"}},
-    {[](json& t) { t["model"]["type"] = "Unigram"; }, {"model", "'Unigram'"}},
-    {[](json& t) { t["model"]["dropout"] = 0.1; }, {"dropout"}},
-    {[](json& t) { t["model"]["continuing_subword_prefix"] = "##"; },
-     {"continuing_subword_prefix"}},
-    {[](json& t) { t["decoder"] = {{"type", "WordPiece"}}; }, {"decoder", "'WordPiece'"}},
-    {[](json& t) { t["post_processor"] = {{"type", "RobertaProcessing"}}; },
-     {"post_processor", "'RobertaProcessing'"}},
-    {[](json& t) { t["truncation"] = {{"max_length", 8}}; }, {"truncation"}},
-    {[](json& t) {
-       t["added_tokens"] = {{{"id", 3}, {"content", "<x>"}, {"single_word", true}}};
-     },
-     {"single_word"}},
-    {[](json& t) {
-       t["pre_tokenizer"] = {{"type", "Split"},
-                             {"pattern", {{"Regex", "(unclosed"}}},
-                             {"behavior", "Isolated"}};
-     },
-     {"pre_tokenizer.pattern", "PCRE2"}},
-    {[](json& t) { t["model"]["merges"] = {"a"}; }, {"model.merges[0]", "left right"}},
-    {[](json& t) {
-       auto& vocab = t["model"]["vocab"];
-       vocab["not a byte"] = vocab["a"];
-       vocab.erase("a");
-     },
-     {"byte <0x61>", "has none"}},
-    {[](json& t) { t["model"]["vocab"]["x1"] = 0; }, {"id 0 is given to two pieces"}},
-    {[](json& t) {
-       t["post_processor"] = {
-         {"type", "TemplateProcessing"},
-         {"single", {{{"SpecialToken", {{"id", "<s>"}, {"type_id", 0}}}},
-                     {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}}},
-         {"special_tokens", {{"<s>", {{"id", "<s>"}, {"ids", {99999}}, {"tokens", {"<s>"}}}}}}};
-     },
-     {"post_processor", "special token id 99999", "outside the vocabulary of 256 ids"}},
+      {[](json& t) {
+         t["normalizer"] = {{"type", "Lowercase"}};
+       },
+       {"normalizer", "'Lowercase'", "not supported"}},
+      {[](json& t) {
+         t["pre_tokenizer"] = {{"type", "Digits"}};
+       },
+       {"pre_tokenizer", "'Digits'"}},
+      {[](json& t) {
+         const json byte_level = {{"type", "ByteLevel"}};
+         const json split = {
+             {"type", "Split"}, {"pattern", {{"String", " "}}}, {"behavior", "Isolated"}};
+         t["pre_tokenizer"] = {{"type", "Sequence"},
+                               {"pretokenizers", json::array({byte_level, split})}};
+       },
+       {"after ByteLevel"}},
+      {[](json& t) { t["model"]["type"] = "Unigram"; }, {"model", "'Unigram'"}},
+      {[](json& t) { t["model"]["dropout"] = 0.1; }, {"dropout"}},
+      {[](json& t) { t["model"]["continuing_subword_prefix"] = "##"; },
+       {"continuing_subword_prefix"}},
+      {[](json& t) {
+         t["decoder"] = {{"type", "WordPiece"}};
+       },
+       {"decoder", "'WordPiece'"}},
+      {[](json& t) {
+         t["post_processor"] = {{"type", "RobertaProcessing"}};
+       },
+       {"post_processor", "'RobertaProcessing'"}},
+      {[](json& t) {
+         t["truncation"] = {{"max_length", 8}};
+       },
+       {"truncation"}},
+      {[](json& t) {
+         t["added_tokens"] = {{{"id", 3}, {"content", "<x>"}, {"single_word", true}}};
+       },
+       {"single_word"}},
+      {[](json& t) {
+         t["pre_tokenizer"] = {{"type", "Split"},
+                               {"pattern", {{"Regex", "(unclosed"}}},
+                               {"behavior", "Isolated"}};
+       },
+       {"pre_tokenizer.pattern", "PCRE2"}},
+      {[](json& t) { t["model"]["merges"] = {"a"}; }, {"model.merges[0]", "left right"}},
+      {[](json& t) {
+         auto& vocab = t["model"]["vocab"];
+         vocab["not a byte"] = vocab["a"];
+         vocab.erase("a");
+       },
+       {"byte <0x61>", "has none"}},
+      {[](json& t) { t["model"]["vocab"]["x1"] = 0; }, {"id 0 is given to two pieces"}},
+      {[](json& t) {
+         t["post_processor"] = {
+             {"type", "TemplateProcessing"},
+             {"single",
+              {{{"SpecialToken", {{"id", "<s>"}, {"type_id", 0}}}},
+               {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}}},
+             {"special_tokens",
+              {{"<s>", {{"id", "<s>"}, {"ids", {99999}}, {"tokens", {"<s>"}}}}}}};
+       },
+       {"post_processor", "special token id 99999", "outside the vocabulary of 256 ids"}},
   };
   for (const auto& c : cases) {
     canopy::testing::scratch_dir dir;

@@ -86,15 +86,17 @@ protected:
       }
     }
     std::cout << "[ kv_dtype " << std::get<1>(GetParam()) << " residual "
-              << std::get<2>(GetParam()) << " on "
-              << std::get<0>(GetParam()).name << ": largest error " << seen.largest_error << ", KL " << seen.largest_kl
-              << ", top token kept on " << seen.same_top << " of " << seen.rows << " rows ]\n";
+              << std::get<2>(GetParam()) << " on " << std::get<0>(GetParam()).name
+              << ": largest error " << seen.largest_error << ", KL " << seen.largest_kl
+              << ", top token kept on " << seen.same_top << " of " << seen.rows
+              << " rows ]\n";
     return seen;
   }
   /// What the residual copies take of the budget (compute float32, K and V).
   std::uint64_t residual_bytes() const {
     const auto c = load_model_config(model_path);
-    return std::get<2>(GetParam()) * 2 * static_cast<std::uint64_t>(c.num_layers * c.num_kv_heads * c.head_dim) * 4;
+    return std::get<2>(GetParam()) * 2 *
+           static_cast<std::uint64_t>(c.num_layers * c.num_kv_heads * c.head_dim) * 4;
   }
   std::filesystem::path model_path;
   std::vector<oracle_case> cases;
@@ -119,38 +121,41 @@ TEST_P(kv_dtype_fidelity, stays_within_the_formats_bound_on_every_path) {
   CANOPY_LOAD_ORACLE_MODEL_OF(std::get<0>(GetParam()));
   const auto seen = measure();
   // Copies of more tokens than the longest case (300) hold every token read exactly.
-  const auto bound = std::get<2>(GetParam()) >= 512 ? bound_of("float32") : bound_of(std::get<1>(GetParam()));
+  const auto bound = std::get<2>(GetParam()) >= 512 ? bound_of("float32")
+                                                    : bound_of(std::get<1>(GetParam()));
   ASSERT_GT(seen.rows, 0u);
   EXPECT_LE(seen.largest_error, bound.largest_error);
   EXPECT_LE(seen.largest_kl, bound.largest_kl);
-  EXPECT_GE(static_cast<double>(seen.same_top), bound.top_kept_share * static_cast<double>(seen.rows))
-    << seen.same_top << " of " << seen.rows;
+  EXPECT_GE(static_cast<double>(seen.same_top),
+            bound.top_kept_share * static_cast<double>(seen.rows))
+      << seen.same_top << " of " << seen.rows;
 }
 
-INSTANTIATE_TEST_SUITE_P(
-  shared_models, kv_dtype_fidelity,
-  ::testing::Combine(canopy::testing::oracle_models(),
-                     ::testing::Values("float32", "float16", "bfloat16", "int8"),
-                     ::testing::Values(std::uint64_t{0})),
-  [](const ::testing::TestParamInfo<format_param>& info) {
-    return std::string(std::get<0>(info.param).name) + "_" + std::get<1>(info.param);
-  });
+INSTANTIATE_TEST_SUITE_P(shared_models, kv_dtype_fidelity,
+                         ::testing::Combine(canopy::testing::oracle_models(),
+                                            ::testing::Values("float32", "float16",
+                                                              "bfloat16", "int8"),
+                                            ::testing::Values(std::uint64_t{0})),
+                         [](const ::testing::TestParamInfo<format_param>& info) {
+                           return std::string(std::get<0>(info.param).name) + "_" +
+                                  std::get<1>(info.param);
+                         });
 
 // int8 with residual tokens: 16 (reported), and 512, more than any case, where every
 // token a pass reads is its exact copy, so the answers are float32's.
 INSTANTIATE_TEST_SUITE_P(
-  residual, kv_dtype_fidelity,
-  ::testing::Combine(canopy::testing::oracle_models(), ::testing::Values("int8"),
-                     ::testing::Values(std::uint64_t{16}, std::uint64_t{512})),
-  [](const ::testing::TestParamInfo<format_param>& info) {
-    return std::string(std::get<0>(info.param).name) + "_int8_residual_" +
-           std::to_string(std::get<2>(info.param));
-  });
+    residual, kv_dtype_fidelity,
+    ::testing::Combine(canopy::testing::oracle_models(), ::testing::Values("int8"),
+                       ::testing::Values(std::uint64_t{16}, std::uint64_t{512})),
+    [](const ::testing::TestParamInfo<format_param>& info) {
+      return std::string(std::get<0>(info.param).name) + "_int8_residual_" +
+             std::to_string(std::get<2>(info.param));
+    });
 
 /// Tokens one budget holds in `format`: passes of fresh 100-token sequences until
 /// one keeps nothing.
-std::size_t tokens_held(const checkpoint& ckpt, const std::string& format, std::uint64_t budget,
-                        std::uint64_t residual_tokens = 0) {
+std::size_t tokens_held(const checkpoint& ckpt, const std::string& format,
+                        std::uint64_t budget, std::uint64_t residual_tokens = 0) {
   torch_options options;
   options.kv_dtype = format;
   options.kv_residual_tokens = residual_tokens;
@@ -167,7 +172,8 @@ std::size_t tokens_held(const checkpoint& ckpt, const std::string& format, std::
   return 0;
 }
 
-TEST(kv_dtype_budget, int8_holds_about_four_times_the_tokens_of_float32_less_residual_copies) {
+TEST(kv_dtype_budget,
+     int8_holds_about_four_times_the_tokens_of_float32_less_residual_copies) {
   // Head size 64 (hidden 128, 2 heads): a token's head takes 256 bytes in float32 and
   // 64 + a 4-byte scale in int8, 3.76 times fewer.
   synthetic_spec spec;
@@ -183,7 +189,8 @@ TEST(kv_dtype_budget, int8_holds_about_four_times_the_tokens_of_float32_less_res
   EXPECT_EQ(i8, budget / (2 * 2 * 2 * 68));
   EXPECT_GE(static_cast<double>(i8), 3.7 * static_cast<double>(f32));
   // Residual copies are float32 and come out of the same budget.
-  EXPECT_EQ(tokens_held(ckpt, "int8", budget, 64), (budget - 64 * 2048) / (2 * 2 * 2 * 68));
+  EXPECT_EQ(tokens_held(ckpt, "int8", budget, 64),
+            (budget - 64 * 2048) / (2 * 2 * 2 * 68));
   torch_options all_copies;
   all_copies.kv_dtype = "int8";
   all_copies.kv_budget_bytes = budget;
@@ -194,7 +201,7 @@ TEST(kv_dtype_budget, int8_holds_about_four_times_the_tokens_of_float32_less_res
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("kv_residual_tokens 512 take 1048576 bytes"),
               std::string::npos)
-      << e.what();
+        << e.what();
   }
 }
 

@@ -19,7 +19,8 @@ namespace {
 
 using namespace canopy::backends;
 
-constexpr std::int64_t rows = 9, kv_heads = 3, head_dim = 20; // 20: vector steps and a tail
+constexpr std::int64_t rows = 9, kv_heads = 3,
+                       head_dim = 20; // 20: vector steps and a tail
 
 /// Random KV with heads of very different sizes (and one head of zeros), so a scale
 /// per token and head matters.
@@ -34,8 +35,8 @@ at::Tensor some_kv(std::uint64_t seed) {
 bool same_bytes(const at::Tensor& a, const at::Tensor& b) {
   if (!a.defined() || !b.defined())
     return a.defined() == b.defined();
-  return a.sizes() == b.sizes() &&
-         std::memcmp(a.data_ptr(), b.data_ptr(), static_cast<std::size_t>(a.nbytes())) == 0;
+  return a.sizes() == b.sizes() && std::memcmp(a.data_ptr(), b.data_ptr(),
+                                               static_cast<std::size_t>(a.nbytes())) == 0;
 }
 
 class kv_format_each : public ::testing::TestWithParam<std::string> {
@@ -74,7 +75,7 @@ TEST_P(kv_format_each, reads_back_within_the_formats_rounding_and_the_same_both_
   else
     bound = x.abs().amax(-1, true) / 254.0 * (1 + 1e-6) + at::zeros_like(x);
   EXPECT_TRUE(((back - x).abs() <= bound).all().item<bool>())
-    << "largest excess " << ((back - x).abs() - bound).max().item<float>();
+      << "largest excess " << ((back - x).abs() - bound).max().item<float>();
   EXPECT_TRUE((back[4][1] == 0).all().item<bool>()) << "a head of zeros reads back zeros";
   // The loops' reader gives the same floats as the gather.
   const std::int64_t some_rows[] = {7, 0, 4};
@@ -85,21 +86,22 @@ TEST_P(kv_format_each, reads_back_within_the_formats_rounding_and_the_same_both_
       for (std::int64_t d = 0; d < head_dim; ++d)
         ASSERT_EQ(read[static_cast<std::size_t>(i * head_dim + d)],
                   back[some_rows[i]][head][d].item<float>())
-          << "row " << some_rows[i] << " head " << head << " element " << d;
+            << "row " << some_rows[i] << " head " << head << " element " << d;
   }
   EXPECT_EQ(format->in_place(plane) != nullptr, GetParam() == "float32");
 }
 
 TEST_P(kv_format_each, counts_its_bytes_and_zeroes_the_padding_row) {
-  const std::uint64_t expected = GetParam() == "float32"  ? 4 * head_dim
-                                 : GetParam() == "int8"   ? head_dim + 4
-                                                          : 2 * head_dim;
+  const std::uint64_t expected = GetParam() == "float32" ? 4 * head_dim
+                                 : GetParam() == "int8"  ? head_dim + 4
+                                                         : 2 * head_dim;
   EXPECT_EQ(format->bytes_per_head(head_dim), expected);
   auto plane = format->allocate(rows, kv_heads, head_dim, at::kCPU);
-  EXPECT_EQ(static_cast<std::uint64_t>(plane.elements.nbytes()) +
-              static_cast<std::uint64_t>(plane.scales.defined() ? plane.scales.nbytes() : 0),
-            static_cast<std::uint64_t>(rows * kv_heads) * expected)
-    << "the budget counts what is allocated";
+  EXPECT_EQ(
+      static_cast<std::uint64_t>(plane.elements.nbytes()) +
+          static_cast<std::uint64_t>(plane.scales.defined() ? plane.scales.nbytes() : 0),
+      static_cast<std::uint64_t>(rows * kv_heads) * expected)
+      << "the budget counts what is allocated";
   const kv_storage storage(make_kv_format(GetParam(), at::kFloat), at::kFloat, 2, rows,
                            kv_heads, head_dim, at::kCPU);
   const auto zero = at::full({1}, storage.zero_row(), at::kLong);
@@ -119,8 +121,7 @@ TEST_P(kv_format_each, a_packed_pass_reads_its_new_kv_as_stored) {
   EXPECT_TRUE(same_bytes(storage.as_stored(x), format->gather(plane, all, at::kFloat)));
 }
 
-INSTANTIATE_TEST_SUITE_P(formats, kv_format_each,
-                         ::testing::ValuesIn(kv_dtype_names()),
+INSTANTIATE_TEST_SUITE_P(formats, kv_format_each, ::testing::ValuesIn(kv_dtype_names()),
                          [](const auto& info) { return info.param; });
 
 TEST(kv_format, the_compute_dtype_is_the_default_and_unknown_names_are_refused) {
@@ -130,10 +131,11 @@ TEST(kv_format, the_compute_dtype_is_the_default_and_unknown_names_are_refused) 
     make_kv_format("int4", at::kFloat);
     ADD_FAILURE() << "int4 was accepted";
   } catch (const std::invalid_argument& e) {
-    EXPECT_NE(std::string(e.what()).find("unknown kv_dtype 'int4' (known: float32, float16, "
-                                         "bfloat16, int8"),
-              std::string::npos)
-      << e.what();
+    EXPECT_NE(
+        std::string(e.what()).find("unknown kv_dtype 'int4' (known: float32, float16, "
+                                   "bfloat16, int8"),
+        std::string::npos)
+        << e.what();
   }
 }
 
@@ -158,10 +160,11 @@ TEST(kv_format, storage_costs_precision_only_when_it_keeps_fewer_bits_than_the_c
 class residual_storage {
 public:
   explicit residual_storage(std::int64_t residual)
-      : storage(make_kv_format("int8", at::kFloat), at::kFloat, 1, rows, kv_heads, head_dim,
-                at::kCPU, residual) {}
+      : storage(make_kv_format("int8", at::kFloat), at::kFloat, 1, rows, kv_heads,
+                head_dim, at::kCPU, residual) {}
 
-  /// Stores slots in one pass, through write() (ATen) or write_row() (the direct forward).
+  /// Stores slots in one pass, through write() (ATen) or write_row() (the direct
+  /// forward).
   void store(const std::vector<std::int64_t>& slots, bool by_row) {
     written.insert(written.end(), slots.begin(), slots.end());
     storage.begin_pass(slots);
@@ -173,7 +176,8 @@ public:
     const auto v = -k;
     if (by_row) {
       for (std::size_t i = 0; i < slots.size(); ++i)
-        storage.write_row(0, slots[i], k[static_cast<std::int64_t>(i)].contiguous().data_ptr<float>(),
+        storage.write_row(0, slots[i],
+                          k[static_cast<std::int64_t>(i)].contiguous().data_ptr<float>(),
                           v[static_cast<std::int64_t>(i)].contiguous().data_ptr<float>());
     } else {
       storage.write(0, at::tensor(slots, at::kLong), k, v);
@@ -189,19 +193,22 @@ public:
     const auto [k, v] = storage.layer(0).gather(index);
     std::vector<std::int64_t> exact;
     std::vector<float> head(slots.size() * head_dim);
-    storage.layer(0).read_head(true, slots.data(), static_cast<std::int64_t>(slots.size()), 1,
-                               head.data());
+    storage.layer(0).read_head(true, slots.data(),
+                               static_cast<std::int64_t>(slots.size()), 1, head.data());
     for (std::size_t i = 0; i < slots.size(); ++i) {
       const auto row = k[static_cast<std::int64_t>(i)][1];
-      const auto want = value_of(slots[i]) * (1 + at::arange(head_dim, at::kFloat) / 1000);
+      const auto want =
+          value_of(slots[i]) * (1 + at::arange(head_dim, at::kFloat) / 1000);
       const bool is_exact = at::equal(row, want);
       EXPECT_TRUE(at::equal(v[static_cast<std::int64_t>(i)][1], -row)) << slots[i];
-      EXPECT_TRUE(std::equal(head.begin() + static_cast<std::ptrdiff_t>(i * head_dim),
-                             head.begin() + static_cast<std::ptrdiff_t>((i + 1) * head_dim),
-                             row.data_ptr<float>()))
-        << "slot " << slots[i] << ": the loops read what the gather reads";
-      EXPECT_LE((row - want).abs().max().item<float>(), want.abs().max().item<float>() / 254 * 1.0001)
-        << "slot " << slots[i] << " reads its own token, within int8's step";
+      EXPECT_TRUE(
+          std::equal(head.begin() + static_cast<std::ptrdiff_t>(i * head_dim),
+                     head.begin() + static_cast<std::ptrdiff_t>((i + 1) * head_dim),
+                     row.data_ptr<float>()))
+          << "slot " << slots[i] << ": the loops read what the gather reads";
+      EXPECT_LE((row - want).abs().max().item<float>(),
+                want.abs().max().item<float>() / 254 * 1.0001)
+          << "slot " << slots[i] << " reads its own token, within int8's step";
       if (is_exact)
         exact.push_back(slots[i]);
     }
@@ -235,7 +242,7 @@ TEST(kv_residual, a_packed_pass_reads_its_newest_new_kv_exactly) {
   const auto stored = s.storage.as_stored(x);
   EXPECT_TRUE(at::equal(stored.narrow(0, rows - 2, 2), x.narrow(0, rows - 2, 2)));
   EXPECT_FALSE(at::equal(stored.narrow(0, 0, rows - 2), x.narrow(0, 0, rows - 2)))
-    << "older new tokens read as int8 stores them";
+      << "older new tokens read as int8 stores them";
 }
 
 } // namespace

@@ -44,15 +44,18 @@ protected:
   static std::vector<kv_handle> prime(backend_i& backend, const token_seq& tokens,
                                       std::size_t n) {
     pass_request request;
-    request.items.push_back(item(token_seq(tokens.begin(), tokens.begin() + static_cast<std::ptrdiff_t>(n))));
+    request.items.push_back(
+        item(token_seq(tokens.begin(), tokens.begin() + static_cast<std::ptrdiff_t>(n))));
     return backend.run(request).items[0].kv;
   }
   /// The rows after tokens[n..) continuing the KV `prefix` of tokens[0..n), kept or not.
   static std::vector<float> continue_from(backend_i& backend, const token_seq& tokens,
-                                          std::size_t n, kv_handle prefix, bool keep = false) {
+                                          std::size_t n, kv_handle prefix,
+                                          bool keep = false) {
     pass_request request;
-    request.items.push_back(item(token_seq(tokens.begin() + static_cast<std::ptrdiff_t>(n), tokens.end()),
-                                 prefix, static_cast<std::uint32_t>(n), keep));
+    request.items.push_back(
+        item(token_seq(tokens.begin() + static_cast<std::ptrdiff_t>(n), tokens.end()),
+             prefix, static_cast<std::uint32_t>(n), keep));
     return backend.run(request).items[0].logprobs;
   }
   checkpoint ckpt;
@@ -70,14 +73,16 @@ TEST_F(kv_host_tier, demoted_kv_keeps_its_handles_and_answers_bit_for_bit_the_sa
   EXPECT_EQ(backend->kv_entries(), n) << "demoted KV is still held";
   const auto after = continue_from(*backend, c.tokens, n, handles.back());
   EXPECT_EQ(after, before) << "moved back byte for byte";
-  EXPECT_LE(canopy::testing::max_abs_diff(after.data(), c.row(static_cast<std::int64_t>(n)), after.size()),
+  EXPECT_LE(canopy::testing::max_abs_diff(
+                after.data(), c.row(static_cast<std::int64_t>(n)), after.size()),
             c.tolerance);
   // A handle released while on the host is gone from both tiers.
   EXPECT_EQ(backend->demote_kv(handles), n) << "the pass moved them back to the device";
   backend->release_kv(handles);
   EXPECT_EQ(backend->kv_entries(), 0u);
   pass_request stale;
-  stale.items.push_back(item({c.tokens[n]}, handles.back(), static_cast<std::uint32_t>(n)));
+  stale.items.push_back(
+      item({c.tokens[n]}, handles.back(), static_cast<std::uint32_t>(n)));
   EXPECT_THROW(backend->run(stale), std::invalid_argument);
 }
 
@@ -88,7 +93,8 @@ TEST_F(kv_host_tier, the_host_holds_what_its_budget_holds_and_frees_device_rows)
   const auto first = prime(*backend, c.tokens, 12);
   EXPECT_EQ(backend->demote_kv(first), 10u) << "the host tier is full after 10";
   // The device now has room for 14 more (16 - 2 left there).
-  const auto second = prime(*backend, token_seq(c.tokens.begin() + 12, c.tokens.end()), 14);
+  const auto second =
+      prime(*backend, token_seq(c.tokens.begin() + 12, c.tokens.end()), 14);
   for (const auto h : second)
     EXPECT_NE(h, no_kv);
   EXPECT_EQ(backend->kv_entries(), 12u + 14u);
@@ -97,12 +103,14 @@ TEST_F(kv_host_tier, the_host_holds_what_its_budget_holds_and_frees_device_rows)
     continue_from(*backend, c.tokens, 12, first.back());
     ADD_FAILURE() << "a pass read host KV with no device row free";
   } catch (const std::runtime_error& e) {
-    EXPECT_NE(std::string(e.what()).find("no free device KV row"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("no free device KV row"), std::string::npos)
+        << e.what();
   }
   // It keeps serving: with room made, the same pass answers as the oracle says.
   backend->release_kv(second);
   const auto rows = continue_from(*backend, c.tokens, 12, first.back());
-  EXPECT_LE(canopy::testing::max_abs_diff(rows.data(), c.row(12), rows.size()), c.tolerance);
+  EXPECT_LE(canopy::testing::max_abs_diff(rows.data(), c.row(12), rows.size()),
+            c.tolerance);
 }
 
 TEST_F(kv_host_tier, an_int8_host_tier_holds_more_and_stays_within_its_bound) {

@@ -1,5 +1,6 @@
-// llama2.c tokenizer (tok512.bin) against ../shared/oracle/tokenizers.json, against a literal
-// transcription of run.c's encode() on random texts, and on hand-made tokenizer files.
+// llama2.c tokenizer (tok512.bin) against ../shared/oracle/tokenizers.json, against a
+// literal transcription of run.c's encode() on random texts, and on hand-made tokenizer
+// files.
 #include <canopy/backends/llama2c_tokenizer.hpp>
 
 #include "shared_fixtures.hpp"
@@ -18,7 +19,8 @@ using namespace canopy::testing;
 namespace fs = std::filesystem;
 
 fs::path tok512(const fs::path& oracle_file) {
-  return oracle_file.parent_path().parent_path() / "models" / "stories260K" / "tok512.bin";
+  return oracle_file.parent_path().parent_path() / "models" / "stories260K" /
+         "tok512.bin";
 }
 
 TEST(llama2c_tokenizer, encodes_every_oracle_case) {
@@ -33,8 +35,9 @@ TEST(llama2c_tokenizer, encodes_every_oracle_case) {
     EXPECT_EQ(tok.encode(text), ids_of(c.at("ids"))) << "text: " << text;
     // Without special tokens: the same ids after BOS (the dummy prefix is the text's).
     const auto ids = ids_of(c.at("ids"));
-    EXPECT_EQ(tok.encode(text, false), std::vector<canopy::cache::token_id>(ids.begin() + 1, ids.end()))
-      << "text: " << text;
+    EXPECT_EQ(tok.encode(text, false),
+              std::vector<canopy::cache::token_id>(ids.begin() + 1, ids.end()))
+        << "text: " << text;
   }
 }
 
@@ -77,16 +80,21 @@ TEST(llama2c_tokenizer, decodes_the_greedy_oracle_text_like_run_c) {
 TEST(llama2c_tokenizer, decode_rules) {
   CANOPY_SHARED_PATH_OR_SKIP(oracle, "oracle/tokenizers.json");
   const llama2c_tokenizer tok(tok512(oracle));
-  EXPECT_EQ(tok.decode({403}), " Once");          // no BOS before it: the space is text
-  EXPECT_EQ(tok.decode({1, 403}), "Once");        // after BOS: the dummy prefix goes
-  EXPECT_EQ(tok.decode({1, 35}), " ");            // <0x20> is a byte, never stripped
-  EXPECT_EQ(tok.decode({1, 198, 172}), "\xC3\xA9");  // byte fallback of 'é' gives its bytes
-  EXPECT_EQ(tok.decode({0, 1, 2}), "");           // control tokens write nothing
-  EXPECT_EQ(tok.decode({2, 1, 410, 1}), "");      // " " right after BOS is the dummy prefix
-  EXPECT_THAT([&] { (void)tok.decode({1, 512}); },
-              ::testing::ThrowsMessage<std::invalid_argument>(::testing::HasSubstr("512")));
-  EXPECT_THAT([&] { (void)tok.decode({-3}); },
-              ::testing::ThrowsMessage<std::invalid_argument>(::testing::HasSubstr("-3")));
+  EXPECT_EQ(tok.decode({403}), " Once");   // no BOS before it: the space is text
+  EXPECT_EQ(tok.decode({1, 403}), "Once"); // after BOS: the dummy prefix goes
+  EXPECT_EQ(tok.decode({1, 35}), " ");     // <0x20> is a byte, never stripped
+  EXPECT_EQ(tok.decode({1, 198, 172}),
+            "\xC3\xA9");                     // byte fallback of 'é' gives its bytes
+  EXPECT_EQ(tok.decode({0, 1, 2}), "");      // control tokens write nothing
+  EXPECT_EQ(tok.decode({2, 1, 410, 1}), ""); // " " right after BOS is the dummy prefix
+  EXPECT_THAT(
+      [&] {
+        (void)tok.decode({1, 512});
+      },
+      ::testing::ThrowsMessage<std::invalid_argument>(::testing::HasSubstr("512")));
+  EXPECT_THAT(
+      [&] { (void)tok.decode({-3}); },
+      ::testing::ThrowsMessage<std::invalid_argument>(::testing::HasSubstr("-3")));
 }
 
 TEST(llama2c_tokenizer, token_bytes_table) {
@@ -111,9 +119,10 @@ TEST(llama2c_tokenizer, token_bytes_table) {
     EXPECT_EQ(tok.byte_vocab()[id], std::string(1, static_cast<char>(id - 3)));
 }
 
-// run.c's encode(text, bos=1, eos=0), transcribed literally (full rescan per merge, C-string
-// lookups), as the reference for the heap-based implementation.
-std::vector<token_id> run_c_encode(const llama2c_tokenizer& tok, const std::string& text) {
+// run.c's encode(text, bos=1, eos=0), transcribed literally (full rescan per merge,
+// C-string lookups), as the reference for the heap-based implementation.
+std::vector<token_id> run_c_encode(const llama2c_tokenizer& tok,
+                                   const std::string& text) {
   const auto& vocab = tok.pieces();
   const auto str_lookup = [&](const std::string& s) -> int {
     for (std::size_t i = 0; i < vocab.size(); ++i)
@@ -165,10 +174,34 @@ TEST(llama2c_tokenizer, matches_run_c_on_random_texts) {
   const llama2c_tokenizer tok(tok512(oracle));
   // Common pieces, spaces, newlines, multi-byte characters with and without pieces, and
   // stray bytes that are not UTF-8.
-  const std::vector<std::string> alphabet{"a", "e", "t", "h", "o", "n", "s", " ", " ", "  ", "\n",
-                                          "The", "the", "ing", ".", ",", "\"", "'", "1", "9",
-                                          "\xC3\xA9", "\xE2\x80\x9C", "\xF0\x9F\x98\x8A",
-                                          "\xE4\xB8\xAD", "\xFF", "\x80", "\xC3", "\t"};
+  const std::vector<std::string> alphabet{"a",
+                                          "e",
+                                          "t",
+                                          "h",
+                                          "o",
+                                          "n",
+                                          "s",
+                                          " ",
+                                          " ",
+                                          "  ",
+                                          "\n",
+                                          "The",
+                                          "the",
+                                          "ing",
+                                          ".",
+                                          ",",
+                                          "\"",
+                                          "'",
+                                          "1",
+                                          "9",
+                                          "\xC3\xA9",
+                                          "\xE2\x80\x9C",
+                                          "\xF0\x9F\x98\x8A",
+                                          "\xE4\xB8\xAD",
+                                          "\xFF",
+                                          "\x80",
+                                          "\xC3",
+                                          "\t"};
   std::mt19937 rng(7);
   std::uniform_int_distribution<std::size_t> pick(0, alphabet.size() - 1);
   std::uniform_int_distribution<int> length(0, 40);
@@ -187,11 +220,14 @@ TEST(llama2c_tokenizer, matches_run_c_on_random_texts) {
   }
 }
 
-// A llama2.c tokenizer file: 3 control pieces, 256 byte pieces, then `extra` (piece, score).
+// A llama2.c tokenizer file: 3 control pieces, 256 byte pieces, then `extra` (piece,
+// score).
 std::string tokenizer_file(const std::vector<std::pair<std::string, float>>& extra,
                            std::int32_t max_token_length = 8) {
   std::string out;
-  const auto put = [&](const void* p, std::size_t n) { out.append(static_cast<const char*>(p), n); };
+  const auto put = [&](const void* p, std::size_t n) {
+    out.append(static_cast<const char*>(p), n);
+  };
   const auto entry = [&](const std::string& piece, float score) {
     const auto length = static_cast<std::int32_t>(piece.size());
     put(&score, 4);
@@ -215,15 +251,23 @@ std::string tokenizer_file(const std::vector<std::pair<std::string, float>>& ext
 TEST(llama2c_tokenizer, highest_score_merges_first_leftmost_on_ties) {
   const scratch_dir dir;
   // ids: 259 " ", 260 "a", 261 "b", 262 "c", 263 "ab", 264 "bc"
-  const auto ties = dir.write("ties.bin", tokenizer_file({{" ", -9}, {"a", -9}, {"b", -9}, {"c", -9},
-                                                          {"ab", -1}, {"bc", -1}}));
-  EXPECT_EQ(llama2c_tokenizer(ties).encode("abc"), (std::vector<token_id>{1, 259, 263, 262}));
-  const auto right = dir.write("right.bin", tokenizer_file({{" ", -9}, {"a", -9}, {"b", -9}, {"c", -9},
-                                                           {"ab", -2}, {"bc", -1}}));
-  EXPECT_EQ(llama2c_tokenizer(right).encode("abc"), (std::vector<token_id>{1, 259, 260, 264}));
+  const auto ties = dir.write(
+      "ties.bin",
+      tokenizer_file(
+          {{" ", -9}, {"a", -9}, {"b", -9}, {"c", -9}, {"ab", -1}, {"bc", -1}}));
+  EXPECT_EQ(llama2c_tokenizer(ties).encode("abc"),
+            (std::vector<token_id>{1, 259, 263, 262}));
+  const auto right = dir.write(
+      "right.bin",
+      tokenizer_file(
+          {{" ", -9}, {"a", -9}, {"b", -9}, {"c", -9}, {"ab", -2}, {"bc", -1}}));
+  EXPECT_EQ(llama2c_tokenizer(right).encode("abc"),
+            (std::vector<token_id>{1, 259, 260, 264}));
   // Scores at or below run.c's -1e10 floor never merge.
-  const auto floor = dir.write("floor.bin", tokenizer_file({{" ", -9}, {"a", -9}, {"b", -9}, {"ab", -1e10f}}));
-  EXPECT_EQ(llama2c_tokenizer(floor).encode("ab"), (std::vector<token_id>{1, 259, 260, 261}));
+  const auto floor = dir.write(
+      "floor.bin", tokenizer_file({{" ", -9}, {"a", -9}, {"b", -9}, {"ab", -1e10f}}));
+  EXPECT_EQ(llama2c_tokenizer(floor).encode("ab"),
+            (std::vector<token_id>{1, 259, 260, 261}));
 }
 
 TEST(llama2c_tokenizer, no_dummy_prefix_without_a_space_piece) {

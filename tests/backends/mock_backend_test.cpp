@@ -184,7 +184,8 @@ TEST(mock_backend, under_a_window_a_pass_needs_the_prefixs_last_w_minus_one_kv_o
   const auto seventh = run_one(*backend, make_item({7}, {0}, six.kv.at(5), 6));
   EXPECT_EQ(seventh.logprobs, expected(options, {1, 2, 3, 4, 5, 6, 7}));
   backend->release_kv({six.kv.at(3)});
-  EXPECT_THROW(run_one(*backend, make_item({7}, {0}, six.kv.at(5), 6)), std::runtime_error);
+  EXPECT_THROW(run_one(*backend, make_item({7}, {0}, six.kv.at(5), 6)),
+               std::runtime_error);
 }
 
 TEST(mock_backend, ragged_pass_equals_items_run_alone) {

@@ -51,7 +51,7 @@ TEST(model_identity, a_fingerprint_follows_every_weight_byte_and_the_config) {
   const std::string fingerprint = checkpoint_fingerprint(base);
   EXPECT_EQ(fingerprint.size(), 32u);
   EXPECT_EQ(checkpoint_fingerprint(make_synthetic_checkpoint(tiny())), fingerprint)
-    << "the same weights, the same fingerprint";
+      << "the same weights, the same fingerprint";
   checkpoint flipped = owned_copy(base);
   auto& last = flipped.tensors.rbegin()->second;
   auto* bytes = const_cast<std::byte*>(last.data);
@@ -62,9 +62,9 @@ TEST(model_identity, a_fingerprint_follows_every_weight_byte_and_the_config) {
   EXPECT_NE(checkpoint_fingerprint(theta), fingerprint) << "a constant of the arithmetic";
   // Each feature that changes the arithmetic without changing a weight.
   const std::vector<std::function<void(model_config&)>> features{
-    [](model_config& c) { c.scaling.type = rope_scaling::kind::linear; },
-    [](model_config& c) { c.sliding_window = 16; },
-    [](model_config& c) { c.arch = architecture::mistral; },
+      [](model_config& c) { c.scaling.type = rope_scaling::kind::linear; },
+      [](model_config& c) { c.sliding_window = 16; },
+      [](model_config& c) { c.arch = architecture::mistral; },
   };
   for (std::size_t i = 0; i < features.size(); ++i) {
     checkpoint changed = owned_copy(base);
@@ -106,7 +106,8 @@ void expect_described_as_built(const backend_spec& spec) {
   }
 }
 
-TEST(model_identity, describe_model_agrees_with_the_backend_for_the_mock_and_the_builtin) {
+TEST(model_identity,
+     describe_model_agrees_with_the_backend_for_the_mock_and_the_builtin) {
   backend_spec mock;
   expect_described_as_built(mock);
   backend_spec builtin;
@@ -117,7 +118,8 @@ TEST(model_identity, describe_model_agrees_with_the_backend_for_the_mock_and_the
   EXPECT_EQ(describe_model(builtin).dtype, "bfloat16");
 }
 
-TEST(model_identity, describe_model_agrees_with_the_backend_for_both_forms_of_stories260_k) {
+TEST(model_identity,
+     describe_model_agrees_with_the_backend_for_both_forms_of_stories260_k) {
   CANOPY_SHARED_PATH_OR_SKIP(bin, "models/stories260K/stories260K.bin");
   CANOPY_SHARED_PATH_OR_SKIP(hf, "models/stories260K/hf");
   for (const auto& path : {bin, hf}) {

@@ -24,7 +24,7 @@ struct scenario {
   at::Tensor pool_k, pool_v; // [slots + 1, KV, hd], last row zero
   at::Tensor new_k, new_v;   // [T, KV, hd]
   std::int64_t hd = 0;
-  std::int64_t kv = 0;       // KV heads: H / kv query heads read each
+  std::int64_t kv = 0; // KV heads: H / kv query heads read each
 };
 
 constexpr std::int64_t H = 12;
@@ -88,10 +88,12 @@ at::Tensor reference(const scenario& s, std::int64_t window = 0) {
     auto head_kv = at::arange(H, at::kLong).div(H / KV, "floor");
     auto kh = k.index_select(1, head_kv).permute({1, 2, 0}); // [H, hd, L]
     auto vh = v.index_select(1, head_kv).permute({1, 0, 2}); // [H, L, hd]
-    auto scores = at::matmul(q.permute({1, 0, 2}), kh) / std::sqrt(double(hd)); // [H, n, L]
-    const auto key_pos = at::arange(L, at::kLong).unsqueeze(0);                // [1, L]
-    const auto query_pos = (at::arange(it.new_tokens, at::kLong) + p).unsqueeze(1); // [n, 1]
-    auto allowed = key_pos <= query_pos; // [n, L]
+    auto scores =
+        at::matmul(q.permute({1, 0, 2}), kh) / std::sqrt(double(hd)); // [H, n, L]
+    const auto key_pos = at::arange(L, at::kLong).unsqueeze(0);       // [1, L]
+    const auto query_pos =
+        (at::arange(it.new_tokens, at::kLong) + p).unsqueeze(1); // [n, 1]
+    auto allowed = key_pos <= query_pos;                         // [n, L]
     if (window > 0)
       allowed = allowed.logical_and(key_pos > query_pos - window);
     scores = scores.masked_fill(allowed.logical_not(), -INFINITY);
@@ -147,8 +149,8 @@ TEST(ragged_attention, both_kernels_and_key_sources_match_each_item_alone) {
         const auto got = run(s, pooled, kernel);
         ASSERT_EQ(got.sizes(), expected.sizes());
         EXPECT_LE((got - expected).abs().max().item<float>(), 2e-5f)
-          << "seed " << seed << " hd " << head_size << " kv " << kv_heads << (pooled ? " pooled" : " packed") << " kernel "
-          << static_cast<int>(kernel);
+            << "seed " << seed << " hd " << head_size << " kv " << kv_heads
+            << (pooled ? " pooled" : " packed") << " kernel " << static_cast<int>(kernel);
       }
   }
 }
@@ -170,16 +172,17 @@ TEST(ragged_attention, both_kernels_read_every_kv_format_as_its_stored_values) {
       format->write(values, all, s.pool_v);
       const auto stored_k = format->gather(keys, all, at::kFloat);
       ASSERT_GT((stored_k - s.pool_k).abs().max().item<float>(), 0.0f)
-        << name << " must change some value for this test to tell formats apart";
+          << name << " must change some value for this test to tell formats apart";
       s.pool_k = stored_k;
       s.pool_v = format->gather(values, all, at::kFloat);
       const auto expected = reference(s);
       const auto layout = build_pass_layout(s.items, rows - 1);
       for (auto kernel : {attention_kernel::aten, attention_kernel::cpu_loops}) {
         const kv_rows source{format.get(), keys, values, at::kFloat};
-        const auto got = ragged_attention(s.q, source, to_device(layout, at::kCPU, at::kFloat, kernel));
+        const auto got = ragged_attention(
+            s.q, source, to_device(layout, at::kCPU, at::kFloat, kernel));
         EXPECT_LE((got - expected).abs().max().item<float>(), 2e-5f)
-          << name << " seed " << seed << " kernel " << static_cast<int>(kernel);
+            << name << " seed " << seed << " kernel " << static_cast<int>(kernel);
       }
     }
   }
@@ -191,13 +194,14 @@ TEST(ragged_attention, a_sliding_window_limits_every_query_to_the_last_w_positio
       const auto s = make_scenario(seed, 3 + seed * 2);
       const auto expected = reference(s, window);
       ASSERT_GT((expected - reference(s)).abs().max().item<float>(), 1e-2f)
-        << "the scenario must have prefixes longer than the window";
+          << "the scenario must have prefixes longer than the window";
       for (bool pooled : {true, false})
         for (auto kernel : {attention_kernel::aten, attention_kernel::cpu_loops}) {
           const auto got = run(s, pooled, kernel, window);
           EXPECT_LE((got - expected).abs().max().item<float>(), 2e-5f)
-            << "window " << window << " seed " << seed << (pooled ? " pooled" : " packed")
-            << " kernel " << static_cast<int>(kernel);
+              << "window " << window << " seed " << seed
+              << (pooled ? " pooled" : " packed") << " kernel "
+              << static_cast<int>(kernel);
         }
     }
   }
@@ -219,7 +223,7 @@ TEST(ragged_attention, a_windowed_pass_reads_at_most_w_minus_1_prefix_keys_per_i
   EXPECT_EQ(layout.prefix_slots.size(), items.size() * (window - 1));
   EXPECT_EQ(layout.prefix_slots.front(), 200 - (window - 1)) << "the newest prefix keys";
   EXPECT_EQ(layout.positions, (std::vector<std::int64_t>{200, 200, 200, 200}))
-    << "positions stay absolute";
+      << "positions stay absolute";
 }
 
 TEST(ragged_attention, a_prefix_that_starts_later_keeps_absolute_positions) {

@@ -24,7 +24,7 @@ model_config with(rope_scaling scaling) {
 TEST(rope_scaling, linear_divides_every_frequency_by_the_factor) {
   const auto plain = rope_inverse_frequencies(with({}));
   const auto linear =
-    rope_inverse_frequencies(with({rope_scaling::kind::linear, 4.0, 1.0, 4.0, 0}));
+      rope_inverse_frequencies(with({rope_scaling::kind::linear, 4.0, 1.0, 4.0, 0}));
   ASSERT_EQ(plain.numel(), 32);
   EXPECT_TRUE(at::allclose(linear * 4.0, plain, 1e-15, 0));
 }

@@ -1,7 +1,7 @@
-// SentencePiece .model support: a tiny model (BPE, byte fallback) trained by SentencePiece
-// in a helper process (canopy_spm_tool; see there why not in this one), checked against
-// SentencePiece's own Encode/Decode and for byte_vocab consistency. Without SentencePiece in
-// the build, loading a .model must say support was not built.
+// SentencePiece .model support: a tiny model (BPE, byte fallback) trained by
+// SentencePiece in a helper process (canopy_spm_tool; see there why not in this one),
+// checked against SentencePiece's own Encode/Decode and for byte_vocab consistency.
+// Without SentencePiece in the build, loading a .model must say support was not built.
 #include <canopy/backends/sentencepiece_tokenizer.hpp>
 #include <canopy/backends/tokenizer.hpp>
 
@@ -22,7 +22,9 @@ namespace fs = std::filesystem;
 
 #ifdef CANOPY_HAVE_SENTENCEPIECE
 
-std::string quoted(const std::string& s) { return "'" + s + "'"; }  // paths without quotes
+std::string quoted(const std::string& s) {
+  return "'" + s + "'";
+} // paths without quotes
 
 // Runs the helper; its stdout, or a test failure.
 std::string run_tool(const std::string& arguments) {
@@ -43,24 +45,29 @@ std::string run_tool(const std::string& arguments) {
 // Trains the tiny model into dir/tokenizer.model.
 fs::path train_tiny_model(const scratch_dir& dir) {
   std::string corpus;
-  const char* lines[] = {"the cat sat on the mat", "the dog ran to the park",
-                         "a cat and a dog played in the sun", "once upon a time there was a cat",
-                         "she saw the dog and the cat", "they went home happy"};
+  const char* lines[] = {"the cat sat on the mat",
+                         "the dog ran to the park",
+                         "a cat and a dog played in the sun",
+                         "once upon a time there was a cat",
+                         "she saw the dog and the cat",
+                         "they went home happy"};
   for (int round = 0; round < 20; ++round)
     for (const char* line : lines)
       corpus += std::string(line) + "\n";
   const auto input = dir.write("corpus.txt", corpus);
-  run_tool("train " + quoted(input.string()) + " " + quoted((dir.path() / "tokenizer").string()));
+  run_tool("train " + quoted(input.string()) + " " +
+           quoted((dir.path() / "tokenizer").string()));
   return dir.path() / "tokenizer.model";
 }
 
 struct reference_encoding {
-  std::vector<token_id> ids;  // SentencePiece's Encode (no BOS)
-  std::string decoded;        // SentencePiece's Decode of those ids
+  std::vector<token_id> ids; // SentencePiece's Encode (no BOS)
+  std::string decoded;       // SentencePiece's Decode of those ids
 };
 
 reference_encoding reference(const fs::path& model, const std::string& text) {
-  std::istringstream out(run_tool("encode " + quoted(model.string()) + " " + to_hex(text)));
+  std::istringstream out(
+      run_tool("encode " + quoted(model.string()) + " " + to_hex(text)));
   std::string ids_line, hex_line;
   std::getline(out, ids_line);
   std::getline(out, hex_line);
@@ -78,9 +85,10 @@ TEST(sentence_piece_tokenizer, trained_model_encodes_decodes_and_spells_bytes) {
   const fs::path model = train_tiny_model(dir);
   ASSERT_TRUE(fs::exists(model));
 
-  const auto tok = load_tokenizer(dir.path());  // the directory rule finds tokenizer.model
+  const auto tok = load_tokenizer(dir.path()); // the directory rule finds tokenizer.model
   EXPECT_EQ(tok->kind(), "sentencepiece");
-  // SentencePiece's defaults: <unk> 0, <s> 1, </s> 2, then the byte pieces <0x00>..<0xFF>.
+  // SentencePiece's defaults: <unk> 0, <s> 1, </s> 2, then the byte pieces
+  // <0x00>..<0xFF>.
   const auto& vocab = tok->byte_vocab();
   ASSERT_GE(vocab.size(), 259u);
   EXPECT_FALSE(vocab[0].has_value());
@@ -89,12 +97,13 @@ TEST(sentence_piece_tokenizer, trained_model_encodes_decodes_and_spells_bytes) {
   for (std::size_t b = 0; b < 256; ++b)
     EXPECT_EQ(vocab[3 + b], std::string(1, static_cast<char>(b))) << "byte " << b;
 
-  for (const std::string text : {"the cat sat on the mat", "a dog in the park", "zebra",
-                                 "caf\xC3\xA9 \xF0\x9F\x98\x8A ok", "the\ncat", "  two  spaces"}) {
+  for (const std::string text :
+       {"the cat sat on the mat", "a dog in the park", "zebra",
+        "caf\xC3\xA9 \xF0\x9F\x98\x8A ok", "the\ncat", "  two  spaces"}) {
     const reference_encoding expected = reference(model, text);
     const auto ids = tok->encode(text);
     ASSERT_FALSE(ids.empty());
-    EXPECT_EQ(ids.front(), 1);  // BOS first, as Llama and llama2.c do
+    EXPECT_EQ(ids.front(), 1); // BOS first, as Llama and llama2.c do
     EXPECT_EQ(std::vector<token_id>(ids.begin() + 1, ids.end()), expected.ids) << text;
     EXPECT_EQ(tok->decode(ids), expected.decoded) << text;
     // byte_vocab spells SentencePiece's normalized text after the dummy-prefix space.
@@ -119,9 +128,10 @@ TEST(sentence_piece_tokenizer, model_files_need_sentence_piece_support) {
   ASSERT_FALSE(canopy::backends::sentencepiece_supported());
   const scratch_dir dir;
   const auto file = dir.write("tokenizer.model", "x");
-  EXPECT_THAT([&] { (void)load_tokenizer(file); },
-              ::testing::ThrowsMessage<tokenizer_error>(::testing::AllOf(
-                  ::testing::HasSubstr("tokenizer.model"), ::testing::HasSubstr("not built"))));
+  EXPECT_THAT(
+      [&] { (void)load_tokenizer(file); },
+      ::testing::ThrowsMessage<tokenizer_error>(::testing::AllOf(
+          ::testing::HasSubstr("tokenizer.model"), ::testing::HasSubstr("not built"))));
 }
 
 #endif

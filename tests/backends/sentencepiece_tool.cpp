@@ -1,9 +1,10 @@
-// Test helper: SentencePiece itself, in a process of its own (no LibTorch, whose libprotobuf
-// clashes with libsentencepiece's embedded copy). The SentencePiece test runs it to train a
-// tiny model and to get SentencePiece's own encodings as the reference.
+// Test helper: SentencePiece itself, in a process of its own (no LibTorch, whose
+// libprotobuf clashes with libsentencepiece's embedded copy). The SentencePiece test runs
+// it to train a tiny model and to get SentencePiece's own encodings as the reference.
 //
 //   canopy_spm_tool train <corpus file> <model prefix>   -> <prefix>.model
-//   canopy_spm_tool encode <model file> <text as hex>    -> "<id> <id> ...\n<Decode(ids) as hex>\n"
+//   canopy_spm_tool encode <model file> <text as hex>    -> "<id> <id> ...\n<Decode(ids)
+//   as hex>\n"
 #include <sentencepiece_processor.h>
 #include <sentencepiece_trainer.h>
 
@@ -14,16 +15,17 @@
 
 int main(int argc, char** argv) {
   if (argc == 4 && std::string(argv[1]) == "train") {
-    const auto status = sentencepiece::SentencePieceTrainer::Train(std::unordered_map<std::string, std::string>{
-        {"input", argv[2]},
-        {"model_prefix", argv[3]},
-        {"model_type", "bpe"},
-        {"vocab_size", "300"},
-        {"byte_fallback", "true"},
-        {"character_coverage", "1.0"},
-        {"hard_vocab_limit", "false"},
-        {"minloglevel", "2"},
-    });
+    const auto status = sentencepiece::SentencePieceTrainer::Train(
+        std::unordered_map<std::string, std::string>{
+            {"input", argv[2]},
+            {"model_prefix", argv[3]},
+            {"model_type", "bpe"},
+            {"vocab_size", "300"},
+            {"byte_fallback", "true"},
+            {"character_coverage", "1.0"},
+            {"hard_vocab_limit", "false"},
+            {"minloglevel", "2"},
+        });
     if (!status.ok()) {
       std::fprintf(stderr, "train: %s\n", status.ToString().c_str());
       return 1;
@@ -52,6 +54,7 @@ int main(int argc, char** argv) {
     std::printf("\n");
     return 0;
   }
-  std::fprintf(stderr, "usage: %s train <corpus> <prefix> | encode <model> <hex>\n", argv[0]);
+  std::fprintf(stderr, "usage: %s train <corpus> <prefix> | encode <model> <hex>\n",
+               argv[0]);
   return 2;
 }

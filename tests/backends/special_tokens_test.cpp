@@ -18,21 +18,24 @@ using canopy::backends::read_special_tokens;
 using canopy::cache::token_id;
 using canopy::testing::scratch_dir;
 
-TEST(special_tokens, generation_config_comes_first_then_config_then_the_tokenizer_config) {
+TEST(special_tokens,
+     generation_config_comes_first_then_config_then_the_tokenizer_config) {
   CANOPY_SHARED_PATH_OR_SKIP(tokenizer_file, "models/tokenizers/llama2/tokenizer.json");
   const hf_tokenizer tokenizer(tokenizer_file);
   scratch_dir dir;
   dir.write("config.json", R"({"bos_token_id": 1, "eos_token_id": [2, 7]})");
   dir.write("generation_config.json", R"({"eos_token_id": [9, 2], "bos_token_id": 5})");
   // "<s>" is id 1 in Llama 2's tokenizer, "<unk>" 0.
-  dir.write("tokenizer_config.json",
-            R"({"bos_token": {"content": "<s>", "lstrip": false}, "eos_token": "<unk>"})");
+  dir.write(
+      "tokenizer_config.json",
+      R"({"bos_token": {"content": "<s>", "lstrip": false}, "eos_token": "<unk>"})");
   const auto found = read_special_tokens(dir.path(), 32000, &tokenizer);
   EXPECT_EQ(found.bos, 1) << "config.json's bos_token_id wins";
   EXPECT_EQ(found.eos, (std::vector<token_id>{9, 2, 7, 0}));
 }
 
-TEST(special_tokens, the_tokenizer_config_alone_is_enough_and_unknown_names_are_left_out) {
+TEST(special_tokens,
+     the_tokenizer_config_alone_is_enough_and_unknown_names_are_left_out) {
   CANOPY_SHARED_PATH_OR_SKIP(tokenizer_file, "models/tokenizers/llama3/tokenizer.json");
   const hf_tokenizer tokenizer(tokenizer_file);
   scratch_dir dir;
@@ -43,7 +46,7 @@ TEST(special_tokens, the_tokenizer_config_alone_is_enough_and_unknown_names_are_
   EXPECT_EQ(found.bos, 128000);
   EXPECT_TRUE(found.eos.empty());
   EXPECT_TRUE(read_special_tokens(dir.path(), 128256, nullptr).eos.empty())
-    << "without a tokenizer no name can be resolved";
+      << "without a tokenizer no name can be resolved";
   EXPECT_FALSE(read_special_tokens(dir.path(), 128256, nullptr).bos);
 }
 
@@ -76,7 +79,7 @@ TEST(special_tokens, malformed_files_and_ids_outside_the_vocabulary_are_named) {
   } catch (const checkpoint_error& e) {
     EXPECT_NE(std::string(e.what()).find(generation.string() + ": not valid JSON"),
               std::string::npos)
-      << e.what();
+        << e.what();
   }
 }
 

@@ -1,7 +1,8 @@
 #pragma once
-// Helpers for the tokenizer tests: the oracle vectors in ../shared/oracle/tokenizers.json,
-// and hex (scratch files for hand-made tokenizer files come from scratch_files.hpp).
-// Thread contract: test-only helpers, used from the test's own thread.
+// Helpers for the tokenizer tests: the oracle vectors in
+// ../shared/oracle/tokenizers.json, and hex (scratch files for hand-made tokenizer files
+// come from scratch_files.hpp). Thread contract: test-only helpers, used from the test's
+// own thread.
 
 #include <canopy/cache/types.hpp>
 

@@ -14,13 +14,13 @@
 
 #include <algorithm>
 #include <cstring>
+#include <fstream>
 #include <limits>
 #include <memory>
-#include <vector>
-#include <fstream>
 #include <stdexcept>
 #include <string>
 #include <tuple>
+#include <vector>
 
 namespace {
 
@@ -61,7 +61,6 @@ protected:
   std::filesystem::path model_path;
   std::vector<oracle_case> cases;
 };
-
 
 TEST_P(torch_backend_fidelity, every_row_of_every_case_in_one_pass_matches_the_oracle) {
   CANOPY_LOAD_ORACLE_MODEL_OF(std::get<0>(GetParam()));
@@ -104,8 +103,10 @@ TEST_P(torch_backend_fidelity, a_ragged_batch_matches_each_item_alone) {
   for (std::size_t i = 0; i < cases.size(); ++i) {
     const auto& c = cases[i];
     EXPECT_LE(error(result.items[3 * i], c, 0), c.tolerance) << c.name << " whole";
-    EXPECT_LE(error(result.items[3 * i + 1], c, 3), c.tolerance) << c.name << " continued";
-    EXPECT_LE(error(result.items[3 * i + 2], c, 3), c.tolerance) << c.name << " one token";
+    EXPECT_LE(error(result.items[3 * i + 1], c, 3), c.tolerance)
+        << c.name << " continued";
+    EXPECT_LE(error(result.items[3 * i + 2], c, 3), c.tolerance)
+        << c.name << " one token";
   }
 }
 
@@ -157,7 +158,8 @@ TEST(torch_backend_window, past_the_models_context_with_kv_older_than_the_window
     ASSERT_EQ(result.items[0].kv.size(), 1u);
     handles.push_back(result.items[0].kv[0]);
     if (i < c.tokens.size() || i % c.tokens.size() >= reach) {
-      EXPECT_LE(error(result.items[0], c, i % c.tokens.size()), c.tolerance) << "position " << i;
+      EXPECT_LE(error(result.items[0], c, i % c.tokens.size()), c.tolerance)
+          << "position " << i;
     }
     // Keep the newest window - 1 tokens' KV: all the next pass may read.
     while (handles.size() - released > window - 1)
@@ -174,10 +176,11 @@ TEST(torch_backend_window, only_a_sliding_window_model_may_serve_past_its_contex
     make_torch_backend(load_checkpoint(model), "cpu", options);
     ADD_FAILURE() << "a model without a window served past its 512 positions";
   } catch (const std::invalid_argument& e) {
-    EXPECT_NE(std::string(e.what()).find("max_context_length 1024 exceeds the model's context "
-                                         "of 512"),
-              std::string::npos)
-      << e.what();
+    EXPECT_NE(
+        std::string(e.what()).find("max_context_length 1024 exceeds the model's context "
+                                   "of 512"),
+        std::string::npos)
+        << e.what();
   }
   options.max_context_length = 8; // lowering is always allowed
   auto backend = make_torch_backend(load_checkpoint(model), "cpu", options);
@@ -199,7 +202,8 @@ std::size_t resident_bytes() {
 // RoPE tables were built for every position the config declares, in float64: 2^31
 // positions took 22.9 GB at load. They grow with the positions passes reach, block by
 // block, so a position's values do not depend on the declared context.
-TEST(torch_backend_rope, a_context_of_2_to_the_30_costs_nothing_at_load_and_changes_no_row) {
+TEST(torch_backend_rope,
+     a_context_of_2_to_the_30_costs_nothing_at_load_and_changes_no_row) {
   CANOPY_SHARED_PATH_OR_SKIP(path, "models/stories260K/stories260K.bin");
   const auto ckpt = load_checkpoint(path);
   auto huge = ckpt;
@@ -215,7 +219,7 @@ TEST(torch_backend_rope, a_context_of_2_to_the_30_costs_nothing_at_load_and_chan
   const auto a = wide->run(request), b = narrow->run(request);
   ASSERT_EQ(a.items.size(), 1u);
   EXPECT_EQ(a.items[0].logprobs, b.items[0].logprobs)
-    << "the same positions, the same tables, whatever the declared context";
+      << "the same positions, the same tables, whatever the declared context";
 }
 
 TEST(torch_backend_load, a_nan_weight_is_refused_naming_its_tensor) {
@@ -223,7 +227,8 @@ TEST(torch_backend_load, a_nan_weight_is_refused_naming_its_tensor) {
   auto ckpt = load_checkpoint(path);
   auto& norm = ckpt.tensors.at("model.norm.weight");
   ASSERT_EQ(norm.dtype, weight_dtype::f32);
-  auto poisoned = std::make_shared<std::vector<float>>(static_cast<std::size_t>(numel(norm)));
+  auto poisoned =
+      std::make_shared<std::vector<float>>(static_cast<std::size_t>(numel(norm)));
   std::memcpy(poisoned->data(), norm.data, byte_size(norm));
   (*poisoned)[3] = std::numeric_limits<float>::quiet_NaN();
   norm.data = reinterpret_cast<const std::byte*>(poisoned->data());
@@ -231,14 +236,16 @@ TEST(torch_backend_load, a_nan_weight_is_refused_naming_its_tensor) {
     make_torch_backend(ckpt, "cpu", torch_options{});
     ADD_FAILURE() << "a NaN weight loaded";
   } catch (const checkpoint_error& e) {
-    EXPECT_NE(std::string(e.what()).find("'model.norm.weight' holds NaN or infinite values"),
-              std::string::npos)
-      << e.what();
+    EXPECT_NE(
+        std::string(e.what()).find("'model.norm.weight' holds NaN or infinite values"),
+        std::string::npos)
+        << e.what();
   }
 }
 
 INSTANTIATE_TEST_SUITE_P(shared_models, torch_backend_fidelity,
-                         ::testing::Combine(canopy::testing::oracle_models(), ::testing::Bool()),
+                         ::testing::Combine(canopy::testing::oracle_models(),
+                                            ::testing::Bool()),
                          [](const ::testing::TestParamInfo<fidelity_param>& info) {
                            return std::string(std::get<0>(info.param).name) +
                                   (std::get<1>(info.param) ? "_direct" : "_aten");
@@ -259,13 +266,15 @@ protected:
 };
 
 TEST_F(torch_backend_kv, storage_is_the_budget_and_the_cache_keeps_seven_eighths) {
-  auto backend = make(16 * 1280); // stories260K float32: 5 layers x 2 x 4 heads x 8 = 1280 B
+  auto backend =
+      make(16 * 1280); // stories260K float32: 5 layers x 2 x 4 heads x 8 = 1280 B
   EXPECT_EQ(backend->info().kv_bytes_per_token, 1280u);
   EXPECT_EQ(backend->info().kv_keep_bytes, 14u * 1280u);
   EXPECT_THROW(make(1279), std::invalid_argument);
 }
 
-TEST_F(torch_backend_kv, a_full_storage_keeps_a_prefix_of_the_new_tokens_and_answers_anyway) {
+TEST_F(torch_backend_kv,
+       a_full_storage_keeps_a_prefix_of_the_new_tokens_and_answers_anyway) {
   auto backend = make(4 * 1280);
   pass_request request;
   request.items.push_back(item({1, 403, 407, 261, 378, 432}));
@@ -274,7 +283,8 @@ TEST_F(torch_backend_kv, a_full_storage_keeps_a_prefix_of_the_new_tokens_and_ans
   // storage takes the direct one. Each is within the oracle's 1e-4 of float64.
   const auto roomy = make(64 * 1280)->run(request).items[0];
   ASSERT_EQ(out.logprobs.size(), roomy.logprobs.size());
-  EXPECT_LE(max_abs_diff(out.logprobs.data(), roomy.logprobs.data(), out.logprobs.size()), 2e-4);
+  EXPECT_LE(max_abs_diff(out.logprobs.data(), roomy.logprobs.data(), out.logprobs.size()),
+            2e-4);
   ASSERT_EQ(out.kv.size(), 6u);
   for (std::size_t j = 0; j < 6; ++j)
     EXPECT_EQ(out.kv[j] != no_kv, j < 4) << j;
@@ -304,7 +314,8 @@ TEST_F(torch_backend_kv, released_or_mismatched_handles_fail_the_pass_and_keep_n
   EXPECT_THROW(backend->run(stale), std::invalid_argument);
 }
 
-TEST_F(torch_backend_kv, an_attached_profile_names_each_part_of_every_pass_until_detached) {
+TEST_F(torch_backend_kv,
+       an_attached_profile_names_each_part_of_every_pass_until_detached) {
   for (bool direct : {true, false}) {
     torch_options options;
     options.kv_budget_bytes = 64 * 1280;
@@ -322,18 +333,23 @@ TEST_F(torch_backend_kv, an_attached_profile_names_each_part_of_every_pass_until
     std::vector<std::string> names;
     for (const auto& part : profile.parts)
       names.push_back(part.name);
-    const std::vector<std::string> direct_parts = {
-      "check items, take KV slots", "layout", "embed", "layer 0: norm, qkv projection",
-      "layer 0: RoPE, KV write", "layer 0: attention", "layer 0: output projection",
-      "layer 0: norm, MLP"};
+    const std::vector<std::string> direct_parts = {"check items, take KV slots",
+                                                   "layout",
+                                                   "embed",
+                                                   "layer 0: norm, qkv projection",
+                                                   "layer 0: RoPE, KV write",
+                                                   "layer 0: attention",
+                                                   "layer 0: output projection",
+                                                   "layer 0: norm, MLP"};
     const std::vector<std::string> aten_parts = {"check items, take KV slots", "layout",
                                                  "ATen forward", "row copy"};
     const auto& expected = direct ? direct_parts : aten_parts;
     ASSERT_GE(names.size(), expected.size());
     EXPECT_TRUE(std::equal(expected.begin(), expected.end(), names.begin()))
-      << (direct ? "direct" : "aten") << ": " << names[2];
+        << (direct ? "direct" : "aten") << ": " << names[2];
     if (direct) {
-      EXPECT_EQ(names.size(), 3u + 5u * 5u + 3u) << "5 layers of 5 parts, head, softmax, copy";
+      EXPECT_EQ(names.size(), 3u + 5u * 5u + 3u)
+          << "5 layers of 5 parts, head, softmax, copy";
       EXPECT_EQ(names.back(), "row copy");
     }
   }
@@ -368,7 +384,8 @@ TEST_F(torch_backend_kv, devices_and_dtypes_are_checked) {
     make_torch_backend(ckpt, "cpu", options);
     ADD_FAILURE() << "float16 accepted on the CPU";
   } catch (const std::invalid_argument& e) {
-    EXPECT_NE(std::string(e.what()).find("needs a CUDA device"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("needs a CUDA device"), std::string::npos)
+        << e.what();
   }
   if (cuda_device_count() == 0) {
     options.dtype = "float32";

@@ -37,7 +37,8 @@ match_result match(token_trie& t, std::string_view partition, const token_seq& s
   return t.match(partition, s.data(), s.size());
 }
 
-row_ptr put_row(token_trie& t, std::string_view partition, const token_seq& s, float fill) {
+row_ptr put_row(token_trie& t, std::string_view partition, const token_seq& s,
+                float fill) {
   row_ptr row = make_row(fill);
   EXPECT_TRUE(t.attach_logprobs(insert(t, partition, s), row));
   return row;
@@ -65,7 +66,8 @@ TEST(token_trie_partitions, equal_tokens_in_two_partitions_share_no_row_nor_kv) 
   t.check_invariants();
 }
 
-TEST(token_trie_partitions, a_partition_with_no_nodes_matches_nothing_and_cannot_be_extended) {
+TEST(token_trie_partitions,
+     a_partition_with_no_nodes_matches_nothing_and_cannot_be_extended) {
   token_trie t(config_with(8));
   insert(t, "a", {1});
   const match_result m = match(t, "b", {1});
@@ -153,7 +155,8 @@ TEST(token_trie_partitions, clear_takes_only_the_partitions_named_by_the_prefix)
   EXPECT_NE(match(t, "1\nsalt", {1, 2}).logprobs, nullptr) << "clear_kv keeps rows";
 
   t.clear("1\n");
-  EXPECT_EQ(match(t, "1\nsalt", {1, 2}).node, no_node) << "emptied: the partition is gone";
+  EXPECT_EQ(match(t, "1\nsalt", {1, 2}).node, no_node)
+      << "emptied: the partition is gone";
   EXPECT_NE(match(t, "1\n", {1, 2}).logprobs, nullptr) << "locked: kept";
   EXPECT_NE(match(t, "12\n", {1, 2}).logprobs, nullptr);
   EXPECT_NE(match(t, "", {1, 2}).logprobs, nullptr);

@@ -125,7 +125,8 @@ private:
   // The key of the node's sequence: its partition, then its tokens.
   token_seq tokens_of(node_id n) const {
     const auto name = trie_.partition(n);
-    const auto* p = std::find(std::begin(partition_names), std::end(partition_names), name);
+    const auto* p =
+        std::find(std::begin(partition_names), std::end(partition_names), name);
     EXPECT_NE(p, std::end(partition_names)) << "a partition nobody made";
     token_seq s{static_cast<token_id>(p - std::begin(partition_names))};
     for (node_id node : trie_.path(n))
@@ -149,7 +150,8 @@ private:
     std::set<node_id> nodes;
     const auto add_path = [&](node_id end) {
       const std::vector<node_id> path = trie_.path(end);
-      const std::size_t from = window == 0 || path.size() <= window ? 0 : path.size() - window;
+      const std::size_t from =
+          window == 0 || path.size() <= window ? 0 : path.size() - window;
       nodes.insert(path.begin() + static_cast<std::ptrdiff_t>(from), path.end());
     };
     for (const lock_record& r : locks_)
@@ -164,7 +166,8 @@ private:
                                  std::uint32_t reach) const {
     const std::uint32_t window = config_.kv_window;
     for (std::uint32_t end = reach; end > 0; --end) {
-      const std::uint32_t need = window == 0 ? end : std::min(end, std::max(window, 2u) - 1);
+      const std::uint32_t need =
+          window == 0 ? end : std::min(end, std::max(window, 2u) - 1);
       bool held = true;
       for (std::uint32_t d = end - need; d < end && held; ++d)
         held = trie_.kv(path[d], w) != no_kv;
@@ -350,7 +353,7 @@ private:
     const kv_handle handle = next_handle_++;
     const node_id up = trie_.parent(n);
     const bool prefix_ok =
-      trie_.depth(up) == 0 || (trie_.kv(up, w) != no_kv && !trie_.kv_on_host(up, w));
+        trie_.depth(up) == 0 || (trie_.kv(up, w) != no_kv && !trie_.kv_on_host(up, w));
     const bool vacant =
         trie_.kv(n, w) == no_kv && (config_.kv_window == 0 || !child_holds_kv(s, w));
     std::size_t protected_bytes = 0;
@@ -459,7 +462,8 @@ private:
       if (h.gone)
         continue;
       const match_result m = match_key(h.seq);
-      ASSERT_EQ(m.length, h.seq.size() - 1) << "handle " << handle << " lost, never released";
+      ASSERT_EQ(m.length, h.seq.size() - 1)
+          << "handle " << handle << " lost, never released";
       EXPECT_EQ(trie_.kv(m.node, h.worker), handle);
     }
   }
@@ -502,11 +506,10 @@ TEST_P(token_trie_randomized, interleaved_operations_keep_every_invariant) {
   f.run(25000);
   const trie_stats& st = f.stats();
   std::cout << "[randomized " << to_string(sc.policy) << ", window " << sc.kv_window
-            << "] row evictions "
-            << st.logprob_evictions << ", KV evictions " << st.kv_evictions
-            << ", demotions " << st.kv_demotions << ", promotions " << st.kv_promotions
-            << ", refused " << st.refused_attaches << ", nodes removed "
-            << st.nodes_removed << "\n";
+            << "] row evictions " << st.logprob_evictions << ", KV evictions "
+            << st.kv_evictions << ", demotions " << st.kv_demotions << ", promotions "
+            << st.kv_promotions << ", refused " << st.refused_attaches
+            << ", nodes removed " << st.nodes_removed << "\n";
   // The budgets were tight enough to exercise every path.
   EXPECT_GT(f.stats().logprob_evictions, 100u);
   EXPECT_GT(f.stats().refused_attaches, 10u);
@@ -529,7 +532,8 @@ INSTANTIATE_TEST_SUITE_P(seeds, token_trie_randomized,
                                            scenario{eviction_policy::lfu, 4, 3, 6, 3},
                                            scenario{eviction_policy::fifo, 0, 1, 7, 4},
                                            scenario{eviction_policy::lru, 0, 2, 8, 0, 20},
-                                           scenario{eviction_policy::priority, 5, 3, 9, 0, 40}));
+                                           scenario{eviction_policy::priority, 5, 3, 9, 0,
+                                                    40}));
 
 } // namespace
 } // namespace canopy::cache

@@ -102,8 +102,7 @@ TEST(token_trie, extend_continues_from_where_a_match_ended) {
   const token_seq query{1, 2, 3, 4};
   const match_result m = match(t, query);
   ASSERT_EQ(m.node, prompt);
-  const node_id leaf =
-    t.extend(m.node, query.data() + m.length, query.size() - m.length);
+  const node_id leaf = t.extend(m.node, query.data() + m.length, query.size() - m.length);
   EXPECT_EQ(t.stats().nodes, 5u);
   EXPECT_EQ(leaf, insert(t, query)); // the same nodes insert() reaches from the root
   EXPECT_EQ(t.parent(t.parent(leaf)), prompt);
@@ -550,7 +549,8 @@ TEST(token_trie, each_worker_has_its_own_kv_budget) {
   put_kv_path(t, {1, 2}, 200, 8, small);
   EXPECT_EQ(t.stats().kv_bytes[small], 16u);
   const node_id third = insert(t, {1, 2, 3});
-  EXPECT_FALSE(t.attach_kv(third, small, 300, 8)) << "its whole prefix is needed and locked by it";
+  EXPECT_FALSE(t.attach_kv(third, small, 300, 8))
+      << "its whole prefix is needed and locked by it";
   t.lock(insert(t, {5}));
   EXPECT_TRUE(t.attach_kv(insert(t, {5}), small, 301, 8));
   EXPECT_LE(t.stats().kv_bytes[small], 16u);

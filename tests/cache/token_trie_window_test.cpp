@@ -33,7 +33,9 @@ row_ptr make_row() {
 }
 
 // The handle of depth d's KV in these tests is 100 + d.
-constexpr kv_handle handle_at(std::size_t depth) { return 100 + depth; }
+constexpr kv_handle handle_at(std::size_t depth) {
+  return 100 + depth;
+}
 
 // Attaches KV and a row to path[from..to) in order, as storing one pass does; returns
 // how many KV attaches were accepted.
@@ -90,7 +92,8 @@ TEST(token_trie_window, kv_above_the_window_of_every_lock_goes_even_on_a_locked_
   EXPECT_EQ(m.kv[0].length, 11u);
 }
 
-TEST(token_trie_window, without_a_window_the_same_locked_path_refuses_kv_past_the_budget) {
+TEST(token_trie_window,
+     without_a_window_the_same_locked_path_refuses_kv_past_the_budget) {
   // The contrast: full attention needs every token's KV, so the locked path keeps it
   // and the rest of the pass's KV is refused.
   trie_config c = windowed(0, 6);
@@ -111,7 +114,8 @@ TEST(token_trie_window, kv_within_the_window_of_any_lock_is_kept) {
   t.lock(path[4]);
   t.lock(path.back());
   EXPECT_EQ(store(t, path, 0, 12), 12u);
-  EXPECT_EQ(depths_holding_kv(t, path), (std::vector<std::size_t>{2, 3, 4, 5, 9, 10, 11, 12}));
+  EXPECT_EQ(depths_holding_kv(t, path),
+            (std::vector<std::size_t>{2, 3, 4, 5, 9, 10, 11, 12}));
   EXPECT_EQ(t.kv_prefixes(path[4])[0].length, 5u);
   released_handles(t);
 

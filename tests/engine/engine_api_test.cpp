@@ -44,7 +44,8 @@ TEST(engine_api, sync_async_callback_and_uncached_paths_agree_with_the_reference
   EXPECT_TRUE(equals_reference(lm.next_token_logprobs_sync(s), config, s));
   EXPECT_TRUE(equals_reference(lm.next_token_logprobs(s).get(), config, s));
   std::promise<canopy::logprobs_result> got;
-  lm.next_token_logprobs(s, [&](canopy::logprobs_result r) { got.set_value(std::move(r)); });
+  lm.next_token_logprobs(s,
+                         [&](canopy::logprobs_result r) { got.set_value(std::move(r)); });
   auto result = got.get_future().get();
   ASSERT_TRUE(std::holds_alternative<at::Tensor>(result));
   EXPECT_TRUE(equals_reference(std::get<at::Tensor>(result), config, s));
@@ -65,18 +66,22 @@ TEST(engine_api, bad_sequences_get_a_clear_error_and_the_engine_keeps_serving) {
   auto config = small_config();
   engine lm{config};
   EXPECT_EQ(code_of_call([&] { lm.next_token_logprobs_sync({}); }), errc::empty_sequence);
-  EXPECT_EQ(code_of_call([&] { lm.next_token_logprobs_sync({1, 96}); }),
+  EXPECT_EQ(code_of_call([&] {
+              lm.next_token_logprobs_sync({1, 96});
+            }),
             errc::token_out_of_range);
-  EXPECT_EQ(code_of_call([&] { lm.next_token_logprobs_sync({-3}); }), errc::token_out_of_range);
+  EXPECT_EQ(code_of_call([&] { lm.next_token_logprobs_sync({-3}); }),
+            errc::token_out_of_range);
   EXPECT_EQ(code_of_call([&] { lm.next_token_logprobs_sync(token_seq(65, 1)); }),
             errc::sequence_too_long);
-  EXPECT_EQ(code_of_call([&] { lm.next_token_logprobs_uncached({}); }), errc::empty_sequence);
+  EXPECT_EQ(code_of_call([&] { lm.next_token_logprobs_uncached({}); }),
+            errc::empty_sequence);
   try {
     lm.next_token_logprobs_sync({5, 200});
     FAIL() << "an out-of-range id was accepted";
   } catch (const canopy::error& e) {
     EXPECT_NE(std::string(e.what()).find("token id 200 at position 1"), std::string::npos)
-      << e.what();
+        << e.what();
   }
   EXPECT_TRUE(equals_reference(lm.next_token_logprobs_sync({5}), config, {5}));
   auto stats = lm.stats();
@@ -172,7 +177,8 @@ TEST(engine_api, greedy_sampling_follows_the_argmax_and_stops_at_eos) {
   token_seq context = prompt;
   for (int i = 0; i < 6; ++i) {
     auto row = canopy::testing::reference_row(config, context);
-    auto best = static_cast<std::int32_t>(std::max_element(row.begin(), row.end()) - row.begin());
+    auto best =
+        static_cast<std::int32_t>(std::max_element(row.begin(), row.end()) - row.begin());
     expected.push_back(best);
     context.push_back(best);
   }

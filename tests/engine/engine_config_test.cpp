@@ -37,7 +37,7 @@ bool mentions(const std::string& text, const std::string& word) {
 
 TEST(engine_config, from_json_reads_every_key_and_round_trips) {
   auto config = engine_config::from_json(
-    R"({"vocab_size": 1000, "batch_size": 8, "batch_timeout_ms": 0.5,
+      R"({"vocab_size": 1000, "batch_size": 8, "batch_timeout_ms": 0.5,
         "flush_when_idle": false, "eviction_policy": "lfu", "logprob_dtype": "bfloat16",
         "devices": ["cpu", "cpu"], "kv_budget_bytes": 4096, "max_context_length": 4000})");
   EXPECT_EQ(config.vocab_size, 1000);
@@ -91,60 +91,73 @@ TEST(engine_config, command_line_values_use_the_same_keys) {
   EXPECT_EQ(config.batch_size, 16u);
   EXPECT_EQ(config.eviction_policy, "fifo");
   EXPECT_FALSE(config.flush_when_idle);
-  EXPECT_TRUE(mentions(config_error([&] { config.set("batch_size", "many"); }), "batch_size"));
+  EXPECT_TRUE(
+      mentions(config_error([&] { config.set("batch_size", "many"); }), "batch_size"));
 }
 
 TEST(engine_config, malformed_settings_name_what_is_wrong) {
-  EXPECT_TRUE(mentions(config_error([] { engine_config::from_json("{not json"); }), "JSON"));
+  EXPECT_TRUE(
+      mentions(config_error([] { engine_config::from_json("{not json"); }), "JSON"));
   EXPECT_TRUE(mentions(config_error([] { engine_config::from_json("[1]"); }), "object"));
   auto unknown = config_error([] { engine_config::from_json(R"({"batchsize": 3})"); });
   EXPECT_TRUE(mentions(unknown, "batchsize") && mentions(unknown, "batch_size"));
-  EXPECT_TRUE(mentions(config_error([] { engine_config::from_json(R"({"batch_size": "8"})"); }),
-                       "batch_size"));
-  EXPECT_TRUE(mentions(config_error([] { engine_config::from_json(R"({"batch_size": -1})"); }),
-                       "batch_size"));
-  EXPECT_TRUE(mentions(config_error([] { engine_config::from_json(R"({"batch_size": 0})"); }),
-                       "batch_size"));
+  EXPECT_TRUE(
+      mentions(config_error([] { engine_config::from_json(R"({"batch_size": "8"})"); }),
+               "batch_size"));
+  EXPECT_TRUE(
+      mentions(config_error([] { engine_config::from_json(R"({"batch_size": -1})"); }),
+               "batch_size"));
+  EXPECT_TRUE(
+      mentions(config_error([] { engine_config::from_json(R"({"batch_size": 0})"); }),
+               "batch_size"));
   EXPECT_TRUE(mentions(
-    config_error([] { engine_config::from_json(R"({"eviction_policy": "random"})"); }),
-    "random"));
+      config_error([] { engine_config::from_json(R"({"eviction_policy": "random"})"); }),
+      "random"));
   EXPECT_TRUE(mentions(
-    config_error([] { engine_config::from_json(R"({"logprob_dtype": "int8"})"); }), "int8"));
-  EXPECT_TRUE(mentions(config_error([] { engine_config::from_json(R"({"backend": "gguf"})"); }),
-                       "gguf"));
-  const auto int4 = config_error([] { engine_config::from_json(R"({"kv_dtype": "int4"})"); });
-  EXPECT_TRUE(mentions(int4, "kv_dtype") && mentions(int4, "int4") && mentions(int4, "int8"));
+      config_error([] { engine_config::from_json(R"({"logprob_dtype": "int8"})"); }),
+      "int8"));
   EXPECT_TRUE(mentions(
-    config_error([] { engine_config::from_json(R"({"devices": ["tpu:0"]})"); }), "tpu:0"));
-  EXPECT_TRUE(mentions(config_error([] { engine_config::from_json(R"({"vocab_size": 1})"); }),
-                       "vocab_size"));
+      config_error([] { engine_config::from_json(R"({"backend": "gguf"})"); }), "gguf"));
+  const auto int4 =
+      config_error([] { engine_config::from_json(R"({"kv_dtype": "int4"})"); });
+  EXPECT_TRUE(mentions(int4, "kv_dtype") && mentions(int4, "int4") &&
+              mentions(int4, "int8"));
+  EXPECT_TRUE(mentions(
+      config_error([] { engine_config::from_json(R"({"devices": ["tpu:0"]})"); }),
+      "tpu:0"));
+  EXPECT_TRUE(
+      mentions(config_error([] { engine_config::from_json(R"({"vocab_size": 1})"); }),
+               "vocab_size"));
 }
 
 TEST(engine_config, remote_worker_settings_are_checked_by_name) {
   auto config = engine_config::from_json(
-    R"({"workers": 0, "remote_workers": ["127.0.0.1:7101", "[::1]:7102"],
+      R"({"workers": 0, "remote_workers": ["127.0.0.1:7101", "[::1]:7102"],
         "worker_timeout_ms": 500, "worker_passes_in_flight": 2})");
   EXPECT_TRUE(config.device_list().empty()) << "a front only";
   EXPECT_EQ(config.remote_workers.size(), 2u);
   EXPECT_EQ(config.worker_passes_in_flight, 2u);
   EXPECT_FALSE(config.tls());
-  EXPECT_TRUE(mentions(config_error([] { engine_config::from_json(R"({"workers": 0})"); }),
-                       "needs remote_workers"));
-  for (const char* bad : {R"(["localhost"])", R"(["h:0"])", R"(["h:70000"])", R"([":7101"])",
-                          R"(["h:71x"])"})
+  EXPECT_TRUE(
+      mentions(config_error([] { engine_config::from_json(R"({"workers": 0})"); }),
+               "needs remote_workers"));
+  for (const char* bad : {R"(["localhost"])", R"(["h:0"])", R"(["h:70000"])",
+                          R"([":7101"])", R"(["h:71x"])"})
     EXPECT_TRUE(mentions(config_error([&] {
-                           engine_config::from_json(std::string(R"({"remote_workers": )") + bad + "}");
+                           engine_config::from_json(
+                               std::string(R"({"remote_workers": )") + bad + "}");
                          }),
                          "remote_workers"))
-      << bad;
+        << bad;
   EXPECT_TRUE(mentions(
-    config_error([] { engine_config::from_json(R"({"worker_timeout_ms": 0})"); }),
-    "worker_timeout_ms"));
+      config_error([] { engine_config::from_json(R"({"worker_timeout_ms": 0})"); }),
+      "worker_timeout_ms"));
   EXPECT_TRUE(mentions(
-    config_error([] { engine_config::from_json(R"({"worker_passes_in_flight": 0})"); }),
-    "worker_passes_in_flight"));
+      config_error([] { engine_config::from_json(R"({"worker_passes_in_flight": 0})"); }),
+      "worker_passes_in_flight"));
   EXPECT_TRUE(mentions(config_error([] {
-                         engine_config::from_json(R"({"tls_cert": "a.pem", "tls_key": "a.key"})");
+                         engine_config::from_json(
+                             R"({"tls_cert": "a.pem", "tls_key": "a.key"})");
                        }),
                        "all three"));
 }

@@ -36,8 +36,8 @@ TEST(engine_host_system, a_host_actor_queries_the_engine_through_its_handle) {
   auto handle = lm.handle();
   host.spawn([&answer, handle, s](caf::event_based_actor* self) {
     self->request(handle, caf::infinite, logprobs_atom::value, s)
-      .then([&answer](const shared_logprobs& row) { answer.set_value(row); },
-            [&answer](const caf::error& e) { answer.set_value(e); });
+        .then([&answer](const shared_logprobs& row) { answer.set_value(row); },
+              [&answer](const caf::error& e) { answer.set_value(e); });
   });
   auto got = answer.get_future().get();
   ASSERT_TRUE(got) << host.render(got.error());
@@ -46,10 +46,12 @@ TEST(engine_host_system, a_host_actor_queries_the_engine_through_its_handle) {
   // Errors reach host actors as Canopy errors too.
   caf::scoped_actor self{host};
   self->request(handle, caf::infinite, logprobs_atom::value, token_seq{})
-    .receive([](const shared_logprobs&) { ADD_FAILURE() << "an empty query was answered"; },
-             [](const caf::error& e) { EXPECT_EQ(code_of(e), errc::empty_sequence); });
+      .receive(
+          [](const shared_logprobs&) { ADD_FAILURE() << "an empty query was answered"; },
+          [](const caf::error& e) { EXPECT_EQ(code_of(e), errc::empty_sequence); });
   // The C++ API works on the same engine.
-  EXPECT_TRUE(canopy::testing::equals_reference(lm.next_token_logprobs_sync(s), config, s));
+  EXPECT_TRUE(
+      canopy::testing::equals_reference(lm.next_token_logprobs_sync(s), config, s));
 }
 
 } // namespace

@@ -73,7 +73,7 @@ TEST(engine_lifecycle, a_query_past_its_deadline_fails_with_deadline_exceeded) {
 TEST(engine_lifecycle, a_throwing_host_backend_fails_its_queries_and_not_the_engine) {
   struct flaky : canopy::backends::backend_i {
     std::unique_ptr<canopy::backends::backend_i> inner =
-      canopy::backends::make_mock_backend({});
+        canopy::backends::make_mock_backend({});
     int passes = 0;
     const canopy::backends::model_info& info() const override { return inner->info(); }
     canopy::backends::pass_result run(const canopy::backends::pass_request& r) override {
@@ -100,7 +100,7 @@ TEST(engine_lifecycle, a_throwing_host_backend_fails_its_queries_and_not_the_eng
     EXPECT_EQ(e.code(), errc::backend_failure);
     EXPECT_NE(std::string(e.what()).find("device fell over"), std::string::npos);
     EXPECT_EQ(std::string(e.what()).find("Exception raised from"), std::string::npos)
-      << "the client gets no LibTorch stack trace: " << e.what();
+        << "the client gets no LibTorch stack trace: " << e.what();
   }
   EXPECT_EQ(lm.next_token_logprobs_sync({1, 2}).size(0), lm.vocab_size());
 }

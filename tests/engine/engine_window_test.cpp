@@ -57,7 +57,8 @@ smc_outcome run_smc(const engine_config& config) {
     for (std::size_t p = 0; p < particles; ++p) {
       const std::size_t extra = step % 10 == 9 ? 3 : 1;
       for (std::size_t k = 0; k < extra; ++k)
-        seqs[p].push_back(static_cast<canopy::cache::token_id>((step * 7 + p * 3 + k * 11) % 64));
+        seqs[p].push_back(
+            static_cast<canopy::cache::token_id>((step * 7 + p * 3 + k * 11) % 64));
     }
     const at::Tensor rows = lm.batch_next_token_logprobs(seqs);
     for (std::size_t p = 0; p < particles; ++p) {

@@ -60,12 +60,11 @@ protected:
     const auto filler_length = std::min(context, capacity / 4);
     for (std::size_t filler = 0; filler * filler_length < 4 * capacity; ++filler)
       lm.next_token_logprobs_sync(
-        token_seq(filler_length, static_cast<std::int32_t>(3 + filler)));
+          token_seq(filler_length, static_cast<std::int32_t>(3 + filler)));
   }
   std::filesystem::path model_path;
   std::vector<oracle_case> cases;
 };
-
 
 TEST_P(model_fidelity, uncached_rows_match) {
   CANOPY_LOAD_ORACLE_MODEL();
@@ -74,7 +73,7 @@ TEST_P(model_fidelity, uncached_rows_match) {
     for (std::size_t i = 0; i < c.tokens.size(); ++i)
       EXPECT_LE(error(lm.next_token_logprobs_uncached(prefix(c.tokens, i + 1)), c, i),
                 c.tolerance)
-        << c.name << " row " << i;
+          << c.name << " row " << i;
   EXPECT_EQ(lm.stats().cache_hits, 0u);
 }
 
@@ -84,11 +83,13 @@ TEST_P(model_fidelity, sync_rows_match_computed_and_then_as_cache_hits) {
   for (const auto& c : cases) {
     // The whole case first: its rows at every position are stored, so the shorter
     // prefixes that follow are cache hits and must be the same numbers.
-    EXPECT_LE(error(lm.next_token_logprobs_sync(c.tokens), c, c.tokens.size() - 1), c.tolerance)
-      << c.name;
+    EXPECT_LE(error(lm.next_token_logprobs_sync(c.tokens), c, c.tokens.size() - 1),
+              c.tolerance)
+        << c.name;
     for (std::size_t i = 0; i < c.tokens.size(); ++i)
-      EXPECT_LE(error(lm.next_token_logprobs_sync(prefix(c.tokens, i + 1)), c, i), c.tolerance)
-        << c.name << " row " << i;
+      EXPECT_LE(error(lm.next_token_logprobs_sync(prefix(c.tokens, i + 1)), c, i),
+                c.tolerance)
+          << c.name << " row " << i;
   }
   EXPECT_GT(lm.stats().cache_hits, 0u);
 }
@@ -113,7 +114,7 @@ TEST_P(model_fidelity, async_batched_with_unrelated_queries_rows_match) {
   for (std::size_t k = 0; k < cases.size(); ++k)
     for (std::size_t i = 0; i < rows[k].size(); ++i)
       EXPECT_LE(error(rows[k][i].get(), cases[k], i), cases[k].tolerance)
-        << cases[k].name << " row " << i;
+          << cases[k].name << " row " << i;
   for (auto& f : unrelated)
     EXPECT_EQ(f.get().numel(), cases[0].vocab);
   EXPECT_GT(lm.stats().mean_batch_size, 1.0) << "the queries were meant to share passes";
@@ -132,7 +133,7 @@ TEST_P(model_fidelity, two_workers_on_one_device_answer_every_row) {
   for (std::size_t k = 0; k < cases.size(); ++k)
     for (std::size_t i = 0; i < rows[k].size(); ++i)
       EXPECT_LE(error(rows[k][i].get(), cases[k], i), cases[k].tolerance)
-        << cases[k].name << " row " << i;
+          << cases[k].name << " row " << i;
   const auto stats = lm.stats();
   ASSERT_EQ(stats.workers.size(), 2u);
   for (const auto& w : stats.workers) {
@@ -150,12 +151,14 @@ TEST_P(model_fidelity, after_cache_kv_of_a_prefix_only_the_rest_is_computed) {
     lm.cache_kv(prefix(c.tokens, k));
     const auto before = lm.stats().tokens_computed;
     EXPECT_EQ(before, k);
-    EXPECT_LE(error(lm.next_token_logprobs_sync(c.tokens), c, c.tokens.size() - 1), c.tolerance)
-      << c.name;
+    EXPECT_LE(error(lm.next_token_logprobs_sync(c.tokens), c, c.tokens.size() - 1),
+              c.tolerance)
+        << c.name;
     EXPECT_EQ(lm.stats().tokens_computed - before, c.tokens.size() - k) << c.name;
     for (std::size_t i = 0; i < c.tokens.size(); ++i)
-      EXPECT_LE(error(lm.next_token_logprobs_sync(prefix(c.tokens, i + 1)), c, i), c.tolerance)
-        << c.name << " row " << i;
+      EXPECT_LE(error(lm.next_token_logprobs_sync(prefix(c.tokens, i + 1)), c, i),
+                c.tolerance)
+          << c.name << " row " << i;
   }
 }
 
@@ -165,8 +168,9 @@ TEST_P(model_fidelity, extending_token_by_token_computes_each_token_once) {
   std::uint64_t tokens = 0;
   for (const auto& c : cases) {
     for (std::size_t i = 0; i < c.tokens.size(); ++i)
-      EXPECT_LE(error(lm.next_token_logprobs_sync(prefix(c.tokens, i + 1)), c, i), c.tolerance)
-        << c.name << " row " << i;
+      EXPECT_LE(error(lm.next_token_logprobs_sync(prefix(c.tokens, i + 1)), c, i),
+                c.tolerance)
+          << c.name << " row " << i;
     tokens += c.tokens.size();
   }
   // Cases may share a first token (BOS): it is computed once.
@@ -191,13 +195,15 @@ TEST_P(model_fidelity, after_the_prefix_kv_was_evicted_rows_are_recomputed_the_s
     const auto evictions = lm.stats().kv_evictions;
     EXPECT_GE(evictions, k) << "the prefix's KV should have been evicted";
     const auto before = lm.stats().tokens_computed;
-    EXPECT_LE(error(lm.next_token_logprobs_sync(c.tokens), c, c.tokens.size() - 1), c.tolerance)
-      << c.name;
+    EXPECT_LE(error(lm.next_token_logprobs_sync(c.tokens), c, c.tokens.size() - 1),
+              c.tolerance)
+        << c.name;
     EXPECT_EQ(lm.stats().tokens_computed - before, c.tokens.size())
-      << c.name << ": without its prefix KV the whole sequence is recomputed";
+        << c.name << ": without its prefix KV the whole sequence is recomputed";
     for (std::size_t i = 0; i < c.tokens.size(); ++i)
-      EXPECT_LE(error(lm.next_token_logprobs_sync(prefix(c.tokens, i + 1)), c, i), c.tolerance)
-        << c.name << " row " << i;
+      EXPECT_LE(error(lm.next_token_logprobs_sync(prefix(c.tokens, i + 1)), c, i),
+                c.tolerance)
+          << c.name << " row " << i;
   }
 }
 
@@ -205,7 +211,8 @@ TEST_P(model_fidelity, after_the_prefix_kv_was_evicted_rows_are_recomputed_the_s
 // demoted instead of dropped and comes back, so only the rest is computed, and the
 // rows are the oracle's (the host tier stores the device's format, byte for byte).
 // Under a sliding window there is no host tier, and the prefix is recomputed.
-TEST_P(model_fidelity, with_a_host_tier_an_evicted_prefix_comes_back_instead_of_recomputed) {
+TEST_P(model_fidelity,
+       with_a_host_tier_an_evicted_prefix_comes_back_instead_of_recomputed) {
   CANOPY_LOAD_ORACLE_MODEL();
   engine probe{config()};
   const auto per_token = probe.model().kv_bytes_per_token;
@@ -225,20 +232,23 @@ TEST_P(model_fidelity, with_a_host_tier_an_evicted_prefix_comes_back_instead_of_
     EXPECT_LE(worker.kv_host_bytes, worker.kv_host_budget_bytes) << c.name;
     EXPECT_EQ(pushed.kv_demoted_bytes, pushed.kv_demotions * per_token) << c.name;
     if (tiered)
-      EXPECT_GE(pushed.kv_demotions, k) << c.name << ": the prefix's KV should have been demoted";
+      EXPECT_GE(pushed.kv_demotions, k)
+          << c.name << ": the prefix's KV should have been demoted";
     else
       EXPECT_EQ(pushed.kv_demotions, 0u) << c.name;
-    EXPECT_LE(error(lm.next_token_logprobs_sync(c.tokens), c, c.tokens.size() - 1), c.tolerance)
-      << c.name;
+    EXPECT_LE(error(lm.next_token_logprobs_sync(c.tokens), c, c.tokens.size() - 1),
+              c.tolerance)
+        << c.name;
     const auto after = lm.stats();
     EXPECT_EQ(after.tokens_computed - pushed.tokens_computed,
               tiered ? c.tokens.size() - k : c.tokens.size())
-      << c.name;
+        << c.name;
     EXPECT_GE(after.kv_promotions - pushed.kv_promotions, tiered ? k : 0) << c.name;
     EXPECT_EQ(after.kv_promoted_bytes, after.kv_promotions * per_token) << c.name;
     for (std::size_t i = 0; i < c.tokens.size(); ++i)
-      EXPECT_LE(error(lm.next_token_logprobs_sync(prefix(c.tokens, i + 1)), c, i), c.tolerance)
-        << c.name << " row " << i;
+      EXPECT_LE(error(lm.next_token_logprobs_sync(prefix(c.tokens, i + 1)), c, i),
+                c.tolerance)
+          << c.name << " row " << i;
   }
 }
 

@@ -36,8 +36,7 @@ struct system_fixture : ::testing::Test {
   caf::actor_system_config config;
   caf::actor_system sys{prepare(config)};
 
-  template <class T>
-  T round_trip(const T& x) {
+  template <class T> T round_trip(const T& x) {
     std::vector<char> buffer;
     caf::binary_serializer sink{sys, buffer};
     auto copy = x;
@@ -63,7 +62,9 @@ struct system_fixture : ::testing::Test {
 
   worker_actor some_worker() {
     return sys.spawn([](worker_actor::pointer) -> worker_actor::behavior_type {
-      return {[](run_atom, const backends::pass_request&, cache::row_dtype) { return computed_pass{}; },
+      return {[](run_atom, const backends::pass_request&, cache::row_dtype) {
+                return computed_pass{};
+              },
               [](free_kv_atom, const std::vector<cache::kv_handle>&) {},
               [](demote_kv_atom, const std::vector<cache::kv_handle>&) {},
               [](info_atom) { return backends::model_info{}; }};
@@ -71,10 +72,13 @@ struct system_fixture : ::testing::Test {
   }
   node_device_actor some_device() {
     return sys.spawn([](node_device_actor::pointer) -> node_device_actor::behavior_type {
-      return {[](run_atom, std::uint64_t, const backends::pass_request&, cache::row_dtype) { return computed_pass{}; },
+      return {[](run_atom, std::uint64_t, const backends::pass_request&,
+                 cache::row_dtype) { return computed_pass{}; },
               [](free_kv_atom, std::uint64_t, const std::vector<cache::kv_handle>&) {},
               [](demote_kv_atom, std::uint64_t, const std::vector<cache::kv_handle>&) {},
-              [](session_atom, std::uint64_t, std::uint64_t, bool) { return std::uint64_t{0}; },
+              [](session_atom, std::uint64_t, std::uint64_t, bool) {
+                return std::uint64_t{0};
+              },
               [](drain_atom, std::uint64_t) {}};
     });
   }
@@ -98,21 +102,32 @@ bool same_row(const shared_logprobs& a, const shared_logprobs& b) {
          std::equal(a.row->raw(), a.row->raw() + a.row->bytes(), b.row->raw());
 }
 
-bool same_rows(const std::vector<shared_logprobs>& a, const std::vector<shared_logprobs>& b) {
+bool same_rows(const std::vector<shared_logprobs>& a,
+               const std::vector<shared_logprobs>& b) {
   return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), same_row);
 }
 
 backends::model_info a_model() {
-  return {"llama x.bin", "llama", 512, 256, 16, "bfloat16", "int8",
-          "0123456789abcdef0123456789abcdef", 1280, 4096, 8192};
+  return {"llama x.bin",
+          "llama",
+          512,
+          256,
+          16,
+          "bfloat16",
+          "int8",
+          "0123456789abcdef0123456789abcdef",
+          1280,
+          4096,
+          8192};
 }
 
 bool same_model(const backends::model_info& a, const backends::model_info& b) {
-  return a.name == b.name && a.architecture == b.architecture && a.vocab_size == b.vocab_size &&
-         a.context_length == b.context_length && a.kv_window == b.kv_window &&
-         a.dtype == b.dtype && a.kv_dtype == b.kv_dtype &&
+  return a.name == b.name && a.architecture == b.architecture &&
+         a.vocab_size == b.vocab_size && a.context_length == b.context_length &&
+         a.kv_window == b.kv_window && a.dtype == b.dtype && a.kv_dtype == b.kv_dtype &&
          a.fingerprint == b.fingerprint && a.kv_bytes_per_token == b.kv_bytes_per_token &&
-         a.kv_keep_bytes == b.kv_keep_bytes && a.kv_host_keep_bytes == b.kv_host_keep_bytes;
+         a.kv_keep_bytes == b.kv_keep_bytes &&
+         a.kv_host_keep_bytes == b.kv_host_keep_bytes;
 }
 
 backends::backend_spec a_spec() {
@@ -142,19 +157,20 @@ backends::backend_spec a_spec() {
 bool same_torch(const backends::torch_options& a, const backends::torch_options& b) {
   return a.dtype == b.dtype && a.kv_dtype == b.kv_dtype &&
          a.kv_residual_tokens == b.kv_residual_tokens &&
-         a.kv_host_budget_bytes == b.kv_host_budget_bytes && a.kv_host_dtype == b.kv_host_dtype &&
-         a.kv_budget_bytes == b.kv_budget_bytes &&
+         a.kv_host_budget_bytes == b.kv_host_budget_bytes &&
+         a.kv_host_dtype == b.kv_host_dtype && a.kv_budget_bytes == b.kv_budget_bytes &&
          a.threads == b.threads && a.max_context_length == b.max_context_length &&
          a.direct_forward == b.direct_forward;
 }
 
 bool same_spec(const backends::backend_spec& a, const backends::backend_spec& b) {
   return a.kind == b.kind && a.device == b.device && a.model == b.model &&
-         a.mock.vocab_size == b.mock.vocab_size && a.mock.context_length == b.mock.context_length &&
+         a.mock.vocab_size == b.mock.vocab_size &&
+         a.mock.context_length == b.mock.context_length &&
          a.mock.kv_bytes_per_token == b.mock.kv_bytes_per_token &&
          a.mock.kv_window == b.mock.kv_window && a.mock.seed == b.mock.seed &&
-         a.mock.cost_per_pass == b.mock.cost_per_pass && a.mock.cost_per_token == b.mock.cost_per_token &&
-         same_torch(a.torch, b.torch);
+         a.mock.cost_per_pass == b.mock.cost_per_pass &&
+         a.mock.cost_per_token == b.mock.cost_per_token && same_torch(a.torch, b.torch);
 }
 
 backends::pass_item an_item() {
@@ -168,8 +184,8 @@ backends::pass_item an_item() {
 }
 
 bool same_item(const backends::pass_item& a, const backends::pass_item& b) {
-  return a.prefix == b.prefix && a.prefix_length == b.prefix_length && a.tokens == b.tokens &&
-         a.rows == b.rows && a.keep_kv == b.keep_kv;
+  return a.prefix == b.prefix && a.prefix_length == b.prefix_length &&
+         a.tokens == b.tokens && a.rows == b.rows && a.keep_kv == b.keep_kv;
 }
 
 bool same_pass(const backends::pass_request& a, const backends::pass_request& b) {
@@ -204,21 +220,24 @@ bool same_description(const worker_description& a, const worker_description& b) 
 
 TEST_F(system_fixture, every_registered_type_survives_a_round_trip) {
   const auto same_query = [](const query& a, const query& b) {
-    return a.tokens == b.tokens && a.priority == b.priority && a.require_kv == b.require_kv &&
-           a.timeout == b.timeout && a.partition == b.partition;
+    return a.tokens == b.tokens && a.priority == b.priority &&
+           a.require_kv == b.require_kv && a.timeout == b.timeout &&
+           a.partition == b.partition;
   };
   const query q{{1, 2, 3}, 7, true, std::chrono::milliseconds(9), "3\nsalt"};
   check("canopy::query", q, same_query);
   const auto row = row_of({-1.0f, -2.5f, -0.125f}, cache::row_dtype::float16);
   check("canopy::shared_logprobs", row, same_row);
   check("canopy::shared_logprobs_list",
-        std::vector<shared_logprobs>{row, row_of({-3.0f}, cache::row_dtype::float32)}, same_rows);
+        std::vector<shared_logprobs>{row, row_of({-3.0f}, cache::row_dtype::float32)},
+        same_rows);
   check("canopy::answer_batch", answer_batch{{4, 5}, {row, row}},
         [](const answer_batch& a, const answer_batch& b) {
           return a.tickets == b.tickets && same_rows(a.rows, b.rows);
         });
   check("canopy::pass_item", an_item(), same_item);
-  check("canopy::pass_request", backends::pass_request{{an_item(), an_item()}}, same_pass);
+  check("canopy::pass_request", backends::pass_request{{an_item(), an_item()}},
+        same_pass);
   check("canopy::model_info", a_model(), same_model);
   check("canopy::mock_options", a_spec().mock, [](const auto& a, const auto& b) {
     backends::backend_spec x, y;
@@ -238,7 +257,8 @@ TEST_F(system_fixture, every_registered_type_survives_a_round_trip) {
         [](const computed_pass& a, const computed_pass& b) {
           auto sent = a;
           const auto rows = take_rows(sent.items[0], sent);
-          return b.dtype == a.dtype && b.vocab == a.vocab && b.tokens_computed == a.tokens_computed &&
+          return b.dtype == a.dtype && b.vocab == a.vocab &&
+                 b.tokens_computed == a.tokens_computed &&
                  b.matmul_flops == a.matmul_flops && b.compute_ns == a.compute_ns &&
                  b.items.size() == 1 && b.items[0].kv == a.items[0].kv &&
                  b.items[0].values.empty() && same_rows(b.items[0].rows, rows);
@@ -267,49 +287,62 @@ TEST_F(system_fixture, every_registered_type_survives_a_round_trip) {
   check("canopy::node_announcement", node_announcement{77, {announced, announced}},
         [&](const node_announcement& a, const node_announcement& b) {
           return a.session == b.session && a.devices.size() == b.devices.size() &&
-                 std::equal(a.devices.begin(), a.devices.end(), b.devices.begin(), same_announced);
+                 std::equal(a.devices.begin(), a.devices.end(), b.devices.begin(),
+                            same_announced);
         });
   check("canopy::bytes", std::vector<std::uint8_t>{0, 255, 17}, std::equal_to<>{});
   check("canopy::kv_prefix", cache::kv_prefix{5, 55}, [](const auto& a, const auto& b) {
     return a.length == b.length && a.handle == b.handle;
   });
   check("canopy::prepare_request", prepare_request{{3, 4}, {true, false}},
-        [](const auto& a, const auto& b) { return a.leaves == b.leaves && a.require_kv == b.require_kv; });
+        [](const auto& a, const auto& b) {
+          return a.leaves == b.leaves && a.require_kv == b.require_kv;
+        });
   auto same_prepared = [](const prepared_entry& a, const prepared_entry& b) {
     return same_row(a.hit, b.hit) && a.pins == b.pins && a.kv.size() == b.kv.size() &&
-           std::equal(a.kv.begin(), a.kv.end(), b.kv.begin(), [](const auto& x, const auto& y) {
-             return x.length == y.length && x.handle == y.handle;
-           });
+           std::equal(a.kv.begin(), a.kv.end(), b.kv.begin(),
+                      [](const auto& x, const auto& y) {
+                        return x.length == y.length && x.handle == y.handle;
+                      });
   };
   const prepared_entry entry{row, {{2, 22}, {0, 0}}, {5, 9}};
   check("canopy::prepared_entry", entry, same_prepared);
-  check("canopy::prepared_batch", prepared_batch{{entry, prepared_entry{{}, {{1, 11}}, {}}}},
+  check("canopy::prepared_batch",
+        prepared_batch{{entry, prepared_entry{{}, {{1, 11}}, {}}}},
         [&](const auto& a, const auto& b) {
           return a.entries.size() == b.entries.size() &&
-                 std::equal(a.entries.begin(), a.entries.end(), b.entries.begin(), same_prepared);
+                 std::equal(a.entries.begin(), a.entries.end(), b.entries.begin(),
+                            same_prepared);
         });
-  check("canopy::store_item", store_item{12}, [](const auto& a, const auto& b) { return a.leaf == b.leaf; });
-  store_request store{3, {store_item{9}}, backends::pass_request{{an_item()}},
+  check("canopy::store_item", store_item{12},
+        [](const auto& a, const auto& b) { return a.leaf == b.leaf; });
+  store_request store{3,
+                      {store_item{9}},
+                      backends::pass_request{{an_item()}},
                       a_computed_pass(cache::row_dtype::float32)};
-  check("canopy::store_request", store, [](const store_request& a, const store_request& b) {
-    return a.worker == b.worker && a.items.size() == 1 && b.items.at(0).leaf == 9 &&
-           same_pass(a.pass, b.pass) && b.result.items.at(0).rows.size() == 2;
-  });
+  check("canopy::store_request", store,
+        [](const store_request& a, const store_request& b) {
+          return a.worker == b.worker && a.items.size() == 1 && b.items.at(0).leaf == 9 &&
+                 same_pass(a.pass, b.pass) && b.result.items.at(0).rows.size() == 2;
+        });
   check("canopy::kv_handles", std::vector<cache::kv_handle>{1, 2, 3}, std::equal_to<>{});
   check("canopy::node_ids", std::vector<cache::node_id>{4, 5}, std::equal_to<>{});
   check("canopy::token_seq", cache::token_seq{6, 7}, std::equal_to<>{});
   check("canopy::queries", std::vector<query>{q, query{{4}}},
         [&](const std::vector<query>& a, const std::vector<query>& b) {
-          return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), same_query);
+          return a.size() == b.size() &&
+                 std::equal(a.begin(), a.end(), b.begin(), same_query);
         });
 
   std::set<std::string> registered;
   for (const auto& [name, factory] : config.value_factories_by_name)
     if (name.rfind("canopy::", 0) == 0)
       registered.insert(name);
-  EXPECT_EQ(registered, checked) << "a registered type has no round trip here, or the other way";
-  for (const auto& handle : {caf::actor_cast<caf::actor>(worker), caf::actor_cast<caf::actor>(device),
-                             caf::actor_cast<caf::actor>(link)})
+  EXPECT_EQ(registered, checked)
+      << "a registered type has no round trip here, or the other way";
+  for (const auto& handle :
+       {caf::actor_cast<caf::actor>(worker), caf::actor_cast<caf::actor>(device),
+        caf::actor_cast<caf::actor>(link)})
     caf::anon_send_exit(handle, caf::exit_reason::user_shutdown);
 }
 
@@ -326,8 +359,8 @@ TEST_F(system_fixture, float16_rows_cross_at_half_the_bytes_of_float32) {
   const auto full = last_bytes;
   round_trip(a_computed_pass(cache::row_dtype::float16, vocab));
   const auto half = last_bytes;
-  std::cout << "[wire] a pass of 2 rows of " << vocab << ": " << full << " bytes as float32, "
-            << half << " as float16\n";
+  std::cout << "[wire] a pass of 2 rows of " << vocab << ": " << full
+            << " bytes as float32, " << half << " as float16\n";
   EXPECT_GE(full, 2 * vocab * 4);
   EXPECT_LE(half, full / 2 + 256) << "the rows dominate; each value is two bytes";
 }

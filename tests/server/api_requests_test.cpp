@@ -109,8 +109,9 @@ TEST(api_requests, sample_with_defaults_and_every_option) {
 TEST(api_requests, tokenize_detokenize_cache_kv_and_clear) {
   EXPECT_EQ(accepted(parse_tokenize_request(R"({"text": "a b"})")).text, "a b");
   EXPECT_TRUE(accepted(parse_tokenize_request(R"({"text": "a"})")).add_special_tokens);
-  EXPECT_FALSE(accepted(parse_tokenize_request(R"({"text": "a", "add_special_tokens": false})"))
-                 .add_special_tokens);
+  EXPECT_FALSE(
+      accepted(parse_tokenize_request(R"({"text": "a", "add_special_tokens": false})"))
+          .add_special_tokens);
   EXPECT_TRUE(refused(parse_tokenize_request(R"({"text": "a", "add_special_tokens": 1})"),
                       "invalid_request", "add_special_tokens"));
   EXPECT_EQ(accepted(parse_detokenize_request(R"({"tokens": [3, 4]})")).tokens,

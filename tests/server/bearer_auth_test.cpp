@@ -37,7 +37,8 @@ TEST(bearer_tenant, needs_the_bearer_scheme_and_exactly_the_token) {
 TEST(bearer_tenant, names_the_token_the_header_carries) {
   const std::vector<std::string> tokens{"first-token", "second-token", "third"};
   EXPECT_EQ(bearer_tenant("Bearer first-token", tokens), std::optional<std::size_t>{0});
-  EXPECT_EQ(bearer_tenant("bearer  second-token ", tokens), std::optional<std::size_t>{1});
+  EXPECT_EQ(bearer_tenant("bearer  second-token ", tokens),
+            std::optional<std::size_t>{1});
   EXPECT_EQ(bearer_tenant("Bearer third", tokens), std::optional<std::size_t>{2});
   EXPECT_EQ(bearer_tenant("Bearer thirdthird", tokens), std::nullopt);
   EXPECT_EQ(bearer_tenant("Bearer second", tokens), std::nullopt);

@@ -38,7 +38,8 @@ TEST(completion_request, takes_each_prompt_form_and_openai_defaults) {
   EXPECT_EQ(*one.prompts[0].text, "hi");
   EXPECT_EQ(one.max_tokens, 16u);
   EXPECT_FALSE(one.logprobs.has_value());
-  EXPECT_EQ(parse_ok(R"({"model": "m", "prompt": [1, 2, 3]})").prompts[0].tokens->size(), 3u);
+  EXPECT_EQ(parse_ok(R"({"model": "m", "prompt": [1, 2, 3]})").prompts[0].tokens->size(),
+            3u);
   auto many = parse_ok(R"({"model": "m", "prompt": ["a", [4, 5]], "n": 2, "logprobs": 0,
                            "echo": true, "max_tokens": 0, "stop": "x", "user": "u",
                            "best_of": 2, "logit_bias": {}, "temperature": null})");
@@ -50,42 +51,50 @@ TEST(completion_request, takes_each_prompt_form_and_openai_defaults) {
 }
 
 TEST(completion_request, refuses_what_it_cannot_honour_naming_the_field) {
-  const auto message_of = [](const std::string& body) { return parse_error(body).message; };
+  const auto message_of = [](const std::string& body) {
+    return parse_error(body).message;
+  };
   EXPECT_EQ(parse_error(R"({"prompt": "hi"})").message, "model is required");
   EXPECT_EQ(parse_error(R"({"model": "m", "prompt": []})").code, "empty_sequence");
   EXPECT_EQ(parse_error(R"({"model": "m", "prompt": [1, 3000000000]})").code,
             "token_out_of_range");
-  EXPECT_NE(message_of(R"({"model": "m", "prompt": "a", "logprobs": 21})").find("logprobs"),
-            std::string::npos);
-  EXPECT_NE(message_of(R"({"model": "m", "prompt": "a", "max_tokens": 101})").find("max_tokens"),
+  EXPECT_NE(
+      message_of(R"({"model": "m", "prompt": "a", "logprobs": 21})").find("logprobs"),
+      std::string::npos);
+  EXPECT_NE(message_of(R"({"model": "m", "prompt": "a", "max_tokens": 101})")
+                .find("max_tokens"),
             std::string::npos);
   EXPECT_NE(message_of(R"({"model": "m", "prompt": "a", "top_p": 0})").find("top_p"),
             std::string::npos);
   EXPECT_NE(message_of(R"({"model": "m", "prompt": "a", "stop": ["a","b","c","d","e"]})")
-              .find("stop has 5"),
+                .find("stop has 5"),
             std::string::npos);
   EXPECT_NE(message_of(R"({"model": "m", "prompt": "a", "presence_penalty": 1})")
-              .find("presence_penalty"),
+                .find("presence_penalty"),
             std::string::npos);
   EXPECT_NE(message_of(R"({"model": "m", "prompt": "a", "best_of": 3})").find("best_of"),
             std::string::npos);
   EXPECT_EQ(parse_error(R"({"model": "m", "prompt": ["a","b","c"], "n": 3})").code,
-            "batch_too_large") << "prompts x n past max_batch";
+            "batch_too_large")
+      << "prompts x n past max_batch";
   EXPECT_NE(message_of(R"({"model": "m", "prompt": "a", "stream_options": {}})")
-              .find("only allowed with stream"),
+                .find("only allowed with stream"),
             std::string::npos);
-  EXPECT_NE(message_of(R"({"model": "m", "prompt": "a", "functions": []})").find("functions"),
-            std::string::npos);
+  EXPECT_NE(
+      message_of(R"({"model": "m", "prompt": "a", "functions": []})").find("functions"),
+      std::string::npos);
 }
 
 // Ids: 0 "<s>" (control), 1 "Hi", 2 " caf", 3 "\xc3" and 4 "\xa9" (the halves of é),
 // 5 " end", 6 "!".
 const std::vector<std::optional<std::string>> bytes = {
-  std::nullopt, "Hi", " caf", "\xc3", "\xa9", " end", "!"};
+    std::nullopt, "Hi", " caf", "\xc3", "\xa9", " end", "!"};
 const std::vector<std::optional<std::string>> special = {"<s>", {}, {}, {}, {}, {}, {}};
 const token_texts texts{bytes, special};
 
-token_score scored(std::int32_t id, float logprob) { return {id, logprob, {{id, logprob}}}; }
+token_score scored(std::int32_t id, float logprob) {
+  return {id, logprob, {{id, logprob}}};
+}
 
 /// The pieces' bytes, one string each.
 std::vector<std::string> bytes_of(const std::vector<token_piece>& pieces) {
@@ -110,13 +119,15 @@ TEST(completion_response, spells_tokens_and_counts_offsets_in_code_points) {
   auto pieces = choice.echo({0, 1}, {scored(1, -1.5f)});
   EXPECT_EQ(bytes_of(pieces), strings({"", "Hi"}));
   // With no stop strings, a generated token is final at once.
-  for (const auto& [id, logprob] : {std::pair{2, -0.5f}, {3, -0.25f}, {4, -0.125f}, {6, -2.0f}}) {
+  for (const auto& [id, logprob] :
+       {std::pair{2, -0.5f}, {3, -0.25f}, {4, -0.125f}, {6, -2.0f}}) {
     auto given = choice.add(id, scored(id, logprob));
     ASSERT_EQ(given.size(), 1u);
     keep(pieces, given);
   }
   EXPECT_TRUE(choice.flush().empty());
-  const auto json_choice = completion_choice(pieces, 3, true, texts, choice.finish_reason(false));
+  const auto json_choice =
+      completion_choice(pieces, 3, true, texts, choice.finish_reason(false));
   EXPECT_EQ(json_choice["text"], "Hi caf\xc3\xa9!");
   EXPECT_EQ(json_choice["index"], 3);
   EXPECT_EQ(json_choice["finish_reason"], "length");
@@ -131,7 +142,8 @@ TEST(completion_response, spells_tokens_and_counts_offsets_in_code_points) {
   EXPECT_TRUE(completion_choice(pieces, 0, false, texts, "stop")["logprobs"].is_null());
 }
 
-TEST(completion_response, tokens_wait_while_a_stop_string_could_begin_in_them_and_it_cuts_the_text) {
+TEST(completion_response,
+     tokens_wait_while_a_stop_string_could_begin_in_them_and_it_cuts_the_text) {
   choice_pieces choice({"nd!", "zzz"}, texts);
   // " caf": a stop string of 3 bytes could still begin in its last 2.
   EXPECT_TRUE(choice.add(2, std::nullopt).empty());

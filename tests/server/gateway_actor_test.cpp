@@ -131,7 +131,7 @@ TEST_F(gateway_test, sampling_draws_what_batch_sample_draws) {
     auto reply = probe.get();
     ASSERT_FALSE(reply.error) << reply.error->message;
     EXPECT_EQ(reply.generated, lm->batch_sample({{1, 2}, {3}}, 6, {5}, temperature, 42))
-      << "temperature " << temperature;
+        << "temperature " << temperature;
   }
 }
 
@@ -159,8 +159,9 @@ TEST_F(gateway_test, on_token_sees_each_token_as_drawn_and_can_stop_its_prompt) 
     EXPECT_TRUE(t.score);
     tokens->push_back({t.prompt, t.id, t.score ? t.score->logprob : 0.0f, t.last});
     // Prompt 0 stops at its third token, as a stop string would end it.
-    return t.prompt == 0 && std::count_if(tokens->begin(), tokens->end(),
-                                          [](const seen& s) { return s.prompt == 0; }) == 3;
+    return t.prompt == 0 &&
+           std::count_if(tokens->begin(), tokens->end(),
+                         [](const seen& s) { return s.prompt == 0; }) == 3;
   };
   job.done = probe.done();
   caf::anon_send(gateway, sample_atom::value, request_id{9}, std::move(job));

@@ -59,12 +59,15 @@ TEST(http_limits, a_chunk_line_longer_than_the_read_buffer_gets_400_at_once) {
   options.body_timeout = std::chrono::milliseconds(30000);
   running_server server(options, handler);
   test_client client(server.port());
-  ASSERT_TRUE(client.send("POST /c HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n"
-                          "5;ext=" + std::string(64u << 10, 'e')));
+  ASSERT_TRUE(
+      client.send("POST /c HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n"
+                  "5;ext=" +
+                  std::string(64u << 10, 'e')));
   auto response = client.read_response(3s);
   expect_error(response, 400, "malformed_http");
-  EXPECT_NE(response->body.find("chunk extension or trailer is longer than"), std::string::npos)
-    << response->body;
+  EXPECT_NE(response->body.find("chunk extension or trailer is longer than"),
+            std::string::npos)
+      << response->body;
   EXPECT_TRUE(handler.calls(0).empty());
 }
 
@@ -208,8 +211,8 @@ TEST(http_limits, with_several_tokens_each_request_names_its_tokens_tenant) {
   EXPECT_EQ(tenant_of("third-token"), "3");
   ASSERT_TRUE(client.send(make_request("GET", "/healthz")));
   EXPECT_EQ(echo_of(client.read_response())["tenant"], "");
-  ASSERT_TRUE(client.send(make_request("GET", "/v1/model", "",
-                                       "Authorization: Bearer fourth-token\r\n")));
+  ASSERT_TRUE(client.send(
+      make_request("GET", "/v1/model", "", "Authorization: Bearer fourth-token\r\n")));
   expect_error(client.read_response(2s), 401, "unauthorized");
 }
 
@@ -228,26 +231,28 @@ TEST(http_limits, malformed_http_gets_400) {
   EXPECT_TRUE(handler.calls(0).empty());
 }
 
-TEST(http_limits, transfer_codings_other_than_chunked_are_refused_and_the_body_never_read) {
+TEST(http_limits,
+     transfer_codings_other_than_chunked_are_refused_and_the_body_never_read) {
   // The body that follows must never be read as a request of its own (smuggling).
   scripted_handler handler;
   running_server server(test_options(), handler);
   const std::string smuggled = "GET /smuggled HTTP/1.1\r\nHost: a\r\n\r\n";
   const std::vector<std::pair<std::string, int>> cases = {
-      {"xchunked", 501}, {"gzip, chunked", 501}, {"chunked, identity", 400},
+      {"xchunked", 501}, {"gzip, chunked", 501},    {"chunked, identity", 400},
       {"identity", 501}, {"chunked, chunked", 501}, {"chunked x", 501}};
   for (const auto& [coding, status] : cases) {
     test_client client(server.port());
-    ASSERT_TRUE(client.send("POST /x HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: " + coding +
-                            "\r\n\r\n" + smuggled));
+    ASSERT_TRUE(client.send("POST /x HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: " +
+                            coding + "\r\n\r\n" + smuggled));
     expect_error(client.read_response(2s), status, "unsupported_transfer_encoding");
     EXPECT_TRUE(client.closed_within(2s)) << coding;
   }
   EXPECT_TRUE(handler.calls(0).empty());
   // Chunked alone, in any case, is read as it should be.
   test_client client(server.port());
-  ASSERT_TRUE(client.send("POST /ok HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: Chunked\r\n\r\n"
-                          "3\r\nabc\r\n0\r\n\r\n"));
+  ASSERT_TRUE(
+      client.send("POST /ok HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: Chunked\r\n\r\n"
+                  "3\r\nabc\r\n0\r\n\r\n"));
   EXPECT_EQ(echo_of(client.read_response(2s))["body"], "abc");
 }
 

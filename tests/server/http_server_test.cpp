@@ -120,21 +120,23 @@ TEST(http_server, pipelined_requests_past_the_read_buffer_wait_while_one_is_comp
   constexpr int count = 400;
   std::string burst;
   for (int i = 0; i < count; ++i) {
-    const std::string head = "GET /p/" + std::to_string(1000 + i) +
-                             " HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Pad: ";
+    const std::string head =
+        "GET /p/" + std::to_string(1000 + i) + " HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Pad: ";
     burst += head + std::string(91 - head.size() - 4, 'x') + "\r\n\r\n";
   }
   ASSERT_EQ(burst.size(), std::size_t(count) * 91);
   ASSERT_TRUE(client.send(burst));
   for (int i = 0; i < count; ++i) {
     auto calls = handler.calls(i + 1);
-    ASSERT_EQ(calls.size(), std::size_t(i + 1)) << "request " << i << " never reached the handler";
+    ASSERT_EQ(calls.size(), std::size_t(i + 1))
+        << "request " << i << " never reached the handler";
     if (i == 0)
       std::this_thread::sleep_for(100ms); // the rest piles up behind the first
     calls[i].respond(scripted_handler::echo(calls[i].id, calls[i].request));
   }
   for (int i = 0; i < count; ++i)
-    ASSERT_EQ(echo_of(client.read_response())["target"], "/p/" + std::to_string(1000 + i));
+    ASSERT_EQ(echo_of(client.read_response())["target"],
+              "/p/" + std::to_string(1000 + i));
 }
 
 TEST(http_server, a_half_closed_client_gets_every_answer_it_asked_for) {

@@ -41,7 +41,8 @@ TEST(http_stream, pieces_leave_as_they_come_and_a_pipelined_request_waits_for_th
   scripted_handler handler(scripted_handler::mode::hold);
   running_server server(test_options(), handler);
   test_client client(server.port());
-  auto rest = open_stream(handler, client, completions_request + make_request("GET", "/next"));
+  auto rest =
+      open_stream(handler, client, completions_request + make_request("GET", "/next"));
 
   // The head and the first piece arrive before the stream ends.
   std::string seen;
@@ -52,9 +53,8 @@ TEST(http_stream, pieces_leave_as_they_come_and_a_pipelined_request_waits_for_th
   EXPECT_NE(seen.find("Transfer-Encoding: chunked"), std::string::npos) << seen;
   EXPECT_EQ(seen.find("0\r\n\r\n"), std::string::npos) << "ended early: " << seen;
   rest->push("data: two\n\n");
-  ASSERT_TRUE(eventually([&] {
-    return client.unread_within(20ms).find("data: two") != std::string::npos;
-  }));
+  ASSERT_TRUE(eventually(
+      [&] { return client.unread_within(20ms).find("data: two") != std::string::npos; }));
   // Still in flight: the pipelined request has not reached the handler.
   EXPECT_EQ(handler.calls(2, 50ms).size(), 1u);
 
@@ -68,8 +68,9 @@ TEST(http_stream, pieces_leave_as_they_come_and_a_pipelined_request_waits_for_th
   EXPECT_EQ(streamed->body, "data: one\n\ndata: two\n\n");
 
   // Counted once written, with every body byte.
-  EXPECT_TRUE(eventually(
-      [&] { return count_of(server.metrics().snapshot(), "/v1/completions", 200) == 1; }));
+  EXPECT_TRUE(eventually([&] {
+    return count_of(server.metrics().snapshot(), "/v1/completions", 200) == 1;
+  }));
   EXPECT_EQ(server.metrics().snapshot().bytes_sent, streamed->body.size());
 
   auto calls = handler.calls(2);
@@ -124,7 +125,8 @@ TEST(http_stream, a_client_leaving_mid_stream_cancels_it_and_later_pieces_are_ha
   EXPECT_EQ(count_of(server.metrics().snapshot(), "/v1/completions", 200), 0u);
 }
 
-TEST(http_stream, a_client_that_stops_reading_a_stream_is_cut_off_at_the_write_stall_timeout) {
+TEST(http_stream,
+     a_client_that_stops_reading_a_stream_is_cut_off_at_the_write_stall_timeout) {
   scripted_handler handler(scripted_handler::mode::hold);
   auto options = test_options();
   options.write_stall_timeout = 200ms;

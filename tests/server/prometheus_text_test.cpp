@@ -349,17 +349,19 @@ TEST(prometheus_text, every_metric_is_there_with_its_value) {
   EXPECT_EQ(value_of(p, "canopy_evictions_total", {{"kind", "kv"}}), 4);
   EXPECT_EQ(value_of(p, "canopy_kv_tier_moves_total", {{"direction", "demote"}}), 21);
   EXPECT_EQ(value_of(p, "canopy_kv_tier_moves_total", {{"direction", "promote"}}), 13);
-  EXPECT_EQ(value_of(p, "canopy_kv_tier_moved_bytes_total", {{"direction", "demote"}}), 2100);
-  EXPECT_EQ(value_of(p, "canopy_kv_tier_moved_bytes_total", {{"direction", "promote"}}), 1300);
+  EXPECT_EQ(value_of(p, "canopy_kv_tier_moved_bytes_total", {{"direction", "demote"}}),
+            2100);
+  EXPECT_EQ(value_of(p, "canopy_kv_tier_moved_bytes_total", {{"direction", "promote"}}),
+            1300);
   EXPECT_EQ(value_of(p, "canopy_refused_attaches_total"), 5);
   EXPECT_EQ(value_of(p, "canopy_logprob_cache_entries"), 6);
   EXPECT_EQ(value_of(p, "canopy_cache_locked_nodes"), 65);
   EXPECT_EQ(value_of(p, "canopy_logprob_cache_bytes"), 1 << 20);
   EXPECT_EQ(value_of(p, "canopy_logprob_cache_budget_bytes"), 1 << 30);
   const std::map<std::string, std::string> local = {
-    {"worker", "0"}, {"node", "local"}, {"device", "cpu"}};
+      {"worker", "0"}, {"node", "local"}, {"device", "cpu"}};
   const std::map<std::string, std::string> remote = {
-    {"worker", "1"}, {"node", "10.0.0.2:7101"}, {"device", "cpu"}};
+      {"worker", "1"}, {"node", "10.0.0.2:7101"}, {"device", "cpu"}};
   EXPECT_EQ(value_of(p, "canopy_kv_cache_bytes", local), 1000);
   EXPECT_EQ(value_of(p, "canopy_kv_cache_bytes", remote), 2000);
   EXPECT_EQ(value_of(p, "canopy_kv_cache_peak_bytes", local), 3000);
@@ -376,10 +378,16 @@ TEST(prometheus_text, every_metric_is_there_with_its_value) {
   EXPECT_EQ(value_of(p, "canopy_worker_losses_total", remote), 1);
   EXPECT_EQ(value_of(p, "canopy_worker_redispatched_queries_total", remote), 17);
   EXPECT_EQ(value_of(p, "canopy_worker_heartbeat_age_seconds", remote), 1.5);
-  EXPECT_EQ(p.samples.end(), std::find_if(p.samples.begin(), p.samples.end(), [&](const auto& s) {
-              return s.name == "canopy_worker_heartbeat_age_seconds" && s.labels == local;
-            })) << "an in-process worker has no heartbeat";
-  EXPECT_EQ(value_of(p, "canopy_node_state", {{"node", "10.0.0.2:7101"}, {"state", "refused"}}), 1);
+  EXPECT_EQ(p.samples.end(),
+            std::find_if(p.samples.begin(), p.samples.end(),
+                         [&](const auto& s) {
+                           return s.name == "canopy_worker_heartbeat_age_seconds" &&
+                                  s.labels == local;
+                         }))
+      << "an in-process worker has no heartbeat";
+  EXPECT_EQ(
+      value_of(p, "canopy_node_state", {{"node", "10.0.0.2:7101"}, {"state", "refused"}}),
+      1);
   EXPECT_EQ(value_of(p, "canopy_node_admissions_total", {{"node", "10.0.0.2:7101"}}), 2);
   EXPECT_EQ(value_of(p, "canopy_node_losses_total", {{"node", "10.0.0.2:7101"}}), 1);
   EXPECT_EQ(value_of(p, "canopy_queue_depth"), 11);

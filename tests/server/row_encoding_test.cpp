@@ -281,8 +281,8 @@ TEST(row_encoding, answers_never_exceed_the_size_bound_a_server_reserves_ahead) 
   const cache::token_seq tokens(7, std::numeric_limits<std::int32_t>::min());
   for (bool batch : {false, true})
     for (bool all_positions : {false, true})
-      for (std::optional<std::size_t> top_k : {std::optional<std::size_t>{},
-                                               std::optional<std::size_t>{3}}) {
+      for (std::optional<std::size_t> top_k :
+           {std::optional<std::size_t>{}, std::optional<std::size_t>{3}}) {
         std::vector<scored_sequence> answers(batch ? 3 : 1);
         for (auto& answer : answers) {
           answer.tokens = tokens;
@@ -292,11 +292,13 @@ TEST(row_encoding, answers_never_exceed_the_size_bound_a_server_reserves_ahead) 
           const row_format format{batch, all_positions, top_k, dtype};
           const answer_shape shape{answers.size(), answers.size() * tokens.size(),
                                    answers.size() * answers[0].rows.size(), worst.size()};
-          EXPECT_EQ(encode_binary(answers, format).size(), encoded_size_bound(shape, format, true));
+          EXPECT_EQ(encode_binary(answers, format).size(),
+                    encoded_size_bound(shape, format, true));
           const auto json_size = encode_json(answers, format).size();
           const auto bound = encoded_size_bound(shape, format, false);
           EXPECT_LE(json_size, bound);
-          EXPECT_GE(json_size * 2, bound) << "a bound far above the size refuses for nothing";
+          EXPECT_GE(json_size * 2, bound)
+              << "a bound far above the size refuses for nothing";
         }
       }
 }

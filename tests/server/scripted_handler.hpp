@@ -27,18 +27,18 @@ public:
 
   explicit scripted_handler(mode how = mode::echo) : mode_(how) {}
 
-  /// The echo: {"id", "method", "target", "content_type", "accept", "body", "tenant"} with an
-  /// extra header "X-Echo: yes".
+  /// The echo: {"id", "method", "target", "content_type", "accept", "body", "tenant"}
+  /// with an extra header "X-Echo: yes".
   static http_response echo(request_id id, const http_request& request) {
     http_response response;
-    response.body = nlohmann::json{
-        {"id", id},
-        {"method", request.method},
-        {"target", request.target},
-        {"content_type", request.content_type},
-        {"accept", request.accept},
-        {"body", request.body},
-        {"tenant", request.tenant}}.dump();
+    response.body = nlohmann::json{{"id", id},
+                                   {"method", request.method},
+                                   {"target", request.target},
+                                   {"content_type", request.content_type},
+                                   {"accept", request.accept},
+                                   {"body", request.body},
+                                   {"tenant", request.tenant}}
+                        .dump();
     response.headers.emplace_back("X-Echo", "yes");
     return response;
   }

@@ -23,7 +23,7 @@ struct deterministic_system : ::testing::Test {
   caf::actor_system_config config;
   caf::actor_system sys{prepare(config)};
   caf::scheduler::test_coordinator& sched =
-    dynamic_cast<caf::scheduler::test_coordinator&>(sys.scheduler());
+      dynamic_cast<caf::scheduler::test_coordinator&>(sys.scheduler());
 
   // A test system whose actors never ran hangs in its destructor: drain it.
   ~deterministic_system() override { sched.run(); }

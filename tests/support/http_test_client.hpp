@@ -2,8 +2,8 @@
 // A deliberately plain HTTP/1.1 client over a blocking loopback socket, for the tests
 // of canopy serve and of its transport: it sends exactly the bytes a test means (half
 // a header, a header and no body, broken JSON) and reads exactly what the server
-// answers, framed by Content-Length or chunked. Every read has a time limit, so a broken server
-// fails a test instead of hanging it; a response this client cannot frame throws.
+// answers, framed by Content-Length or chunked. Every read has a time limit, so a broken
+// server fails a test instead of hanging it; a response this client cannot frame throws.
 // Thread contract: one thread per client.
 
 #include <algorithm>
@@ -231,8 +231,9 @@ private:
       if (line_end == std::string::npos)
         return false;
       const std::string size_line = unread_.substr(next, line_end - next);
-      if (size_line.empty() || !std::all_of(size_line.begin(), size_line.end(),
-                                            [](unsigned char c) { return std::isxdigit(c); }))
+      if (size_line.empty() ||
+          !std::all_of(size_line.begin(), size_line.end(),
+                       [](unsigned char c) { return std::isxdigit(c); }))
         malformed("chunk size \"" + size_line + "\"");
       const auto size = std::stoul(size_line, nullptr, 16);
       const auto data = line_end + 2;

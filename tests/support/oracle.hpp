@@ -54,7 +54,8 @@ inline std::vector<oracle_case> load_oracle_cases(const std::filesystem::path& d
     std::ifstream in(file, std::ios::binary);
     in.read(reinterpret_cast<char*>(oc.logprobs.data()),
             static_cast<std::streamsize>(oc.logprobs.size() * sizeof(float)));
-    if (!in || in.gcount() != static_cast<std::streamsize>(oc.logprobs.size() * sizeof(float)))
+    if (!in ||
+        in.gcount() != static_cast<std::streamsize>(oc.logprobs.size() * sizeof(float)))
       throw std::runtime_error("short oracle file " + file.string());
     out.push_back(std::move(oc));
   }
@@ -92,7 +93,8 @@ struct oracle_agreement {
       double kl = 0;
       for (std::int64_t v = 0; v < c.vocab; ++v) {
         keep_largest(largest_error, std::abs(static_cast<double>(row[v]) - want[v]));
-        kl += std::exp(static_cast<double>(want[v])) * (static_cast<double>(want[v]) - row[v]);
+        kl += std::exp(static_cast<double>(want[v])) *
+              (static_cast<double>(want[v]) - row[v]);
       }
       keep_largest(largest_kl, kl);
       same_top += std::max_element(row, row + c.vocab) - row ==
@@ -115,24 +117,31 @@ struct model_fixture {
   const char* name;   // for test names
 };
 
-inline void PrintTo(const model_fixture& f, std::ostream* os) { *os << f.model; }
+inline void PrintTo(const model_fixture& f, std::ostream* os) {
+  *os << f.model;
+}
 
 /// Every checkpoint with oracle cases: stories260K in both forms, gpt2-synthetic, and
 /// the synthetic checkpoints of today's HF architectures (llama3 rope scaling, Qwen2
 /// biases, Qwen3 q/k norms and head_dim, Mistral's sliding window).
 inline auto oracle_models() {
   return ::testing::Values(
-    model_fixture{"models/stories260K/stories260K.bin", "oracle/stories260K", "stories260K_bin"},
-    model_fixture{"models/stories260K/hf", "oracle/stories260K", "stories260K_hf"},
-    model_fixture{"models/gpt2-synthetic", "oracle/gpt2-synthetic", "gpt2_synthetic"},
-    model_fixture{"models/llama3-synthetic", "oracle/llama3-synthetic", "llama3_synthetic"},
-    model_fixture{"models/qwen2-synthetic", "oracle/qwen2-synthetic", "qwen2_synthetic"},
-    model_fixture{"models/qwen3-synthetic", "oracle/qwen3-synthetic", "qwen3_synthetic"},
-    model_fixture{"models/mistral-swa-synthetic", "oracle/mistral-swa-synthetic",
-                  "mistral_swa_synthetic"});
+      model_fixture{"models/stories260K/stories260K.bin", "oracle/stories260K",
+                    "stories260K_bin"},
+      model_fixture{"models/stories260K/hf", "oracle/stories260K", "stories260K_hf"},
+      model_fixture{"models/gpt2-synthetic", "oracle/gpt2-synthetic", "gpt2_synthetic"},
+      model_fixture{"models/llama3-synthetic", "oracle/llama3-synthetic",
+                    "llama3_synthetic"},
+      model_fixture{"models/qwen2-synthetic", "oracle/qwen2-synthetic",
+                    "qwen2_synthetic"},
+      model_fixture{"models/qwen3-synthetic", "oracle/qwen3-synthetic",
+                    "qwen3_synthetic"},
+      model_fixture{"models/mistral-swa-synthetic", "oracle/mistral-swa-synthetic",
+                    "mistral_swa_synthetic"});
 }
 
-inline std::string oracle_model_name(const ::testing::TestParamInfo<model_fixture>& info) {
+inline std::string
+oracle_model_name(const ::testing::TestParamInfo<model_fixture>& info) {
   return info.param.name;
 }
 
@@ -140,10 +149,10 @@ inline std::string oracle_model_name(const ::testing::TestParamInfo<model_fixtur
 
 /// In a test of a fixture with members `model_path` and `cases`: sets them from the
 /// model_fixture `fixture`, or ends the test as CANOPY_SHARED_PATH_OR_SKIP does.
-#define CANOPY_LOAD_ORACLE_MODEL_OF(fixture)                                            \
-  CANOPY_SHARED_PATH_OR_SKIP(model_dir, (fixture).model);                               \
-  CANOPY_SHARED_PATH_OR_SKIP(oracle_dir, (fixture).oracle);                             \
-  model_path = model_dir;                                                               \
+#define CANOPY_LOAD_ORACLE_MODEL_OF(fixture)                                             \
+  CANOPY_SHARED_PATH_OR_SKIP(model_dir, (fixture).model);                                \
+  CANOPY_SHARED_PATH_OR_SKIP(oracle_dir, (fixture).oracle);                              \
+  model_path = model_dir;                                                                \
   cases = ::canopy::testing::load_oracle_cases(oracle_dir)
 
 /// The same, in a test of a fixture parameterized by model_fixture.

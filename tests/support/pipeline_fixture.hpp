@@ -51,14 +51,13 @@ struct pipeline_fixture : deterministic_system {
     auto backends = actors::make_backends(config);
     auto model = actors::served_model(config, backends);
     auto local = actors::spawn_local_workers(sys, config, std::move(backends),
-                                               actors::worker_threads::scheduled);
+                                             actors::worker_threads::scheduled);
     actors = actors::spawn_engine_actors(sys, config, std::move(model), std::move(local));
     sched.run();
   }
 
   /// Sends a query from a new client actor; returns the index of its reply.
-  template <class Query>
-  std::size_t ask(Query q) {
+  template <class Query> std::size_t ask(Query q) {
     return ask_with(messages::logprobs_atom::value, std::move(q));
   }
 
@@ -67,15 +66,15 @@ struct pipeline_fixture : deterministic_system {
     return ask_with(messages::uncached_atom::value, std::move(tokens));
   }
 
-  template <class Atom, class Query>
-  std::size_t ask_with(Atom atom, Query q) {
+  template <class Atom, class Query> std::size_t ask_with(Atom atom, Query q) {
     auto index = replies.size();
     replies.emplace_back();
     auto front = actors.fronts.front();
     sys.spawn([this, index, front, atom, q](caf::event_based_actor* self) {
       self->request(front, caf::infinite, atom, q)
-        .then([this, index](const messages::shared_logprobs& row) { replies[index] = row; },
-              [this, index](const caf::error& e) { replies[index] = e; });
+          .then([this,
+                 index](const messages::shared_logprobs& row) { replies[index] = row; },
+                [this, index](const caf::error& e) { replies[index] = e; });
     });
     return index;
   }
@@ -135,7 +134,7 @@ struct pipeline_fixture : deterministic_system {
   /// Runs single steps until a worker has a pass waiting in its mailbox.
   bool run_until_pass_queued(std::size_t worker = 0) {
     auto* w = dynamic_cast<caf::scheduled_actor*>(
-      caf::actor_cast<caf::abstract_actor*>(actors.workers.at(worker)));
+        caf::actor_cast<caf::abstract_actor*>(actors.workers.at(worker)));
     for (int i = 0; i < 1000; ++i) {
       // An idle actor's inbox is "blocked" (waiting), which empty() does not count
       // as empty.

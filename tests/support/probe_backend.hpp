@@ -19,7 +19,7 @@ struct probe {
   std::atomic<int> passes{0};
   std::atomic<int> items{0};
   std::atomic<std::uint64_t> tokens{0};
-  std::atomic<bool> fail{false};        // the next passes throw while set
+  std::atomic<bool> fail{false};          // the next passes throw while set
   std::atomic<std::size_t> kv_entries{0}; // KV the backends hold after the last call
   std::mutex mutex;
   std::vector<backends::pass_request> requests; // every pass, in order
@@ -28,7 +28,7 @@ struct probe {
 class probe_backend : public backends::backend_i {
 public:
   probe_backend(const backends::mock_options& options, std::shared_ptr<probe> p)
-    : mock_(backends::make_mock_backend(options)), probe_(std::move(p)) {}
+      : mock_(backends::make_mock_backend(options)), probe_(std::move(p)) {}
   const backends::model_info& info() const override { return mock_->info(); }
   backends::pass_result run(const backends::pass_request& request) override {
     {

@@ -13,7 +13,8 @@
 
 namespace canopy::testing {
 
-inline std::vector<float> reference_row(const engine_config& config, const token_seq& tokens) {
+inline std::vector<float> reference_row(const engine_config& config,
+                                        const token_seq& tokens) {
   auto options = actors::backend_spec_for(config, "cpu").mock;
   return backends::mock_logprobs(options, tokens.data(), tokens.size());
 }

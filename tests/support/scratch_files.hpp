@@ -62,9 +62,11 @@ public:
   ~scratch_dir() {
     // Children before their folder (FTW_DEPTH), links themselves not their targets.
     ::nftw(
-      path_.c_str(),
-      [](const char* entry, const struct stat*, int, struct FTW*) { return std::remove(entry); },
-      16, FTW_DEPTH | FTW_PHYS);
+        path_.c_str(),
+        [](const char* entry, const struct stat*, int, struct FTW*) {
+          return std::remove(entry);
+        },
+        16, FTW_DEPTH | FTW_PHYS);
   }
   scratch_dir(const scratch_dir&) = delete;
   scratch_dir& operator=(const scratch_dir&) = delete;

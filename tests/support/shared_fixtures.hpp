@@ -32,13 +32,13 @@ inline bool fixtures_required() {
 
 /// Declares `var` as the path of `relative` under the shared directory, or ends the
 /// test: skipped when fixtures are optional, failed when CANOPY_REQUIRE_FIXTURES=1.
-#define CANOPY_SHARED_PATH_OR_SKIP(var, relative)                                       \
-  const std::filesystem::path var = ::canopy::testing::shared_dir() / (relative);       \
-  if (::canopy::testing::shared_dir().empty() || !std::filesystem::exists(var)) {       \
-    if (::canopy::testing::fixtures_required())                                         \
-      FAIL() << "fixture missing: " << (relative)                                       \
-             << " under CANOPY_SHARED_DIR (required: CANOPY_REQUIRE_FIXTURES=1)";       \
-    else                                                                                \
-      GTEST_SKIP() << "fixture absent: " << (relative)                                  \
-                   << " (needs ../shared beside the checkout; CANOPY_SHARED_DIR)";      \
+#define CANOPY_SHARED_PATH_OR_SKIP(var, relative)                                        \
+  const std::filesystem::path var = ::canopy::testing::shared_dir() / (relative);        \
+  if (::canopy::testing::shared_dir().empty() || !std::filesystem::exists(var)) {        \
+    if (::canopy::testing::fixtures_required())                                          \
+      FAIL() << "fixture missing: " << (relative)                                        \
+             << " under CANOPY_SHARED_DIR (required: CANOPY_REQUIRE_FIXTURES=1)";        \
+    else                                                                                 \
+      GTEST_SKIP() << "fixture absent: " << (relative)                                   \
+                   << " (needs ../shared beside the checkout; CANOPY_SHARED_DIR)";       \
   }

@@ -73,7 +73,8 @@ public:
   engine(const engine&) = delete;
   engine& operator=(const engine&) = delete;
 
-  std::future<at::Tensor> next_token_logprobs(token_seq tokens, query_options options = {});
+  std::future<at::Tensor> next_token_logprobs(token_seq tokens,
+                                              query_options options = {});
   void next_token_logprobs(token_seq tokens, logprobs_callback callback,
                            query_options options = {});
   at::Tensor next_token_logprobs_sync(token_seq tokens, query_options options = {});

@@ -15,8 +15,8 @@ using messages::errc;
 class error : public std::runtime_error {
 public:
   error(errc code, const std::string& message)
-    : std::runtime_error(std::string(messages::to_string(code)) + ": " + message),
-      code_(code), message_(message) {}
+      : std::runtime_error(std::string(messages::to_string(code)) + ": " + message),
+        code_(code), message_(message) {}
   errc code() const noexcept { return code_; }
   /// The message alone, without the code what() starts with.
   const std::string& message() const noexcept { return message_; }

@@ -14,8 +14,8 @@ constexpr double mib = 1024.0 * 1024.0;
 
 struct derived {
   double queries_per_second;
-  double tokens_per_second;  // computed (new) tokens per second of the run
-  double gflops;             // of the passes, per second the backends spent on them
+  double tokens_per_second; // computed (new) tokens per second of the run
+  double gflops;            // of the passes, per second the backends spent on them
   double computed_per_requested;
   double computed_per_unique;
   double duplicate_share;
@@ -26,16 +26,17 @@ double ratio(double a, double b) {
 }
 
 derived derive(const bench_result& r) {
-  return {ratio(double(r.queries), r.seconds), ratio(double(r.tokens_computed), r.seconds),
+  return {ratio(double(r.queries), r.seconds),
+          ratio(double(r.tokens_computed), r.seconds),
           ratio(double(r.matmul_flops) * 1e-9, r.compute_seconds),
           ratio(double(r.tokens_computed), double(r.tokens_requested)),
           ratio(double(r.tokens_computed), double(r.unique_tokens)),
           ratio(double(r.repeated_queries), double(r.queries))};
 }
 
-const std::vector<workload_kind> all_workloads = {workload_kind::smc, workload_kind::decode,
-                                                   workload_kind::scoring, workload_kind::hits,
-                                                   workload_kind::misses};
+const std::vector<workload_kind> all_workloads = {
+    workload_kind::smc, workload_kind::decode, workload_kind::scoring,
+    workload_kind::hits, workload_kind::misses};
 
 constexpr double hit_queries_goal = 300000;
 constexpr double miss_queries_goal = 100000;
@@ -47,7 +48,8 @@ bool zero_cost(const engine_config& c) {
 }
 
 // Negative widths are left-aligned.
-const std::vector<int> widths{-8, -12, 8, 8, 10, 9, 9, 9, 9, 8, 9, 6, 6, 9, 9, 8, 8, 8, 4};
+const std::vector<int> widths{-8, -12, 8, 8, 10, 9, 9, 9, 9, 8,
+                              9,  6,   6, 9, 9,  8, 8, 8, 4};
 // The network columns, after those.
 const std::vector<int> network_widths{-9, 9, 9, 7};
 
@@ -82,9 +84,9 @@ void print_cells(std::ostream& out, const std::vector<int>& widths,
 
 void print_table_header(std::ostream& out, bool network) {
   std::vector<std::string> cells = {
-    "workload", "variant", "queries", "seconds", "queries/s", "tok req", "tok comp", "tok/s",
-    "comp/req", "unique", "comp/uniq", "dup", "batch", "p50 us", "p99 us", "rss MiB",
-    "eng MiB", "GFLOP/s", "bad"};
+      "workload", "variant",  "queries", "seconds",   "queries/s", "tok req", "tok comp",
+      "tok/s",    "comp/req", "unique",  "comp/uniq", "dup",       "batch",   "p50 us",
+      "p99 us",   "rss MiB",  "eng MiB", "GFLOP/s",   "bad"};
   if (network)
     cells.insert(cells.end(), {"workers", "rtt p50", "rtt p99", "B/row"});
   print_cells(out, all_widths(network), cells);
@@ -92,25 +94,34 @@ void print_table_header(std::ostream& out, bool network) {
 
 void print_table_row(std::ostream& out, const bench_result& r, bool network) {
   const auto d = derive(r);
-  std::vector<std::string> cells = {std::string(to_string(r.workload)), std::string(to_string(r.variant)),
-               std::to_string(r.queries), fixed(r.seconds, 3),
-               fixed(d.queries_per_second, 0), std::to_string(r.tokens_requested),
-               std::to_string(r.tokens_computed), fixed(d.tokens_per_second, 0),
-               fixed(d.computed_per_requested, 3), std::to_string(r.unique_tokens),
-               fixed(d.computed_per_unique, 2), fixed(100 * d.duplicate_share, 0) + "%",
-               r.mean_batch_size > 0 ? fixed(r.mean_batch_size, 1) : "-",
-               fixed(r.latency_p50_us, 1), fixed(r.latency_p99_us, 1),
-               fixed(double(r.peak_rss_bytes) / mib, 0),
-               fixed(double(r.logprob_bytes + r.kv_bytes) / mib, 1),
-               r.matmul_flops ? fixed(d.gflops, 1) : "-", std::to_string(r.mismatches)};
+  std::vector<std::string> cells = {std::string(to_string(r.workload)),
+                                    std::string(to_string(r.variant)),
+                                    std::to_string(r.queries),
+                                    fixed(r.seconds, 3),
+                                    fixed(d.queries_per_second, 0),
+                                    std::to_string(r.tokens_requested),
+                                    std::to_string(r.tokens_computed),
+                                    fixed(d.tokens_per_second, 0),
+                                    fixed(d.computed_per_requested, 3),
+                                    std::to_string(r.unique_tokens),
+                                    fixed(d.computed_per_unique, 2),
+                                    fixed(100 * d.duplicate_share, 0) + "%",
+                                    r.mean_batch_size > 0 ? fixed(r.mean_batch_size, 1)
+                                                          : "-",
+                                    fixed(r.latency_p50_us, 1),
+                                    fixed(r.latency_p99_us, 1),
+                                    fixed(double(r.peak_rss_bytes) / mib, 0),
+                                    fixed(double(r.logprob_bytes + r.kv_bytes) / mib, 1),
+                                    r.matmul_flops ? fixed(d.gflops, 1) : "-",
+                                    std::to_string(r.mismatches)};
   if (network) {
     const bool passes = r.pass_round_trip_p50_us > 0;
     cells.insert(cells.end(),
                  {workers_label(r), passes ? fixed(r.pass_round_trip_p50_us, 1) : "-",
                   passes ? fixed(r.pass_round_trip_p99_us, 1) : "-",
                   r.remote_workers && r.tokens_computed
-                    ? fixed(double(r.wire_bytes) / double(r.tokens_computed), 0)
-                    : "-"});
+                      ? fixed(double(r.wire_bytes) / double(r.tokens_computed), 0)
+                      : "-"});
   }
   print_cells(out, all_widths(network), cells);
 }
@@ -141,8 +152,9 @@ void print_kv_peaks(std::ostream& out, const std::vector<bench_result>& results,
     const double per_particle = double(r.kv_peak_bytes) / double(particles);
     out << "smc " << to_string(r.variant) << ": KV peak "
         << fixed(double(r.kv_peak_bytes) / mib, 2) << " MiB, per particle "
-        << fixed(per_particle / 1024, 1) << " KiB = "
-        << fixed(per_particle / double(r.kv_bytes_per_token), 1) << " tokens of KV";
+        << fixed(per_particle / 1024, 1)
+        << " KiB = " << fixed(per_particle / double(r.kv_bytes_per_token), 1)
+        << " tokens of KV";
     if (r.kv_window > 0)
       out << " (sliding window " << r.kv_window << ")";
     out << '\n';
@@ -170,11 +182,12 @@ nlohmann::json to_json(const bench_result& r) {
       {"mean_batch_size", r.mean_batch_size},
       {"latency_us", {{"p50", r.latency_p50_us}, {"p99", r.latency_p99_us}}},
       {"remote_workers", r.remote_workers},
-      {"pass_round_trip_us", {{"p50", r.pass_round_trip_p50_us}, {"p99", r.pass_round_trip_p99_us}}},
+      {"pass_round_trip_us",
+       {{"p50", r.pass_round_trip_p50_us}, {"p99", r.pass_round_trip_p99_us}}},
       {"wire_bytes", r.wire_bytes},
       {"peak_rss_bytes", r.peak_rss_bytes},
-      {"engine_bytes", {{"logprobs", r.logprob_bytes}, {"kv", r.kv_bytes},
-                        {"kv_peak", r.kv_peak_bytes}}},
+      {"engine_bytes",
+       {{"logprobs", r.logprob_bytes}, {"kv", r.kv_bytes}, {"kv_peak", r.kv_peak_bytes}}},
       {"rows_checked", r.rows_checked},
       {"mismatches", r.mismatches},
       {"first_mismatch", r.first_mismatch},
@@ -200,7 +213,8 @@ target_check make_target(std::string label, std::string comparison, double goal,
 } // namespace
 
 std::vector<target_check> evaluate_targets(const std::vector<bench_result>& results,
-                                           const engine_config& config, double matmul_gflops) {
+                                           const engine_config& config,
+                                           double matmul_gflops) {
   std::vector<target_check> out;
   const auto row_on = [&](workload_kind w, bench_variant v,
                           std::size_t remote) -> const bench_result* {
@@ -214,10 +228,10 @@ std::vector<target_check> evaluate_targets(const std::vector<bench_result>& resu
     return "--workload " + std::string(to_string(w)) + " and --variants " + variants;
   };
   const auto throughput = [&](workload_kind w, const char* what, double goal,
-                               bench_variant v) {
+                              bench_variant v) {
     const auto through = v == bench_variant::futures ? ", futures" : "";
     auto t = make_target(std::string(what) + " queries/s (" + std::string(to_string(w)) +
-                           through + ")",
+                             through + ")",
                          ">=", goal, 0, needs(w, std::string(to_string(v))));
     if (const auto* r = row(w, v)) {
       t.ran = true;
@@ -233,25 +247,30 @@ std::vector<target_check> evaluate_targets(const std::vector<bench_result>& resu
   // under reuse_tokens it is computed again rather than waited for), so the exact goal
   // is for one worker.
   const auto computed_per_unique = [&](workload_kind w, std::size_t remote = 0) {
-    const auto where = remote ? ", " + std::to_string(remote) + " remote workers" : std::string();
+    const auto where =
+        remote ? ", " + std::to_string(remote) + " remote workers" : std::string();
     const bool exact = mock && remote <= 1;
     auto t = make_target("computed/unique (" + std::string(to_string(w)) + where + ")",
-                         exact ? "==" : "<=", exact ? 1.0 : mock ? 1.01 : 1.02, exact ? 2 : 3,
-                         needs(w, "full"));
+                         exact ? "==" : "<=",
+                         exact  ? 1.0
+                         : mock ? 1.01
+                                : 1.02,
+                         exact ? 2 : 3, needs(w, "full"));
     if (const auto* r = row_on(w, bench_variant::full, remote)) {
       t.ran = true;
       t.measured = derive(*r).computed_per_unique;
       t.detail = "(" + std::to_string(r->tokens_computed) + " computed, " +
                  std::to_string(r->unique_tokens) + " unique)";
-      t.pass = r->unique_tokens > 0 && (exact ? r->tokens_computed == r->unique_tokens
-                                              : t.measured <= t.goal);
+      t.pass = r->unique_tokens > 0 &&
+               (exact ? r->tokens_computed == r->unique_tokens : t.measured <= t.goal);
     }
     out.push_back(t);
   };
   // Runs on remote workers: the same accounting for each number of them, and scale-out.
   std::vector<std::size_t> remotes;
   for (const auto& r : results)
-    if (r.remote_workers && std::find(remotes.begin(), remotes.end(), r.remote_workers) == remotes.end())
+    if (r.remote_workers &&
+        std::find(remotes.begin(), remotes.end(), r.remote_workers) == remotes.end())
       remotes.push_back(r.remote_workers);
   const auto remote_targets = [&] {
     for (auto n : remotes)
@@ -265,21 +284,23 @@ std::vector<target_check> evaluate_targets(const std::vector<bench_result>& resu
       const auto* four = row_on(w, bench_variant::full, 4);
       if (!one || !four)
         continue;
-      auto t = make_target("scale-out 4/1 remote workers (" + std::string(to_string(w)) + ")",
-                           ">=", 3.5, 2, "");
+      auto t =
+          make_target("scale-out 4/1 remote workers (" + std::string(to_string(w)) + ")",
+                      ">=", 3.5, 2, "");
       t.ran = true;
-      t.measured = ratio(derive(*four).queries_per_second, derive(*one).queries_per_second);
+      t.measured =
+          ratio(derive(*four).queries_per_second, derive(*one).queries_per_second);
       t.detail = "(" + fixed(derive(*four).queries_per_second, 0) + " vs " +
                  fixed(derive(*one).queries_per_second, 0) + " queries/s)";
       t.pass = t.measured >= t.goal;
       out.push_back(t);
     }
   };
-  // Hosts hold futures: that path must keep up with the callbacks' (bench/future_client.hpp
-  // says how the bench drives it).
+  // Hosts hold futures: that path must keep up with the callbacks'
+  // (bench/future_client.hpp says how the bench drives it).
   const auto futures_slowdown = [&](workload_kind w) {
-    auto t = make_target("futures/callbacks time (" + std::string(to_string(w)) + ")", "<=",
-                         futures_slowdown_goal, 2, needs(w, "full,futures"));
+    auto t = make_target("futures/callbacks time (" + std::string(to_string(w)) + ")",
+                         "<=", futures_slowdown_goal, 2, needs(w, "full,futures"));
     const auto* callbacks = row(w, bench_variant::full);
     const auto* futures = row(w, bench_variant::futures);
     if (callbacks && futures) {
@@ -313,14 +334,15 @@ std::vector<target_check> evaluate_targets(const std::vector<bench_result>& resu
   if (full && no_kv) {
     speedup.ran = true;
     speedup.measured = ratio(no_kv->seconds, full->seconds);
-    speedup.detail = "(" + fixed(full->seconds, 3) + " s vs " + fixed(no_kv->seconds, 3) + " s)";
+    speedup.detail =
+        "(" + fixed(full->seconds, 3) + " s vs " + fixed(no_kv->seconds, 3) + " s)";
     speedup.pass = speedup.measured >= speedup.goal;
   }
   out.push_back(speedup);
   // Scoring passes carry exactly batch_size new tokens (64 by default), the batch the
   // goal is set for; SMC passes carry fewer (duplicates merge).
-  auto share = make_target("scoring passes' share of the matmul ceiling, %", ">=", 50.0, 0,
-                           needs(workload_kind::scoring, "full"));
+  auto share = make_target("scoring passes' share of the matmul ceiling, %", ">=", 50.0,
+                           0, needs(workload_kind::scoring, "full"));
   const auto* scoring = row(workload_kind::scoring, bench_variant::full);
   if (scoring && scoring->matmul_flops > 0 && matmul_gflops > 0) {
     const auto gflops = derive(*scoring).gflops;

@@ -41,11 +41,11 @@ struct target_check {
   std::string label;      // what is measured, e.g. "cache-hit queries/s (hits)"
   std::string comparison; // ">=", "<=" or "=="
   double goal = 0;
-  int decimals = 0;       // how measured and goal print
-  std::string needs;      // the flags that make it run, when it did not
-  bool ran = false;       // nothing below is set if not
+  int decimals = 0;  // how measured and goal print
+  std::string needs; // the flags that make it run, when it did not
+  bool ran = false;  // nothing below is set if not
   double measured = 0;
-  std::string detail;     // the measured value's terms, e.g. "(96 computed, 96 unique)"
+  std::string detail; // the measured value's terms, e.g. "(96 computed, 96 unique)"
   bool pass = false;
 };
 
@@ -57,11 +57,12 @@ struct target_check {
 /// (the goal is set for a synthetic Llama of ~100M parameters at batch 64).
 /// These are read on the in-process rows. With runs on remote workers: computed/unique
 /// for each number of them (at most 1.01 for the mock with several: each may compute a
-/// short shared prefix once, Note [routing]), and for scoring and misses (independent prompts)
-/// run on both 1 and 4 remote workers, queries/s with 4 at least 3.5x that with 1 (the
-/// goal is for a simulated device cost: at zero cost the front is the bottleneck).
+/// short shared prefix once, Note [routing]), and for scoring and misses (independent
+/// prompts) run on both 1 and 4 remote workers, queries/s with 4 at least 3.5x that with
+/// 1 (the goal is for a simulated device cost: at zero cost the front is the bottleneck).
 std::vector<target_check> evaluate_targets(const std::vector<bench_result>& results,
-                                           const engine_config& config, double matmul_gflops);
+                                           const engine_config& config,
+                                           double matmul_gflops);
 /// The targets section printed after the table.
 void print_targets(std::ostream& out, const std::vector<target_check>& targets,
                    const engine_config& config);

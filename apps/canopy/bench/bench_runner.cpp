@@ -198,7 +198,8 @@ bench_result run_variant(workload_kind workload, const workload_options& options
   query_client& client = futures ? static_cast<query_client&>(*futures) : callbacks;
   std::vector<std::uint16_t> remote_ports;
   for (const auto& address : config.remote_workers)
-    remote_ports.push_back(static_cast<std::uint16_t>(std::stoul(address.substr(address.rfind(':') + 1))));
+    remote_ports.push_back(
+        static_cast<std::uint16_t>(std::stoul(address.substr(address.rfind(':') + 1))));
   // Counters are taken as differences over the measured phase; the latency histograms
   // cannot be, so the hits and misses rows' percentiles include their warm-up queries.
   engine_stats before;

@@ -16,10 +16,10 @@
 namespace canopy::app {
 
 enum class bench_variant {
-  full,        // the config as given
-  futures,     // the same, asked through engine futures (as hosts do) instead of callbacks
-  no_cache,    // cache_enabled=false
-  no_kv,       // kv_reuse=false: every pass recomputes its whole sequence
+  full,     // the config as given
+  futures,  // the same, asked through engine futures (as hosts do) instead of callbacks
+  no_cache, // cache_enabled=false
+  no_kv,    // kv_reuse=false: every pass recomputes its whole sequence
   no_batching, // batch_size=1, merge_duplicates=false, flush_when_idle=true
   direct,      // the backend called directly, no actors (the overhead baseline)
 };
@@ -30,9 +30,9 @@ std::string_view to_string(bench_variant variant);
 struct bench_result {
   workload_kind workload = workload_kind::smc;
   bench_variant variant = bench_variant::full;
-  std::size_t remote_workers = 0;     // the engine's workers reached over the network
-                                      // (0: in-process)
-  double seconds = 0; // the measured phase
+  std::size_t remote_workers = 0; // the engine's workers reached over the network
+                                  // (0: in-process)
+  double seconds = 0;             // the measured phase
   std::uint64_t queries = 0;
   std::uint64_t tokens_requested = 0;
   std::uint64_t tokens_computed = 0;  // by the backend(s)
@@ -43,15 +43,15 @@ struct bench_result {
   double mean_batch_size = 0;         // queries per pass; 0 when no pass ran
   double latency_p50_us = 0;
   double latency_p99_us = 0;
-  double pass_round_trip_p50_us = 0;  // a pass sent to a worker until its answer is back
+  double pass_round_trip_p50_us = 0; // a pass sent to a worker until its answer is back
   double pass_round_trip_p99_us = 0;
-  std::uint64_t wire_bytes = 0;       // TCP bytes between the engine and remote workers
+  std::uint64_t wire_bytes = 0;     // TCP bytes between the engine and remote workers
   std::uint64_t peak_rss_bytes = 0; // of the process during the measured phase
   std::uint64_t logprob_bytes = 0;  // the engine's cached rows at the end
   std::uint64_t kv_bytes = 0;       // the engine's KV, all workers, at the end
   std::uint64_t kv_peak_bytes = 0;  // the most KV each worker held, summed over workers
   std::uint64_t kv_bytes_per_token = 0; // of the model (0: direct)
-  std::int64_t kv_window = 0;       // the model's sliding window (0: none)
+  std::int64_t kv_window = 0;           // the model's sliding window (0: none)
   std::uint64_t rows_checked = 0;
   std::uint64_t mismatches = 0;
   std::string first_mismatch;

@@ -1,6 +1,5 @@
 #include "bench/bench_workloads.hpp"
 
-
 #include <canopy/actors/sampling.hpp>
 
 #include <algorithm>
@@ -151,7 +150,8 @@ sequence_census run_smc(const workload_options& o, std::int64_t vocab,
 /// One sequence extended by its most likely token, one query at a time: every query
 /// after the first is uncached and computes one token, so its latency is the engine's
 /// fixed cost per pass plus one token's arithmetic.
-sequence_census run_decode(const workload_options& o, std::int64_t vocab, query_client& client,
+sequence_census run_decode(const workload_options& o, std::int64_t vocab,
+                           query_client& client,
                            const std::function<void()>& measure_start) {
   auto prompt_rng = workload_stream(o.seed, prompt_draw);
   auto sequence = random_tokens(o.prompt_length, vocab, prompt_rng);
@@ -165,7 +165,8 @@ sequence_census run_decode(const workload_options& o, std::int64_t vocab, query_
     client.ask(sequence, answer_into(flight, &row));
     client.wait_all(flight);
     const float* p = row.data_ptr<float>();
-    sequence.push_back(static_cast<token_seq::value_type>(std::max_element(p, p + vocab) - p));
+    sequence.push_back(
+        static_cast<token_seq::value_type>(std::max_element(p, p + vocab) - p));
   }
   return census;
 }

@@ -47,13 +47,14 @@ std::string difference(const at::Tensor& row, const std::vector<float>& expected
   const double slack = relative_slack(rule.dtype) + rule.tolerance_rel;
   for (std::size_t v = 0; v < expected.size(); ++v) {
     const bool same =
-      exact ? std::memcmp(values + v, &expected[v], sizeof(float)) == 0
-            : std::fabs(double(values[v]) - double(expected[v])) <=
-                rule.tolerance_abs + slack * std::fabs(double(expected[v]));
+        exact ? std::memcmp(values + v, &expected[v], sizeof(float)) == 0
+              : std::fabs(double(values[v]) - double(expected[v])) <=
+                    rule.tolerance_abs + slack * std::fabs(double(expected[v]));
     if (!same) {
       what << "entry " << v << " is " << values[v] << ", the reference " << expected[v];
       if (!exact)
-        what << " (tolerance " << rule.tolerance_abs << " + " << slack << " x |reference|)";
+        what << " (tolerance " << rule.tolerance_abs << " + " << slack
+             << " x |reference|)";
       return what.str();
     }
   }

@@ -18,13 +18,15 @@ namespace canopy::app {
 namespace {
 
 const char* const usage =
-  "Usage: canopy bench --encode FILE [--model PATH | --tokenizer PATH] [--repeat N]\n"
-  "                    [--json]\n\n"
-  "Encodes the whole of FILE with the model's tokenizer (found as the engine finds it,\n"
-  "or named by --tokenizer: a tokenizer.json, vocab.json + merges.txt, a .model or a\n"
-  "llama2.c .bin), N times on this thread, and prints MB/s (best and median), the ids\n"
-  "and a checksum of them (sum of (i + 1) * id mod 2^32, as scripts/bench-tokenizers.sh\n"
-  "computes for the HF library's ids, so both can be seen to agree).\n";
+    "Usage: canopy bench --encode FILE [--model PATH | --tokenizer PATH] [--repeat N]\n"
+    "                    [--json]\n\n"
+    "Encodes the whole of FILE with the model's tokenizer (found as the engine finds "
+    "it,\n"
+    "or named by --tokenizer: a tokenizer.json, vocab.json + merges.txt, a .model or a\n"
+    "llama2.c .bin), N times on this thread, and prints MB/s (best and median), the ids\n"
+    "and a checksum of them (sum of (i + 1) * id mod 2^32, as "
+    "scripts/bench-tokenizers.sh\n"
+    "computes for the HF library's ids, so both can be seen to agree).\n";
 
 std::vector<flag_spec> encode_flags() {
   return {{"encode", "FILE", "the text to encode (required)"},
@@ -55,13 +57,15 @@ int encode_bench_command(const std::vector<std::string>& argv) {
   std::ifstream in(file, std::ios::binary);
   if (!in)
     throw usage_error("--encode: cannot read '" + file + "'");
-  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string text((std::istreambuf_iterator<char>(in)),
+                         std::istreambuf_iterator<char>());
   const auto repeat = args.count("repeat", 5, 1);
   const auto path = !args.config.tokenizer.empty()
-                      ? std::filesystem::path(args.config.tokenizer)
-                      : backends::find_tokenizer(args.config.model);
+                        ? std::filesystem::path(args.config.tokenizer)
+                        : backends::find_tokenizer(args.config.model);
   if (path.empty())
-    throw usage_error("no tokenizer: give --tokenizer PATH, or a --model with one beside it");
+    throw usage_error(
+        "no tokenizer: give --tokenizer PATH, or a --model with one beside it");
   const auto tokenizer = backends::load_tokenizer(path);
 
   std::vector<double> mb_per_s;

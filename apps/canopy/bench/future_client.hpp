@@ -29,7 +29,8 @@ private:
   void collect_until(std::size_t count);
 
   engine& lm_;
-  std::deque<std::pair<std::future<at::Tensor>, logprobs_callback>> asked_; // oldest first
+  std::deque<std::pair<std::future<at::Tensor>, logprobs_callback>>
+      asked_; // oldest first
 };
 
 } // namespace canopy::app

@@ -31,7 +31,8 @@ backend_decode decode_on_backend(const engine_config& config, const workload_opt
       backends::make_backend(actors::backend_spec_for(config, bench_device(config)));
   const auto vocab = backend->info().vocab_size;
   std::mt19937_64 rng(o.seed);
-  std::uniform_int_distribution<std::int32_t> pick(0, static_cast<std::int32_t>(vocab - 1));
+  std::uniform_int_distribution<std::int32_t> pick(0,
+                                                   static_cast<std::int32_t>(vocab - 1));
   backends::pass_item item;
   for (std::size_t i = 0; i < o.prompt_length; ++i)
     item.tokens.push_back(pick(rng));
@@ -43,9 +44,9 @@ backend_decode decode_on_backend(const engine_config& config, const workload_opt
     const auto started = std::chrono::steady_clock::now();
     const auto result = backend->run(request);
     if (step > 0)
-      out.pass_us.push_back(
-        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - started)
-          .count());
+      out.pass_us.push_back(std::chrono::duration<double, std::micro>(
+                                std::chrono::steady_clock::now() - started)
+                                .count());
     else
       backend->attach_profile(&out.profile);
     const auto& answer = result.items[0];
@@ -59,7 +60,8 @@ backend_decode decode_on_backend(const engine_config& config, const workload_opt
   return out;
 }
 
-void line(std::ostream& out, const std::string& label, double us, const std::string& note = "") {
+void line(std::ostream& out, const std::string& label, double us,
+          const std::string& note = "") {
   out << "  " << std::left << std::setw(58) << label << std::right << std::setw(9)
       << fixed(us, 1) << " us" << (note.empty() ? "" : "  " + note) << '\n';
 }
@@ -70,15 +72,15 @@ void run_pass_breakdown(const engine_config& config, const workload_options& opt
                         std::ostream& out) {
   const auto model =
       backends::describe_model(actors::backend_spec_for(config, bench_device(config)));
-  const auto engine = run_variant(workload_kind::decode, options, config, bench_variant::full,
-                                  answer_check_period);
+  const auto engine = run_variant(workload_kind::decode, options, config,
+                                  bench_variant::full, answer_check_period);
   auto mock = config;
   mock.backend = "mock";
   mock.vocab_size = model.vocab_size;
   mock.context_length = model.context_length;
   mock.mock_cost_per_pass_us = mock.mock_cost_per_token_us = 0;
-  const auto actors_alone =
-    run_variant(workload_kind::decode, options, mock, bench_variant::full, answer_check_period);
+  const auto actors_alone = run_variant(workload_kind::decode, options, mock,
+                                        bench_variant::full, answer_check_period);
   auto bare = decode_on_backend(config, options);
 
   const auto passes = static_cast<double>(engine.queries); // one pass per decode query

@@ -26,10 +26,12 @@ std::uint64_t tcp_bytes_with(const std::vector<std::uint16_t>& peer_ports) {
       continue; // "." and ".."
     sockaddr_in peer{};
     socklen_t length = sizeof peer;
-    if (::getpeername(static_cast<int>(fd), reinterpret_cast<sockaddr*>(&peer), &length) != 0 ||
+    if (::getpeername(static_cast<int>(fd), reinterpret_cast<sockaddr*>(&peer),
+                      &length) != 0 ||
         peer.sin_family != AF_INET)
       continue;
-    if (std::find(peer_ports.begin(), peer_ports.end(), ntohs(peer.sin_port)) == peer_ports.end())
+    if (std::find(peer_ports.begin(), peer_ports.end(), ntohs(peer.sin_port)) ==
+        peer_ports.end())
       continue;
     tcp_info info{};
     socklen_t size = sizeof info;

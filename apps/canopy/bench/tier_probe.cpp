@@ -20,7 +20,8 @@ constexpr std::size_t rounds = 16;
 double seconds_of(const std::function<void()>& f) {
   const auto started = std::chrono::steady_clock::now();
   f();
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - started)
+      .count();
 }
 
 struct round_times {
@@ -31,7 +32,8 @@ struct round_times {
 
 } // namespace
 
-void run_tier_probe(engine_config config, const workload_options& options, std::ostream& out) {
+void run_tier_probe(engine_config config, const workload_options& options,
+                    std::ostream& out) {
   if (config.kv_host_budget_bytes == 0)
     config.kv_host_budget_bytes = config.kv_budget_bytes;
   auto backend =
@@ -39,12 +41,13 @@ void run_tier_probe(engine_config config, const workload_options& options, std::
   const auto info = backend->info();
   const auto n = options.prompt_length;
   if (info.kv_host_keep_bytes < n * info.kv_bytes_per_token)
-    throw std::invalid_argument("the host tier does not hold a " + std::to_string(n) +
-                                "-token prompt (a sliding window, or kv_host_budget_bytes "
-                                "too small)");
+    throw std::invalid_argument(
+        "the host tier does not hold a " + std::to_string(n) +
+        "-token prompt (a sliding window, or kv_host_budget_bytes "
+        "too small)");
   std::mt19937_64 rng(options.seed);
   std::uniform_int_distribution<backends::token_id> pick(
-    0, static_cast<backends::token_id>(info.vocab_size - 1));
+      0, static_cast<backends::token_id>(info.vocab_size - 1));
   std::vector<double> compute, demote, promote;
   for (std::size_t r = 0; r <= rounds; ++r) { // round 0 warms up
     backends::pass_item prompt;

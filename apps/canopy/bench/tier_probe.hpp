@@ -16,6 +16,7 @@ namespace canopy::app {
 
 /// `options.prompt_length` tokens per round. Without kv_host_budget_bytes in `config`,
 /// the host tier gets the device's budget.
-void run_tier_probe(engine_config config, const workload_options& options, std::ostream& out);
+void run_tier_probe(engine_config config, const workload_options& options,
+                    std::ostream& out);
 
 } // namespace canopy::app

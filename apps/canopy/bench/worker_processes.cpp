@@ -23,9 +23,10 @@ namespace {
 
 /// Starts `canopy worker --listen 127.0.0.1:0 --config FILE`; its stdout comes back on
 /// `out_fd`, its stderr goes to `err_file`.
-pid_t spawn_worker(const std::string& config_file, int stdout_fd, const std::string& err_file) {
-  std::vector<std::string> args = {"/proc/self/exe", "worker", "--listen", "127.0.0.1:0",
-                                   "--config", config_file};
+pid_t spawn_worker(const std::string& config_file, int stdout_fd,
+                   const std::string& err_file) {
+  std::vector<std::string> args = {"/proc/self/exe", "worker",   "--listen",
+                                   "127.0.0.1:0",    "--config", config_file};
   std::vector<char*> argv;
   for (auto& a : args)
     argv.push_back(a.data());
@@ -34,10 +35,11 @@ pid_t spawn_worker(const std::string& config_file, int stdout_fd, const std::str
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
   posix_spawn_file_actions_adddup2(&actions, stdout_fd, 1);
-  posix_spawn_file_actions_addopen(&actions, 2, err_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
-                                   0600);
+  posix_spawn_file_actions_addopen(&actions, 2, err_file.c_str(),
+                                   O_WRONLY | O_CREAT | O_TRUNC, 0600);
   pid_t pid = 0;
-  const int failed = posix_spawn(&pid, args[0].c_str(), &actions, nullptr, argv.data(), environ);
+  const int failed =
+      posix_spawn(&pid, args[0].c_str(), &actions, nullptr, argv.data(), environ);
   posix_spawn_file_actions_destroy(&actions);
   if (failed != 0)
     throw std::runtime_error("cannot start canopy worker: posix_spawn failed");
@@ -54,7 +56,8 @@ std::uint16_t read_port(int fd, const std::string& err_file) {
     const auto end = at == std::string::npos ? at : out.find_first_of(",\n", at);
     if (end != std::string::npos) {
       const auto colon = out.rfind(':', end);
-      return static_cast<std::uint16_t>(std::stoi(out.substr(colon + 1, end - colon - 1)));
+      return static_cast<std::uint16_t>(
+          std::stoi(out.substr(colon + 1, end - colon - 1)));
     }
     pollfd p{fd, POLLIN, 0};
     if (::poll(&p, 1, 100) <= 0)
@@ -66,7 +69,8 @@ std::uint16_t read_port(int fd, const std::string& err_file) {
     out.append(buffer, static_cast<std::size_t>(n));
   }
   std::ifstream err(err_file);
-  const std::string why{std::istreambuf_iterator<char>(err), std::istreambuf_iterator<char>()};
+  const std::string why{std::istreambuf_iterator<char>(err),
+                        std::istreambuf_iterator<char>()};
   throw std::runtime_error("canopy worker did not start: " + why);
 }
 

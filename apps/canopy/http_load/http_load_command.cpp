@@ -77,7 +77,8 @@ bool names_http_target(const std::vector<std::string>& args) {
 }
 
 int http_load_command(const std::vector<std::string>& argv) {
-  const auto args = parse_command_line(argv, usage, http_load_flags(), engine_settings::refused);
+  const auto args =
+      parse_command_line(argv, usage, http_load_flags(), engine_settings::refused);
   if (args.help)
     return 0;
   const auto options = http_load_options_of(args);

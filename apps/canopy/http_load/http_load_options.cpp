@@ -57,7 +57,8 @@ std::vector<std::size_t> parse_counts(const parsed_args& args, std::string_view 
 /// the `fallback` ones.
 template <class E>
 std::vector<E> parse_name_list(const parsed_args& args, std::string_view flag,
-                               std::initializer_list<E> known, std::initializer_list<E> fallback) {
+                               std::initializer_list<E> known,
+                               std::initializer_list<E> fallback) {
   const auto joined = [](std::initializer_list<E> values, const char* separator) {
     std::string text;
     for (const auto v : values)
@@ -142,11 +143,10 @@ http_load_options http_load_options_of(const parsed_args& args) {
   o.workloads =
       parse_name_list(args, "workload", {http_workload::hits, http_workload::misses},
                       {http_workload::hits, http_workload::misses});
-  o.payloads = parse_name_list(
-      args, "payload",
-      {http_payload::json, http_payload::binary, http_payload::completions,
-       http_payload::prefill},
-      {http_payload::json, http_payload::binary});
+  o.payloads = parse_name_list(args, "payload",
+                               {http_payload::json, http_payload::binary,
+                                http_payload::completions, http_payload::prefill},
+                               {http_payload::json, http_payload::binary});
   o.connections = parse_counts(args, "connections", "1,64,512");
   o.duration_s = args.number("duration-s", d.duration_s);
   if (!(o.duration_s > 0))

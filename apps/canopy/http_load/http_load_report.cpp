@@ -57,7 +57,8 @@ void print_http_table_row(std::ostream& out, const http_load_result& r) {
 
 void print_http_table_legend(std::ostream& out) {
   out << "requests: valid answers (status 200, the payload asked for, one full row after "
-         "the tokens sent;\ncompletions: every prompt token sent scored; prefill: one choice after "
+         "the tokens sent;\ncompletions: every prompt token sent scored; prefill: one "
+         "choice after "
          "the prompt sent);\np50/p99: latency from writing a request to reading its "
          "answer; ovh: that latency minus the\nengine's time (Server-Timing engine;dur), "
          "so the server's HTTP, JSON and queueing cost plus the\nloopback; eng: the "

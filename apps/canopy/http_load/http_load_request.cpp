@@ -31,7 +31,8 @@ request_writer::request_writer(const http_load_options& options, http_payload pa
       payload == http_payload::completions || payload == http_payload::prefill;
   head_ = std::string("POST ") + (completions ? "/v1/completions" : "/v1/logprobs") +
           " HTTP/1.1\r\n" + common_headers(options) + "Accept: " +
-          (payload == http_payload::binary ? "application/octet-stream" : "application/json") +
+          (payload == http_payload::binary ? "application/octet-stream"
+                                           : "application/json") +
           "\r\nContent-Type: application/json\r\n";
   if (completions) {
     body_start_ = "{\"model\":" + nlohmann::json(model).dump() + ",\"prompt\":[";
@@ -44,7 +45,8 @@ request_writer::request_writer(const http_load_options& options, http_payload pa
   }
 }
 
-void request_writer::write(std::string& out, const std::vector<std::int32_t>& tokens) const {
+void request_writer::write(std::string& out,
+                           const std::vector<std::int32_t>& tokens) const {
   out.assign(head_);
   out += "Content-Length: ";
   // The body's length is known only once it is written: write it after a placeholder

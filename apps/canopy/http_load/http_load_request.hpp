@@ -25,9 +25,9 @@ public:
   void write(std::string& out, const std::vector<std::int32_t>& tokens) const;
 
 private:
-  std::string head_;        // the request line and every header but Content-Length
-  std::string body_start_;  // the body up to the token ids
-  std::string body_end_;    // and after them
+  std::string head_;       // the request line and every header but Content-Length
+  std::string body_start_; // the body up to the token ids
+  std::string body_end_;   // and after them
 };
 
 /// A GET of `path` with the options' Host and Authorization, e.g. for /v1/model.

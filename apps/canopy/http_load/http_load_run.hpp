@@ -6,9 +6,9 @@
 // caller's thread (one Asio io_context: one thread keeps 512 connections busy, and
 // leaves the machine's other cores to the server).
 
-#include "http_load/http_load_tally.hpp"
 #include "http_load/http_load_options.hpp"
 #include "http_load/http_load_server_info.hpp"
+#include "http_load/http_load_tally.hpp"
 #include "http_load/http_load_workloads.hpp"
 
 #include <cstddef>

@@ -73,8 +73,9 @@ nlohmann::json get_json(const http_load_options& options, const std::string& pat
 served_model fetch_served_model(const http_load_options& options) {
   served_model model;
   const auto& p = options.payloads;
-  const bool openai = std::find(p.begin(), p.end(), http_payload::completions) != p.end() ||
-                      std::find(p.begin(), p.end(), http_payload::prefill) != p.end();
+  const bool openai =
+      std::find(p.begin(), p.end(), http_payload::completions) != p.end() ||
+      std::find(p.begin(), p.end(), http_payload::prefill) != p.end();
   if (options.vocab_size > 0) {
     // Another server: its context is not known here, so it judges the lengths.
     model = {"(vocabulary from --vocab-size)", options.vocab_size,
@@ -87,8 +88,9 @@ served_model fetch_served_model(const http_load_options& options) {
       if (model.vocab_size == 0 || model.context_length == 0)
         throw std::runtime_error("vocab_size and context_length must be positive");
     } catch (const std::exception& e) {
-      throw std::runtime_error("GET " + options.target.url + "/v1/model: not the model's " +
-                               "description (" + e.what() + ")");
+      throw std::runtime_error("GET " + options.target.url +
+                               "/v1/model: not the model's " + "description (" +
+                               e.what() + ")");
     }
   }
   // The id OpenAI's routes answer to (Canopy has them only with a tokenizer).

@@ -35,11 +35,12 @@ http_response to_response(const api_error& error) {
 http_response budget_full(const byte_budget& budget, std::size_t needed,
                           std::string_view holders, std::string_view flag,
                           std::string_view unit) {
-  auto busy = to_response(
-      {503, "server_busy",
-       std::string(holders) + " hold " + std::to_string(budget.used()) + " of " +
-           std::to_string(budget.limit()) + " " + std::string(unit) + " (" + std::string(flag) +
-           "), too many for this one's " + std::to_string(needed) + "; retry later"});
+  auto busy =
+      to_response({503, "server_busy",
+                   std::string(holders) + " hold " + std::to_string(budget.used()) +
+                       " of " + std::to_string(budget.limit()) + " " + std::string(unit) +
+                       " (" + std::string(flag) + "), too many for this one's " +
+                       std::to_string(needed) + "; retry later"});
   busy.headers.emplace_back("Retry-After", "1");
   return busy;
 }

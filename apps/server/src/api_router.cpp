@@ -57,8 +57,8 @@ std::string model_body(const canopy::engine& engine) {
                {"kv_dtype", info.kv_dtype.empty() ? json(nullptr) : json(info.kv_dtype)},
                {"devices", std::move(devices)},
                {"tokenizer", engine.has_tokenizer()},
-               {"bos_token_id", engine.bos_token_id() ? json(*engine.bos_token_id())
-                                                      : json(nullptr)},
+               {"bos_token_id",
+                engine.bos_token_id() ? json(*engine.bos_token_id()) : json(nullptr)},
                {"eos_token_ids", engine.eos_token_ids()}});
 }
 
@@ -97,16 +97,19 @@ std::string chat_templates_body(const canopy::engine& engine) {
 }
 
 /// A tokenizer document fixed at start-up; `body` is "" when the model has no tokenizer.
-void answer_document(const std::string& body, const std::string& what, respond_fn& respond) {
+void answer_document(const std::string& body, const std::string& what,
+                     respond_fn& respond) {
   if (body.empty())
     return respond(to_response(from_engine_error(
-      messages::errc::no_tokenizer, "the model has no tokenizer, so no " + what)));
+        messages::errc::no_tokenizer, "the model has no tokenizer, so no " + what)));
   http_response response;
   response.body = body;
   respond(std::move(response));
 }
 
-http_response ok(const gateway_reply&) { return json_response({{"ok", true}}); }
+http_response ok(const gateway_reply&) {
+  return json_response({{"ok", true}});
+}
 
 } // namespace
 
@@ -120,10 +123,11 @@ api_router::api_router(canopy::engine& engine, std::vector<gateway_actor> gatewa
       max_generated_tokens_(options.max_generated_tokens),
       generation_(std::make_shared<byte_budget>(options.generation_budget_tokens)),
       vocab_body_(vocab_body(engine)), merges_body_(merges_body(engine)),
-      chat_templates_body_(chat_templates_body(engine)), model_id_(options.served_model_name),
+      chat_templates_body_(chat_templates_body(engine)),
+      model_id_(options.served_model_name),
       started_(std::chrono::duration_cast<std::chrono::seconds>(
-                 std::chrono::system_clock::now().time_since_epoch())
-                 .count()) {
+                   std::chrono::system_clock::now().time_since_epoch())
+                   .count()) {
   metrics_->watch_budget("answers", "bytes", answers_);
   metrics_->watch_budget("generation", "tokens", generation_);
   if (model_id_.empty()) {
@@ -287,8 +291,8 @@ void api_router::logprobs(request_id id, const http_request& request,
   job.done = answer_with(
       std::move(respond),
       [format, binary,
-       held = std::make_shared<byte_reservation>(std::move(std::get<byte_reservation>(reserved)))](
-          const gateway_reply& reply) {
+       held = std::make_shared<byte_reservation>(
+           std::move(std::get<byte_reservation>(reserved)))](const gateway_reply& reply) {
         http_response response;
         if (binary) {
           response.content_type = "application/octet-stream";
@@ -313,11 +317,12 @@ std::variant<byte_reservation, http_response>
 api_router::reserve_bytes(std::size_t encoded, std::size_t rows, std::size_t queries,
                           std::size_t query_tokens) const {
   if (encoded > max_answer_bytes_)
-    return to_response(
-        {413, "answer_too_large",
-         "the answer could take " + std::to_string(encoded) + " bytes, more than the limit of " +
-             std::to_string(max_answer_bytes_) +
-             " (--max-answer-bytes); ask for top_k, the binary format (float16) or fewer rows"});
+    return to_response({413, "answer_too_large",
+                        "the answer could take " + std::to_string(encoded) +
+                            " bytes, more than the limit of " +
+                            std::to_string(max_answer_bytes_) +
+                            " (--max-answer-bytes); ask for top_k, the binary format "
+                            "(float16) or fewer rows"});
   // While it is encoded, the rows it is made of are held as well; while it is computed,
   // its queries in flight (each carries its tokens: Note [rows in flight]).
   const auto held = encoded + 4 * rows * static_cast<std::size_t>(engine_.vocab_size()) +
@@ -332,10 +337,11 @@ api_router::reserve_bytes(std::size_t encoded, std::size_t rows, std::size_t que
 std::variant<byte_reservation, http_response>
 api_router::reserve_generation(std::size_t tokens) const {
   if (tokens > max_generated_tokens_)
-    return to_response({400, "generation_too_large",
-                        "the request asks to generate " + std::to_string(tokens) +
-                          " tokens (prompts x n x max_tokens), more than the limit of " +
-                          std::to_string(max_generated_tokens_) + " (--max-generated-tokens)"});
+    return to_response(
+        {400, "generation_too_large",
+         "the request asks to generate " + std::to_string(tokens) +
+             " tokens (prompts x n x max_tokens), more than the limit of " +
+             std::to_string(max_generated_tokens_) + " (--max-generated-tokens)"});
   auto reservation = generation_->reservation();
   if (!reservation.resize(tokens))
     return budget_full(*generation_, tokens, "generations in flight",
@@ -364,25 +370,26 @@ void api_router::sample(request_id id, const http_request& request, respond_fn r
   job.temperature = req->temperature;
   job.seed = req->seed;
   job.partition = cache_partition(request.tenant, req->cache_salt);
-  job.done = answer_with(std::move(respond), [this, batch = req->batch,
-                                              held = std::make_shared<byte_reservation>(
-                                                std::move(std::get<byte_reservation>(generation)))](
-                                               const gateway_reply& reply) {
-    json results = json::array();
-    for (const auto& generated : reply.generated) {
-      json one = {{"tokens", generated}};
-      if (engine_.has_tokenizer()) {
-        try {
-          one["text"] = engine_.detokenize(generated);
-        } catch (const canopy::error&) {
-          // ids past the tokenizer (a padded head): the ids alone stand
+  job.done = answer_with(
+      std::move(respond),
+      [this, batch = req->batch,
+       held = std::make_shared<byte_reservation>(std::move(
+           std::get<byte_reservation>(generation)))](const gateway_reply& reply) {
+        json results = json::array();
+        for (const auto& generated : reply.generated) {
+          json one = {{"tokens", generated}};
+          if (engine_.has_tokenizer()) {
+            try {
+              one["text"] = engine_.detokenize(generated);
+            } catch (const canopy::error&) {
+              // ids past the tokenizer (a padded head): the ids alone stand
+            }
+          }
+          results.push_back(std::move(one));
         }
-      }
-      results.push_back(std::move(one));
-    }
-    return json_response(batch ? json{{"results", std::move(results)}}
-                               : std::move(results.at(0)));
-  });
+        return json_response(batch ? json{{"results", std::move(results)}}
+                                   : std::move(results.at(0)));
+      });
   caf::anon_send(gateway_of(id), sample_atom::value, id, std::move(job));
 }
 
@@ -418,7 +425,8 @@ http_response api_router::tokenize(const http_request& request) const {
     return to_response(*error);
   try {
     const auto& req = std::get<tokenize_request>(result);
-    return json_response({{"tokens", engine_.tokenize(req.text, req.add_special_tokens)}});
+    return json_response(
+        {{"tokens", engine_.tokenize(req.text, req.add_special_tokens)}});
   } catch (const canopy::error& e) {
     return to_response(engine_error(e));
   }

@@ -24,7 +24,8 @@ using namespace detail;
 
 /// Bytes a token can take in a completion's JSON: its spelling (at most 6 bytes of
 /// escape per byte) in tokens and in each alternative, with their numbers and offset.
-std::size_t json_bytes_per_token(std::size_t longest_token_bytes, std::size_t alternatives) {
+std::size_t json_bytes_per_token(std::size_t longest_token_bytes,
+                                 std::size_t alternatives) {
   return (alternatives + 2) * (6 * longest_token_bytes + 48);
 }
 
@@ -39,24 +40,24 @@ struct completion_run {
 
   completion_request request;
   token_texts texts;
-  std::string partition;                               // its queries' (cache_partition.hpp)
+  std::string partition; // its queries' (cache_partition.hpp)
   std::vector<cache::token_seq> prompts;
   std::size_t prompt_tokens = 0;                       // of every prompt, once each
   std::vector<std::vector<token_score>> prompt_scores; // [prompts], echo with logprobs
-  double prompt_engine_ms = 0;                         // the first stage's (Server-Timing)
-  nlohmann::json head;                                 // what every answer chunk carries
+  double prompt_engine_ms = 0; // the first stage's (Server-Timing)
+  nlohmann::json head;         // what every answer chunk carries
   respond_fn respond;
-  std::shared_ptr<byte_reservation> held; // the answer's bytes, till written
-  byte_reservation generation;            // its tokens to generate, till it ends
-  std::vector<choice_pieces> choices;     // [prompts x n]
+  std::shared_ptr<byte_reservation> held;     // the answer's bytes, till written
+  byte_reservation generation;                // its tokens to generate, till it ends
+  std::vector<choice_pieces> choices;         // [prompts x n]
   std::vector<std::vector<token_piece>> kept; // [choices], not streamed: every piece
   std::vector<const char*> finish;            // [choices]: null while it runs
   std::shared_ptr<body_stream> stream;        // once the stream's head has gone
 };
 
 /// Scores each prompt token after the first by the row before it.
-std::vector<std::vector<token_score>> score_prompts(const std::vector<scored_sequence>& answers,
-                                                    std::size_t alternatives) {
+std::vector<std::vector<token_score>>
+score_prompts(const std::vector<scored_sequence>& answers, std::size_t alternatives) {
   std::vector<std::vector<token_score>> scores(answers.size());
   for (std::size_t s = 0; s < answers.size(); ++s) {
     const auto& tokens = answers[s].tokens;
@@ -78,10 +79,11 @@ void emit(completion_run& run, std::string text) {
   head.body = std::move(text);
   head.stream = run.stream;
   head.stream_cut = "data: " +
-                    dump({{"error", {{"code", "shutting_down"},
-                                     {"message", "the server stopped before this completion "
-                                                 "ended"},
-                                     {"type", "server_error"}}}}) +
+                    dump({{"error",
+                           {{"code", "shutting_down"},
+                            {"message", "the server stopped before this completion "
+                                        "ended"},
+                            {"type", "server_error"}}}}) +
                     "\n\n";
   head.reserved = run.held;
   run.respond(std::move(head));
@@ -117,7 +119,8 @@ void give(completion_run& run, std::size_t c, std::vector<token_piece> pieces,
 bool on_token(completion_run& run, const sampled_token& token) {
   const auto c = token.prompt;
   auto& choice = run.choices[c];
-  auto pieces = choice.add(token.id, token.score ? std::optional(*token.score) : std::nullopt);
+  auto pieces =
+      choice.add(token.id, token.score ? std::optional(*token.score) : std::nullopt);
   const char* finish = nullptr;
   if (choice.cut() || token.last) {
     auto rest = choice.flush();
@@ -135,7 +138,8 @@ void on_done(completion_run& run, gateway_reply reply) {
   if (reply.error) {
     if (!run.stream)
       return run.respond(to_response(*reply.error));
-    // The stream's head has gone: the error is its last event (OpenAI's clients raise it).
+    // The stream's head has gone: the error is its last event (OpenAI's clients raise
+    // it).
     run.stream->push("data: " + to_response(*reply.error).body + "\n\n");
     return run.stream->end();
   }
@@ -143,7 +147,8 @@ void on_done(completion_run& run, gateway_reply reply) {
   for (std::size_t c = 0; c < run.choices.size(); ++c) {
     completion_tokens += reply.generated[c].size();
     if (!run.finish[c])
-      give(run, c, run.choices[c].flush(), run.choices[c].finish_reason(reply.stopped[c]));
+      give(run, c, run.choices[c].flush(),
+           run.choices[c].finish_reason(reply.stopped[c]));
   }
   const json usage = {{"prompt_tokens", run.prompt_tokens},
                       {"completion_tokens", completion_tokens},
@@ -170,7 +175,8 @@ void on_done(completion_run& run, gateway_reply reply) {
 std::string completion_id(request_id id) {
   const auto now = std::chrono::system_clock::now().time_since_epoch().count();
   char text[40];
-  std::snprintf(text, sizeof text, "cmpl-%016llx%04llx", static_cast<unsigned long long>(now),
+  std::snprintf(text, sizeof text, "cmpl-%016llx%04llx",
+                static_cast<unsigned long long>(now),
                 static_cast<unsigned long long>(id & 0xffff));
   return text;
 }
@@ -185,21 +191,26 @@ http_response api_router::models() const {
                                                {"owned_by", "canopy"}}})}});
 }
 
-void api_router::completions(request_id id, const http_request& request, respond_fn respond) {
+void api_router::completions(request_id id, const http_request& request,
+                             respond_fn respond) {
   auto result = parse_completion_request(request.body, limits_);
   auto* req = parsed_or_respond(result, respond);
   if (!req)
     return;
   if (req->model != model_id_) {
     // Named back, but not whole: a client's 1 MB name is not echoed.
-    const auto named = req->model.size() <= 80 ? req->model : req->model.substr(0, 80) + "...";
+    const auto named =
+        req->model.size() <= 80 ? req->model : req->model.substr(0, 80) + "...";
     return respond(to_response({404, "model_not_found",
-                                "the model `" + named + "` does not exist; this server "
-                                "serves `" + model_id_ + "`"}));
+                                "the model `" + named +
+                                    "` does not exist; this server "
+                                    "serves `" +
+                                    model_id_ + "`"}));
   }
   if (!engine_.has_tokenizer())
-    return respond(to_response(from_engine_error(
-      messages::errc::no_tokenizer, "completions need the model's tokenizer, and it has none")));
+    return respond(to_response(
+        from_engine_error(messages::errc::no_tokenizer,
+                          "completions need the model's tokenizer, and it has none")));
   auto run = std::make_shared<completion_run>(std::move(*req), texts());
   const auto& r = run->request;
   run->partition = cache_partition(request.tenant, r.cache_salt);
@@ -211,23 +222,24 @@ void api_router::completions(request_id id, const http_request& request, respond
       return;
     if (ids->empty())
       return respond(to_response(
-        {400, "empty_sequence", "prompt " + std::to_string(p) + " has no tokens"}));
+          {400, "empty_sequence", "prompt " + std::to_string(p) + " has no tokens"}));
     if (ids->size() + r.max_tokens > context)
       return respond(to_response(
-        {400, "sequence_too_long",
-         "this model's maximum context length is " + std::to_string(context) +
-           " tokens; prompt " + std::to_string(p) + " has " + std::to_string(ids->size()) +
-           " and max_tokens asks for " + std::to_string(r.max_tokens) + " more"}));
+          {400, "sequence_too_long",
+           "this model's maximum context length is " + std::to_string(context) +
+               " tokens; prompt " + std::to_string(p) + " has " +
+               std::to_string(ids->size()) + " and max_tokens asks for " +
+               std::to_string(r.max_tokens) + " more"}));
     // Checked before anything is sent: echo with max_tokens 0 would answer 200 with
     // them, and a stream would have sent its 200 and echo before the engine refused.
     const auto vocab = engine_.vocab_size();
     for (std::size_t i = 0; i < ids->size(); ++i)
       if ((*ids)[i] < 0 || (*ids)[i] >= vocab)
-        return respond(to_response(
-          {400, "token_out_of_range",
-           "prompt " + std::to_string(p) + ": token id " + std::to_string((*ids)[i]) +
-             " at position " + std::to_string(i) + " is outside [0, " + std::to_string(vocab) +
-             ")"}));
+        return respond(to_response({400, "token_out_of_range",
+                                    "prompt " + std::to_string(p) + ": token id " +
+                                        std::to_string((*ids)[i]) + " at position " +
+                                        std::to_string(i) + " is outside [0, " +
+                                        std::to_string(vocab) + ")"}));
     run->prompt_tokens += ids->size();
     run->prompts.push_back(std::move(*ids));
   }
@@ -235,36 +247,42 @@ void api_router::completions(request_id id, const http_request& request, respond
   const bool logprobs = r.logprobs.has_value();
   const bool prompt_rows = r.echo && logprobs;
   if (prompt_rows && prompt_tokens > max_rows_)
-    return respond(to_response({400, "batch_too_large",
-                                "echo with logprobs asks for " + std::to_string(prompt_tokens) +
-                                  " rows, more than the limit of " + std::to_string(max_rows_)}));
+    return respond(
+        to_response({400, "batch_too_large",
+                     "echo with logprobs asks for " + std::to_string(prompt_tokens) +
+                         " rows, more than the limit of " + std::to_string(max_rows_)}));
   // Every choice's tokens, echoed and generated, encoded (as one answer, or as events
   // that each repeat the head); the prompts' rows are held while they are scored.
-  const auto choice_tokens = (r.echo ? prompt_tokens : 0) + r.prompts.size() * r.max_tokens;
-  const auto per_token = json_bytes_per_token(longest_token_bytes_, logprobs ? *r.logprobs : 0) +
-                         (r.stream ? 128 + model_id_.size() : 0);
+  const auto choice_tokens =
+      (r.echo ? prompt_tokens : 0) + r.prompts.size() * r.max_tokens;
+  const auto per_token =
+      json_bytes_per_token(longest_token_bytes_, logprobs ? *r.logprobs : 0) +
+      (r.stream ? 128 + model_id_.size() : 0);
   const auto encoded = 512 + r.n * (choice_tokens + r.prompts.size()) * per_token;
   // In flight at once: a window of the prompts' rows, or a step of every choice.
   std::size_t longest_prompt = 0;
   for (const auto& prompt : run->prompts)
     longest_prompt = std::max(longest_prompt, prompt.size());
-  const auto queries = std::max(prompt_rows ? std::min(prompt_tokens, rows_in_flight_per_job) : 0,
-                                r.n * run->prompts.size());
-  auto reserved = reserve_bytes(encoded, prompt_rows ? prompt_tokens : 0, queries,
-                                longest_prompt + r.max_tokens + partition_tokens(run->partition));
+  const auto queries =
+      std::max(prompt_rows ? std::min(prompt_tokens, rows_in_flight_per_job) : 0,
+               r.n * run->prompts.size());
+  auto reserved =
+      reserve_bytes(encoded, prompt_rows ? prompt_tokens : 0, queries,
+                    longest_prompt + r.max_tokens + partition_tokens(run->partition));
   if (auto* refusal = std::get_if<http_response>(&reserved))
     return respond(std::move(*refusal));
   auto generation = reserve_generation(run->prompts.size() * r.n * r.max_tokens);
   if (auto* refusal = std::get_if<http_response>(&generation))
     return respond(std::move(*refusal));
   run->generation = std::move(std::get<byte_reservation>(generation));
-  run->held = std::make_shared<byte_reservation>(std::move(std::get<byte_reservation>(reserved)));
+  run->held =
+      std::make_shared<byte_reservation>(std::move(std::get<byte_reservation>(reserved)));
   run->respond = std::move(respond);
   run->head = {{"id", completion_id(id)},
                {"object", "text_completion"},
                {"created", std::chrono::duration_cast<std::chrono::seconds>(
-                             std::chrono::system_clock::now().time_since_epoch())
-                             .count()},
+                               std::chrono::system_clock::now().time_since_epoch())
+                               .count()},
                {"model", model_id_}};
 
   // The second stage: every prompt n times, each with its own random stream; each

@@ -25,7 +25,9 @@ byte_reservation& byte_reservation::operator=(byte_reservation&& other) noexcept
   return *this;
 }
 
-byte_reservation::~byte_reservation() { reset(); }
+byte_reservation::~byte_reservation() {
+  reset();
+}
 
 bool byte_reservation::resize(std::size_t bytes) {
   if (!budget_ || bytes == bytes_)

@@ -22,8 +22,9 @@ std::vector<sequence_input> read_prompts(const json& prompt) {
   if (prompt.is_string())
     return {{std::nullopt, prompt.get<std::string>()}};
   if (!prompt.is_array())
-    refuse(invalid_request, "prompt is neither a text, a list of texts, a list of token ids "
-                            "nor a list of token-id lists");
+    refuse(invalid_request,
+           "prompt is neither a text, a list of texts, a list of token ids "
+           "nor a list of token-id lists");
   if (prompt.empty())
     refuse("empty_sequence", "prompt is an empty list");
   if (prompt.front().is_number())
@@ -63,7 +64,8 @@ void refuse_unsupported(const json& object, std::size_t n) {
     refuse(invalid_request, "logit_bias is not supported (only {})");
   if (given(object, "suffix"))
     refuse(invalid_request, "suffix is not supported");
-  if (const json* v = given(object, "best_of"); v && read_count(*v, "best_of", 1, 1u << 20) != n)
+  if (const json* v = given(object, "best_of");
+      v && read_count(*v, "best_of", 1, 1u << 20) != n)
     refuse(invalid_request, "best_of is not supported (only equal to n)");
 }
 
@@ -73,10 +75,10 @@ parsed<completion_request> parse_completion_request(std::string_view body,
                                                     const request_limits& limits) {
   return catching<completion_request>([&] {
     const json object = parse_object(body, false);
-    allow_only(object, {"model", "prompt", "max_tokens", "echo", "logprobs", "temperature",
-                        "top_p", "seed", "n", "stop", "stream", "stream_options", "user",
-                        "best_of", "frequency_penalty", "presence_penalty", "logit_bias",
-                        "suffix", "cache_salt"});
+    allow_only(object, {"model", "prompt", "max_tokens", "echo", "logprobs",
+                        "temperature", "top_p", "seed", "n", "stop", "stream",
+                        "stream_options", "user", "best_of", "frequency_penalty",
+                        "presence_penalty", "logit_bias", "suffix", "cache_salt"});
     completion_request request;
     request.model = read_string(required(object, "model"), "model");
     request.prompts = read_prompts(required(object, "prompt"));
@@ -118,8 +120,8 @@ parsed<completion_request> parse_completion_request(std::string_view body,
     request.cache_salt = read_cache_salt(object);
     refuse_unsupported(object, request.n);
     if (request.prompts.size() * request.n > limits.max_batch)
-      refuse("batch_too_large", std::to_string(request.prompts.size()) + " prompts x n = " +
-                                    std::to_string(request.n) +
+      refuse("batch_too_large", std::to_string(request.prompts.size()) +
+                                    " prompts x n = " + std::to_string(request.n) +
                                     " completions, more than the limit of " +
                                     std::to_string(limits.max_batch));
     return request;

@@ -29,7 +29,8 @@ std::size_t code_points(const std::string& s) {
 json top_object(const token_texts& texts, const token_score& score) {
   json top = json::object();
   for (const auto& [id, logprob] : score.top)
-    top.emplace(token_spelling(texts, id), logprob); // the first spelling of equal ones wins
+    top.emplace(token_spelling(texts, id),
+                logprob); // the first spelling of equal ones wins
   return top;
 }
 
@@ -78,7 +79,8 @@ std::vector<token_piece> choice_pieces::echo(const cache::token_seq& prompt,
   return pieces;
 }
 
-std::vector<token_piece> choice_pieces::add(std::int32_t id, std::optional<token_score> score) {
+std::vector<token_piece> choice_pieces::add(std::int32_t id,
+                                            std::optional<token_score> score) {
   if (cut_)
     return {};
   const auto start = generated_.size();
@@ -95,8 +97,9 @@ std::vector<token_piece> choice_pieces::add(std::int32_t id, std::optional<token
   if (cut_)
     return release(*cut_);
   // A stop string found later begins at most longest_stop_ - 1 bytes before the end.
-  const auto safe = generated_.size() - std::min(generated_.size(),
-                                                 longest_stop_ > 0 ? longest_stop_ - 1 : 0);
+  const auto safe =
+      generated_.size() -
+      std::min(generated_.size(), longest_stop_ > 0 ? longest_stop_ - 1 : 0);
   return release(safe);
 }
 
@@ -109,11 +112,13 @@ std::vector<token_piece> choice_pieces::release(std::size_t upto) {
   std::size_t given = 0;
   for (; given < held_.size(); ++given) {
     auto& token = held_[given];
-    const auto end = given + 1 < held_.size() ? held_[given + 1].start : generated_.size();
+    const auto end =
+        given + 1 < held_.size() ? held_[given + 1].start : generated_.size();
     if (cut_ ? token.start >= *cut_ : end > upto)
       break;
-    pieces.push_back(piece(token.id, std::move(token.score),
-                           generated_.substr(token.start, std::min(end, upto) - token.start)));
+    pieces.push_back(
+        piece(token.id, std::move(token.score),
+              generated_.substr(token.start, std::min(end, upto) - token.start)));
   }
   held_.erase(held_.begin(), held_.begin() + static_cast<std::ptrdiff_t>(given));
   if (cut_)
@@ -128,7 +133,8 @@ const char* choice_pieces::finish_reason(bool stopped) const {
 namespace {
 
 /// The logprobs object of `pieces`.
-json logprobs_of(const std::vector<const token_piece*>& pieces, const token_texts& texts) {
+json logprobs_of(const std::vector<const token_piece*>& pieces,
+                 const token_texts& texts) {
   json tokens = json::array(), logprobs = json::array(), tops = json::array(),
        offsets = json::array();
   for (const auto* p : pieces) {
@@ -152,22 +158,23 @@ json choice_json(std::string text, std::size_t index, json logprobs, const char*
 
 } // namespace
 
-json completion_choice(const std::vector<token_piece>& pieces, std::size_t index, bool logprobs,
-                       const token_texts& texts, const char* finish_reason) {
+json completion_choice(const std::vector<token_piece>& pieces, std::size_t index,
+                       bool logprobs, const token_texts& texts,
+                       const char* finish_reason) {
   std::string text;
   std::vector<const token_piece*> all;
   for (const auto& p : pieces) {
     text += p.bytes;
     all.push_back(&p);
   }
-  return choice_json(std::move(text), index, logprobs ? logprobs_of(all, texts) : json(nullptr),
-                     finish_reason);
+  return choice_json(std::move(text), index,
+                     logprobs ? logprobs_of(all, texts) : json(nullptr), finish_reason);
 }
 
 json chunk_choice(const token_piece& piece, std::size_t index, bool logprobs,
                   const token_texts& texts) {
-  return choice_json(piece.bytes, index, logprobs ? logprobs_of({&piece}, texts) : json(nullptr),
-                     nullptr);
+  return choice_json(piece.bytes, index,
+                     logprobs ? logprobs_of({&piece}, texts) : json(nullptr), nullptr);
 }
 
 json finish_chunk_choice(std::size_t index, const char* finish_reason) {

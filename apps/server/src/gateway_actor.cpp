@@ -27,7 +27,7 @@ struct open_job {
   gateway_done done;
   steady::time_point started;
   std::unordered_set<std::uint64_t> outstanding;
-  std::vector<scored_sequence> answers;    // logprobs
+  std::vector<scored_sequence> answers; // logprobs
   // logprobs: the next row to ask for (sequence, row in it); at most
   // rows_in_flight_per_job are asked at once (Note [rows in flight])
   std::uint32_t next_sequence = 0;
@@ -35,10 +35,10 @@ struct open_job {
   bool all_positions = false;
   std::int32_t priority = 0;
   caf::timespan timeout{0};
-  std::string partition;                   // every query's cache partition
-  std::optional<actors::sampling_run> run; // sample
-  std::optional<std::size_t> top_logprobs;                 // sample: score with this many
-  std::function<bool(const sampled_token&)> on_token;      // sample
+  std::string partition;                              // every query's cache partition
+  std::optional<actors::sampling_run> run;            // sample
+  std::optional<std::size_t> top_logprobs;            // sample: score with this many
+  std::function<bool(const sampled_token&)> on_token; // sample
 };
 
 /// Where a query's answer goes: its job, and the sequence (or prompt) and row in it.
@@ -131,9 +131,10 @@ void ask_more_rows(gateway_pointer self, request_id request, open_job& job) {
     const auto r = job.next_row;
     const auto& tokens = job.answers[s].tokens;
     const auto end = job.all_positions ? tokens.begin() + r + 1 : tokens.end();
-    send_query(self, request, job,
-               query{{tokens.begin(), end}, job.priority, false, job.timeout, job.partition},
-               s, r);
+    send_query(
+        self, request, job,
+        query{{tokens.begin(), end}, job.priority, false, job.timeout, job.partition}, s,
+        r);
     if (++job.next_row == job.answers[s].rows.size()) {
       ++job.next_sequence;
       job.next_row = 0;
@@ -288,7 +289,8 @@ gateway_actor::behavior_type gateway(gateway_pointer self, engine_actor engine) 
       [=](cache_kv_atom, request_id request, cache_kv_job& in) {
         auto& job = open(self, request, job_kind::cache_kv, std::move(in.done));
         send_query(self, request, job,
-                   query{std::move(in.prompt), 0, true, caf::timespan{0}, std::move(in.partition)},
+                   query{std::move(in.prompt), 0, true, caf::timespan{0},
+                         std::move(in.partition)},
                    0, 0);
       },
       [=](clear_atom, clear_job& job) {

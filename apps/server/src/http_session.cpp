@@ -119,8 +119,8 @@ std::optional<http_response> transfer_coding_problem(beast::string_view value) {
 }
 
 /// The status line and headers of `response` (its body and framing aside).
-http::response<http::string_body> wire_head(const http_response& response, unsigned version,
-                                            bool keep_alive) {
+http::response<http::string_body> wire_head(const http_response& response,
+                                            unsigned version, bool keep_alive) {
   http::response<http::string_body> wire;
   wire.version(version);
   wire.result(static_cast<unsigned>(response.status));
@@ -159,8 +159,8 @@ void frame(std::string& out, const std::string& bytes, bool chunked) {
 
 http_session::http_session(socket peer, transport_context& context)
     : context_(context), strand_(peer.get_executor()), socket_(std::move(peer)),
-      read_deadline_(strand_), write_deadline_(strand_), probe_(strand_), cut_deadline_(strand_),
-      buffer_(header_limit(context.options) + read_chunk_bytes),
+      read_deadline_(strand_), write_deadline_(strand_), probe_(strand_),
+      cut_deadline_(strand_), buffer_(header_limit(context.options) + read_chunk_bytes),
       body_reserved_(context.bodies->reservation()) {
   start_request();
 }
@@ -260,7 +260,8 @@ void http_session::on_header() {
               (request.method() == http::verb::get &&
                server_metrics::route_label(to_std(request.target())) == "/healthz");
   const auto tenant =
-    open ? std::nullopt : bearer_tenant(to_std(request[http::field::authorization]), tokens);
+      open ? std::nullopt
+           : bearer_tenant(to_std(request[http::field::authorization]), tokens);
   tenant_ = tenant && tokens.size() > 1 ? std::to_string(*tenant + 1) : std::string();
   if (!open && !tenant) {
     // Refused before its body is read, so the connection cannot be reused.
@@ -282,10 +283,12 @@ void http_session::on_header() {
 
 bool http_session::reserve_body() {
   const auto length = parser_->content_length();
-  const auto needed = length ? static_cast<std::size_t>(*length) : parser_->get().body().size();
+  const auto needed =
+      length ? static_cast<std::size_t>(*length) : parser_->get().body().size();
   if (body_reserved_.resize(needed))
     return true;
-  fail(budget_full(*context_.bodies, needed, "request bodies being read", "--body-budget-bytes"));
+  fail(budget_full(*context_.bodies, needed, "request bodies being read",
+                   "--body-budget-bytes"));
   return false;
 }
 
@@ -306,7 +309,8 @@ void http_session::dispatch() {
                 message.keep_alive(),
                 read_done_,
                 message.body().size()};
-  http_request request{std::string(message.method_string()), done.target,
+  http_request request{std::string(message.method_string()),
+                       done.target,
                        std::string(message[http::field::content_type]),
                        std::string(message[http::field::accept]),
                        std::move(message.body()),
@@ -324,11 +328,11 @@ void http_session::dispatch() {
   // The body's reservation goes with it until the handler has let it go.
   auto body = std::make_shared<byte_reservation>(std::move(body_reserved_));
   body_reserved_ = context_.bodies->reservation();
-  boost::asio::post(context_.handlers, [&handler = context_.handler, id, body,
-                                        request = std::move(request),
-                                        respond = responder(id)]() mutable {
-    handler.handle(id, std::move(request), std::move(respond));
-  });
+  boost::asio::post(context_.handlers,
+                    [&handler = context_.handler, id, body, request = std::move(request),
+                     respond = responder(id)]() mutable {
+                      handler.handle(id, std::move(request), std::move(respond));
+                    });
 }
 
 void http_session::start_request() {
@@ -349,17 +353,17 @@ void http_session::hand_off(const std::shared_ptr<post_gate>& gate,
     // The strand copy first: `self` moves into the handler, which the io_context
     // owns and destroys, so the connection never dies on this thread.
     auto on = self->strand_;
-    asio::post(on, [self = std::move(self), work = std::move(work)]() mutable {
-      work(*self);
-    });
+    asio::post(
+        on, [self = std::move(self), work = std::move(work)]() mutable { work(*self); });
   });
 }
 
 respond_fn http_session::responder(request_id id) {
   return [gate = context_.gate, weak = weak_from_this(), id](http_response response) {
-    hand_off(gate, weak, [id, response = std::move(response)](http_session& self) mutable {
-      self.on_response(id, std::move(response));
-    });
+    hand_off(gate, weak,
+             [id, response = std::move(response)](http_session& self) mutable {
+               self.on_response(id, std::move(response));
+             });
   };
 }
 
@@ -434,11 +438,11 @@ void http_session::write_stream() {
   }
   writing_ = true;
   auto self = shared_from_this();
-  write_deadline_.arm(context_.options.write_stall_timeout, [self] { self->close_now(); });
-  socket_.async_write_some(asio::buffer(stream.outgoing),
-                           [self](error_code ec, std::size_t bytes) {
-                             self->on_stream_written(ec, bytes);
-                           });
+  write_deadline_.arm(context_.options.write_stall_timeout,
+                      [self] { self->close_now(); });
+  socket_.async_write_some(
+      asio::buffer(stream.outgoing),
+      [self](error_code ec, std::size_t bytes) { self->on_stream_written(ec, bytes); });
 }
 
 void http_session::on_stream_written(error_code ec, std::size_t bytes) {
@@ -510,7 +514,8 @@ void http_session::start_write() {
 
 void http_session::write_some() {
   auto self = shared_from_this();
-  write_deadline_.arm(context_.options.write_stall_timeout, [self] { self->close_now(); });
+  write_deadline_.arm(context_.options.write_stall_timeout,
+                      [self] { self->close_now(); });
   http::async_write_some(socket_, *serializer_, [self](error_code ec, std::size_t) {
     self->on_written_some(ec);
   });
@@ -571,9 +576,10 @@ void http_session::read() {
     // trailer that the parser cannot finish: no reading will, so it fails now (it
     // waited for the body timeout, then got a misleading 408).
     if (phase_ == phase::body) {
-      fail(error_response(400, "malformed_http",
-                          "a chunk-size line, chunk extension or trailer is longer than " +
-                            std::to_string(buffer_.max_size()) + " bytes"));
+      fail(
+          error_response(400, "malformed_http",
+                         "a chunk-size line, chunk extension or trailer is longer than " +
+                             std::to_string(buffer_.max_size()) + " bytes"));
       return advance();
     }
     return; // full of a complete request, which waits its turn

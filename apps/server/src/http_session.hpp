@@ -158,13 +158,13 @@ private:
   // The streamed answer being written (of in_flight_, which stays until it ends).
   struct stream_state {
     std::shared_ptr<body_stream> source;
-    bool chunked = true;     // HTTP/1.1; HTTP/1.0 gets the bytes unframed, then a close
-    bool ended = false;      // the handler ended it: `outgoing` holds its last bytes
+    bool chunked = true; // HTTP/1.1; HTTP/1.0 gets the bytes unframed, then a close
+    bool ended = false;  // the handler ended it: `outgoing` holds its last bytes
     int status = 200;
-    std::string outgoing;    // framed bytes not yet written
+    std::string outgoing; // framed bytes not yet written
     std::size_t body_bytes = 0;
-    std::string cut_piece;   // written last when the server cuts the stream
-    bool cutting = false;    // cut(): no more pieces from the handler
+    std::string cut_piece; // written last when the server cuts the stream
+    bool cutting = false;  // cut(): no more pieces from the handler
   };
   std::optional<stream_state> stream_;
   byte_reservation body_reserved_; // the body being read, against context_.bodies

@@ -175,8 +175,8 @@ std::string read_cache_salt(const json& object) {
     refuse(invalid_request, "cache_salt is empty (leave it out for none)");
   if (salt.size() > max_cache_salt_bytes)
     refuse(invalid_request, "cache_salt has " + std::to_string(salt.size()) +
-                              " bytes, more than the limit of " +
-                              std::to_string(max_cache_salt_bytes));
+                                " bytes, more than the limit of " +
+                                std::to_string(max_cache_salt_bytes));
   return salt;
 }
 

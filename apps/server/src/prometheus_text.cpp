@@ -114,12 +114,14 @@ constexpr std::string_view gauge = "gauge";
 
 /// One family with a sample per worker, labelled with its slot, node and device.
 template <class Value>
-void per_worker(exposition& x, const std::vector<worker_stats>& workers, std::string_view name,
-                std::string_view type, std::string_view help, Value value) {
+void per_worker(exposition& x, const std::vector<worker_stats>& workers,
+                std::string_view name, std::string_view type, std::string_view help,
+                Value value) {
   x.family(name, type, help);
   for (const auto& w : workers) {
     const auto id = std::to_string(w.id);
-    x.sample(name, "", {{"worker", id}, {"node", w.node}, {"device", w.device}}, value(w));
+    x.sample(name, "", {{"worker", id}, {"node", w.node}, {"device", w.device}},
+             value(w));
   }
 }
 
@@ -141,14 +143,17 @@ void append_workers(exposition& x, const std::vector<worker_stats>& workers) {
   per_worker(x, workers, "canopy_kv_host_cache_budget_bytes", gauge,
              "Host tier budget the cache enforces, per worker (0: no host tier).",
              [](const worker_stats& w) { return w.kv_host_budget_bytes; });
-  per_worker(x, workers, "canopy_worker_passes_total", counter, "Passes the worker returned.",
+  per_worker(x, workers, "canopy_worker_passes_total", counter,
+             "Passes the worker returned.",
              [](const worker_stats& w) { return w.passes; });
   per_worker(x, workers, "canopy_worker_tokens_computed_total", counter,
-             "Tokens the worker computed.", [](const worker_stats& w) { return w.tokens_computed; });
+             "Tokens the worker computed.",
+             [](const worker_stats& w) { return w.tokens_computed; });
   per_worker(x, workers, "canopy_worker_passes_in_flight", gauge,
              "Passes sent to the worker and not back.",
              [](const worker_stats& w) { return w.in_flight; });
-  per_worker(x, workers, "canopy_worker_losses_total", counter, "Times the worker was lost.",
+  per_worker(x, workers, "canopy_worker_losses_total", counter,
+             "Times the worker was lost.",
              [](const worker_stats& w) { return w.losses; });
   per_worker(x, workers, "canopy_worker_redispatched_queries_total", counter,
              "Queries of the worker's passes sent to other workers when it was lost.",
@@ -163,11 +168,13 @@ void append_workers(exposition& x, const std::vector<worker_stats>& workers) {
 }
 
 void append_nodes(exposition& x, const std::vector<node_stats>& nodes) {
-  x.family("canopy_node_state", gauge,
-           "1 for the state each remote worker node is in (connecting, admitted, refused, "
-           "lost, unreachable).");
+  x.family(
+      "canopy_node_state", gauge,
+      "1 for the state each remote worker node is in (connecting, admitted, refused, "
+      "lost, unreachable).");
   for (const auto& n : nodes)
-    x.sample("canopy_node_state", "", {{"node", n.address}, {"state", n.state}}, std::uint64_t{1});
+    x.sample("canopy_node_state", "", {{"node", n.address}, {"state", n.state}},
+             std::uint64_t{1});
   x.family("canopy_node_admissions_total", counter, "Times the node was admitted.");
   for (const auto& n : nodes)
     x.sample("canopy_node_admissions_total", "", {{"node", n.address}}, n.admissions);
@@ -212,7 +219,8 @@ void append_engine(exposition& x, const engine_stats& e) {
   x.sample("canopy_kv_tier_moves_total", "", {{"direction", "promote"}}, e.kv_promotions);
   x.family("canopy_kv_tier_moved_bytes_total", counter,
            "KV bytes moved between a device and its host tier, by direction.");
-  x.sample("canopy_kv_tier_moved_bytes_total", "", {{"direction", "demote"}}, e.kv_demoted_bytes);
+  x.sample("canopy_kv_tier_moved_bytes_total", "", {{"direction", "demote"}},
+           e.kv_demoted_bytes);
   x.sample("canopy_kv_tier_moved_bytes_total", "", {{"direction", "promote"}},
            e.kv_promoted_bytes);
   x.single("canopy_refused_attaches_total", counter,
@@ -256,13 +264,16 @@ void append_server(exposition& x, const server_stats& s) {
            s.bytes_sent);
   x.single("canopy_http_cancelled_requests_total", counter,
            "Requests whose client left before the answer.", s.cancelled_requests);
-  x.family("canopy_http_budget_used", gauge,
-           "What each budget holds now: answers and bodies in bytes, generation in tokens.");
+  x.family(
+      "canopy_http_budget_used", gauge,
+      "What each budget holds now: answers and bodies in bytes, generation in tokens.");
   for (const auto& b : s.budgets)
-    x.sample("canopy_http_budget_used", "", {{"budget", b.name}, {"unit", b.unit}}, b.used);
+    x.sample("canopy_http_budget_used", "", {{"budget", b.name}, {"unit", b.unit}},
+             b.used);
   x.family("canopy_http_budget_limit", gauge, "Each budget's limit (its flag).");
   for (const auto& b : s.budgets)
-    x.sample("canopy_http_budget_limit", "", {{"budget", b.name}, {"unit", b.unit}}, b.limit);
+    x.sample("canopy_http_budget_limit", "", {{"budget", b.name}, {"unit", b.unit}},
+             b.limit);
 }
 
 } // namespace

@@ -41,8 +41,7 @@ inline api_error engine_error(const canopy::error& e) {
 /// A job's `done`: answers the job's error, or what `encode` makes of its reply (with
 /// Server-Timing). `done` runs on a gateway actor, which must not die of an exception
 /// while encoding (out of memory): that becomes a 500.
-template <class Encode>
-gateway_done answer_with(respond_fn respond, Encode encode) {
+template <class Encode> gateway_done answer_with(respond_fn respond, Encode encode) {
   return [respond = std::move(respond), encode = std::move(encode)](gateway_reply reply) {
     if (reply.error)
       return respond(to_response(*reply.error));

@@ -120,11 +120,13 @@ char* put_values(char* at, const float* values, std::size_t n, wire_dtype dtype)
 
 std::size_t encoded_size_bound(const answer_shape& shape, const row_format& format,
                                bool binary) {
-  const std::size_t cols = format.top_k ? std::min(*format.top_k, shape.vocab) : shape.vocab;
+  const std::size_t cols =
+      format.top_k ? std::min(*format.top_k, shape.vocab) : shape.vocab;
   if (binary) {
     const std::size_t element = format.dtype == wire_dtype::float16 ? 2 : 4;
     const std::size_t id_bytes = format.top_k ? 4 * shape.rows * cols : 0;
-    return 32 + 4 * shape.sequences + 4 * shape.tokens + id_bytes + element * shape.rows * cols;
+    return 32 + 4 * shape.sequences + 4 * shape.tokens + id_bytes +
+           element * shape.rows * cols;
   }
   // A value is at most "-1.17549435e-38," (16 characters), an id or token
   // "-2147483648," (12); a row adds at most "[],[]," (6); a sequence its keys and
@@ -174,8 +176,9 @@ std::string encode_binary(const std::vector<scored_sequence>& answers,
   const std::size_t cols = format.top_k ? std::min(*format.top_k, vocab) : vocab;
   const std::size_t id_bytes = format.top_k ? 4 * rows * cols : 0;
 
-  std::string out(encoded_size_bound({answers.size(), total_tokens, rows, vocab}, format, true),
-                  '\0');
+  std::string out(
+      encoded_size_bound({answers.size(), total_tokens, rows, vocab}, format, true),
+      '\0');
   char* at = out.data();
   std::memcpy(at, "CNPY", 4);
   put_u16(at + 4, 1);

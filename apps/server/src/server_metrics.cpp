@@ -9,9 +9,20 @@ namespace {
 
 // The API's paths: the only route labels besides "other", so the label set is fixed.
 constexpr std::array<std::string_view, 14> known_routes = {
-    "/v1/logprobs", "/v1/sample",   "/v1/tokenize",    "/v1/detokenize", "/v1/vocab",
-    "/v1/model",    "/v1/cache/kv", "/v1/cache/clear", "/healthz",       "/metrics",
-    "/v1/completions", "/v1/models", "/v1/tokenizer/merges", "/v1/tokenizer/chat_templates"};
+    "/v1/logprobs",
+    "/v1/sample",
+    "/v1/tokenize",
+    "/v1/detokenize",
+    "/v1/vocab",
+    "/v1/model",
+    "/v1/cache/kv",
+    "/v1/cache/clear",
+    "/healthz",
+    "/metrics",
+    "/v1/completions",
+    "/v1/models",
+    "/v1/tokenizer/merges",
+    "/v1/tokenizer/chat_templates"};
 
 } // namespace
 

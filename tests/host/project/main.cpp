@@ -1,8 +1,8 @@
 // The host's program: the C++ API and, in the host's own actor system, the typed actor
 // handle. Exits 0 only when both answer a row that is a distribution over the mock's
 // vocabulary, and the same row twice; prints what went wrong otherwise.
-#include <canopy/engine.hpp>
 #include <canopy/actor_system_setup.hpp>
+#include <canopy/engine.hpp>
 
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
@@ -40,17 +40,16 @@ int main() {
   canopy::engine embedded{host, config};
   caf::scoped_actor self{host};
   int status = 1;
-  self
-    ->request(embedded.handle(), caf::infinite, canopy::messages::logprobs_atom::value,
-              tokens)
-    .receive(
-      [&](const canopy::messages::shared_logprobs& row) {
-        const auto tensor = canopy::to_tensor(row);
-        status = is_distribution(tensor, 300) && at::equal(tensor, direct) ? 0 : 1;
-        if (status != 0)
-          std::cerr << "host: the typed handle's row differs from the C++ API's\n";
-      },
-      [&](const caf::error& e) { std::cerr << "host: " << host.render(e) << "\n"; });
+  self->request(embedded.handle(), caf::infinite, canopy::messages::logprobs_atom::value,
+                tokens)
+      .receive(
+          [&](const canopy::messages::shared_logprobs& row) {
+            const auto tensor = canopy::to_tensor(row);
+            status = is_distribution(tensor, 300) && at::equal(tensor, direct) ? 0 : 1;
+            if (status != 0)
+              std::cerr << "host: the typed handle's row differs from the C++ API's\n";
+          },
+          [&](const caf::error& e) { std::cerr << "host: " << host.render(e) << "\n"; });
   if (status == 0)
     std::cout << "host: both forms answered the same distribution over 300 tokens\n";
   return status;

@@ -50,7 +50,8 @@ struct plan_options {
                                       // keep no KV (so deferring would save nothing)
 };
 
-batch_plan plan_batch(const std::vector<plan_entry>& entries, const plan_options& options);
+batch_plan plan_batch(const std::vector<plan_entry>& entries,
+                      const plan_options& options);
 
 /// What route_entries knows of the workers.
 struct routing_view {
@@ -62,10 +63,10 @@ struct routing_view {
 /// One entry of a flush, as routing sees it.
 struct routing_entry {
   const cache::token_seq* tokens = nullptr;
-  std::vector<cache::kv_prefix> kv;     // [workers, or fewer] its KV prefix on each
+  std::vector<cache::kv_prefix> kv;          // [workers, or fewer] its KV prefix on each
   std::optional<cache::worker_id> computing; // a worker whose running pass computes
-                                        // tokens of it (cached nowhere yet)
-  std::string_view partition{};         // its cache partition
+                                             // tokens of it (cached nowhere yet)
+  std::string_view partition{};              // its cache partition
 };
 
 /// Where one entry goes.
@@ -106,6 +107,5 @@ std::uint32_t common_prefix(const cache::token_seq& a, const cache::token_seq& b
 /// before its extensions of the same partition.
 bool partition_order(std::string_view partition_a, const cache::token_seq& a,
                      std::string_view partition_b, const cache::token_seq& b);
-
 
 } // namespace canopy::actors

@@ -39,8 +39,8 @@
 namespace canopy::actors {
 
 struct batcher_options {
-  backends::model_info served;           // the model workers must serve to join
-  std::uint32_t passes_in_flight = 1;    // per worker
+  backends::model_info served;        // the model workers must serve to join
+  std::uint32_t passes_in_flight = 1; // per worker
   cache::row_dtype rows = cache::row_dtype::float32; // the dtype passes return rows in
   std::uint32_t batch_size = 64;
   caf::timespan batch_timeout{std::chrono::milliseconds(2)};
@@ -66,27 +66,28 @@ struct batch_entry {
   messages::query q;
   std::vector<waiter> waiters;
   caf::actor_clock::time_point arrival;
-  std::optional<caf::actor_clock::time_point> deadline; // latest of the waiters'; none: no limit
+  std::optional<caf::actor_clock::time_point>
+      deadline; // latest of the waiters'; none: no limit
   // The sequence's node, on which the entry holds one of its lookups' locks until it
   // leaves (root_node when the cache is off): the prefix cannot be evicted meanwhile.
   cache::node_id leaf = cache::root_node;
   std::vector<cache::node_id> pins; // locks of its last prepare (prepared_entry::pins)
-  std::size_t key_hash = 0; // query_key::hash_of(q)
+  std::size_t key_hash = 0;         // query_key::hash_of(q)
 };
 
 /// A batch between prepare and its answers.
 struct running_batch {
   cache::worker_id worker = 0;
-  std::uint64_t tokens = 0;             // new tokens of its pass (the worker's load)
-  messages::worker_actor handle;        // the worker running it (its slot may change hands)
-  std::vector<entry_id> entries;        // answered by this pass
-  std::vector<answer_ref> answers;      // [entries]
-  std::vector<std::size_t> first_row;   // [items + 1] offset of each item's rows in the
-                                        // store's answer
-  std::vector<entry_id> item_owner;     // [items] the entry whose sequence the item ends
+  std::uint64_t tokens = 0;           // new tokens of its pass (the worker's load)
+  messages::worker_actor handle;      // the worker running it (its slot may change hands)
+  std::vector<entry_id> entries;      // answered by this pass
+  std::vector<answer_ref> answers;    // [entries]
+  std::vector<std::size_t> first_row; // [items + 1] offset of each item's rows in the
+                                      // store's answer
+  std::vector<entry_id> item_owner;   // [items] the entry whose sequence the item ends
   std::vector<std::uint32_t> item_start; // [items] its KV prefix: it computes past this
-  caf::actor_clock::time_point started; // when the pass was sent (pass_timeout)
-  bool returned = false;                // the pass is back; its results are being stored
+  caf::actor_clock::time_point started;  // when the pass was sent (pass_timeout)
+  bool returned = false;                 // the pass is back; its results are being stored
   // Until the pass returns; then moved into the store request.
   std::vector<messages::store_item> items;
   backends::pass_request pass;
@@ -97,8 +98,8 @@ struct uncached_job {
   cache::token_seq tokens;
   std::uint64_t ticket = 0;
   messages::answer_sink sink;
-  cache::worker_id worker = 0;          // where it runs now
-  std::uint64_t attempt = 0;            // which sending of it an answer belongs to
+  cache::worker_id worker = 0; // where it runs now
+  std::uint64_t attempt = 0;   // which sending of it an answer belongs to
 };
 
 struct batcher_state {
@@ -110,7 +111,7 @@ struct batcher_state {
   std::unordered_map<entry_id, batch_entry> entries;
   // When merging: each entry by its key (a view of the entry's own q).
   std::unordered_map<query_key, entry_id, query_key_hash> by_key;
-  std::deque<entry_id> pending;          // arrival order
+  std::deque<entry_id> pending; // arrival order
   // Entries waiting for a busy worker (Note [routing] in batch_planner.hpp): it holds
   // their KV, or computes a prefix they share; back to the head of `pending` when the
   // worker can take a pass, or is lost.
@@ -120,19 +121,19 @@ struct batcher_state {
   };
   std::map<cache::worker_id, std::vector<waiting_entry>> waiting;
   std::size_t waiting_count = 0;
-  std::vector<cache::node_id> unlocks;   // locks of entries that left, for the cache
+  std::vector<cache::node_id> unlocks; // locks of entries that left, for the cache
   std::unordered_map<std::uint64_t, running_batch> running;
   std::unordered_map<std::uint64_t, uncached_job> uncached;
   std::uint64_t next_uncached = 0;
   entry_id next_entry = 0;
   std::uint64_t next_batch = 0;
-  bool preparing = false;                // one prepare at a time
-  earliest_timer flush_timer;            // for the first waiting query's window
-  earliest_timer pass_watch;             // for the earliest running pass's pass_timeout
+  bool preparing = false;     // one prepare at a time
+  earliest_timer flush_timer; // for the first waiting query's window
+  earliest_timer pass_watch;  // for the earliest running pass's pass_timeout
   /// Since when no worker is alive while queries wait (rejoin_patience); none: one is.
   std::optional<caf::actor_clock::time_point> workerless_since;
-  bool idle_check_queued = false;      // an idle_atom is on its way to us
-  bool burst_enqueued = false;         // handling that idle_atom
+  bool idle_check_queued = false; // an idle_atom is on its way to us
+  bool burst_enqueued = false;    // handling that idle_atom
   // Passes' round trip, a moving average (Note [idle gather] in batcher_actor.cpp).
   caf::actor_clock::duration_type recent_pass{};
 
@@ -142,8 +143,9 @@ struct batcher_state {
 using batcher_pointer = messages::batcher_actor::stateful_pointer<batcher_state>;
 
 /// Starts with no worker: workers join with (join_atom, handle, description).
-messages::batcher_actor::behavior_type
-batcher(batcher_pointer self, batcher_options options, messages::cache_actor cache,
-        std::shared_ptr<engine_metrics> metrics);
+messages::batcher_actor::behavior_type batcher(batcher_pointer self,
+                                               batcher_options options,
+                                               messages::cache_actor cache,
+                                               std::shared_ptr<engine_metrics> metrics);
 
 } // namespace canopy::actors

@@ -19,13 +19,13 @@
 namespace canopy::actors {
 
 struct cache_options {
-  bool enabled = true;                          // false: every query is a miss
-  cache::trie_config trie;                      // its workers: 0 (they join)
+  bool enabled = true;     // false: every query is a miss
+  cache::trie_config trie; // its workers: 0 (they join)
 };
 
 /// What the cache knows of a worker that joined.
 struct cache_worker {
-  messages::worker_actor handle;                // where its evicted KV is freed
+  messages::worker_actor handle; // where its evicted KV is freed
   std::uint64_t kv_bytes_per_token = 0;
 };
 

@@ -28,8 +28,8 @@ auth_bytes fresh_nonce();
 enum class auth_role { node, front };
 
 /// HMAC-SHA256(secret, role label | front nonce | node nonce).
-auth_bytes auth_proof(const std::string& secret, auth_role role, const auth_bytes& front_nonce,
-                      const auth_bytes& node_nonce);
+auth_bytes auth_proof(const std::string& secret, auth_role role,
+                      const auth_bytes& front_nonce, const auth_bytes& node_nonce);
 
 /// Compares two proofs in time independent of where they differ.
 bool same_proof(const auth_bytes& a, const auth_bytes& b);

@@ -39,10 +39,10 @@
 namespace canopy::actors {
 
 struct gate_settings {
-  std::string secret;                 // the cluster token ("" on loopback without one)
+  std::string secret; // the cluster token ("" on loopback without one)
   bool tls = false;
   std::chrono::milliseconds handshake_timeout{5000};
-  std::size_t max_pending = 256;      // connections waiting at the gate at once
+  std::size_t max_pending = 256; // connections waiting at the gate at once
   /// Called, on the multiplexer's thread, for each connection the gate turned away:
   /// the peer (peer_label: as connected to, or the address accepted from) and why, as
   /// it follows "the node at <peer> " (fronts) or "a peer at <peer> " (nodes).

@@ -22,13 +22,13 @@ public:
   /// Has `msg...` sent to `self` at `due`, unless the armed timer fires by then. A
   /// timer armed for later stays pending and finds less to do when it comes: the
   /// deadlines decide, not the timers.
-  template <class Self, class... Ts>
-  void arm(Self* self, time_point due, Ts&&... msg) {
+  template <class Self, class... Ts> void arm(Self* self, time_point due, Ts&&... msg) {
     if (armed_ && *armed_ <= due)
       return;
     armed_ = due;
-    auto delay = std::max(caf::timespan{0}, std::chrono::duration_cast<caf::timespan>(
-                                              due - self->clock().now()));
+    auto delay =
+        std::max(caf::timespan{0},
+                 std::chrono::duration_cast<caf::timespan>(due - self->clock().now()));
     self->delayed_send(self, delay, std::forward<Ts>(msg)...);
   }
 

@@ -36,7 +36,7 @@ struct engine_actors {
   messages::batcher_actor batcher;
   std::vector<messages::engine_actor> fronts;
   std::vector<messages::worker_link_actor> links; // to remote nodes (remote_workers.hpp)
-  caf::io::middleman_actor middleman;              // the links' (cluster_middleman.hpp)
+  caf::io::middleman_actor middleman;             // the links' (cluster_middleman.hpp)
 
   /// Asks every actor to stop; fronts first, so they answer what they hold.
   void stop() const;
@@ -60,21 +60,25 @@ engine_actors spawn_engine_actors(caf::actor_system& system, const engine_config
                                   std::vector<worker_binding> workers);
 
 /// The description of the backend `config` asks for on `device`.
-backends::backend_spec backend_spec_for(const engine_config& config, const std::string& device);
+backends::backend_spec backend_spec_for(const engine_config& config,
+                                        const std::string& device);
 
 /// The KV a cache may keep on a worker: its configured budget, or less when the
 /// backend keeps part of its storage for passes in flight (model_info::kv_keep_bytes).
-std::uint64_t enforced_kv_budget(std::uint64_t configured, const backends::model_info& model);
+std::uint64_t enforced_kv_budget(std::uint64_t configured,
+                                 const backends::model_info& model);
 
 /// The backends `config` describes (its backend_factory, or its backend key), one per
 /// local device; none for a front that runs no worker of its own. Throws
 /// canopy::error(errc::invalid_config) naming the device on failure.
-std::vector<std::unique_ptr<backends::backend_i>> make_backends(const engine_config& config);
+std::vector<std::unique_ptr<backends::backend_i>>
+make_backends(const engine_config& config);
 
 /// What an engine with these backends serves: backend 0's description, or, with
 /// none, describe_model's (no weights are loaded).
-backends::model_info served_model(const engine_config& config,
-                                  const std::vector<std::unique_ptr<backends::backend_i>>& backends);
+backends::model_info
+served_model(const engine_config& config,
+             const std::vector<std::unique_ptr<backends::backend_i>>& backends);
 
 /// A configuration's milliseconds as a CAF duration.
 caf::timespan from_ms(double ms);

@@ -7,8 +7,8 @@
 
 #include <canopy/actors/bucket_histogram.hpp>
 #include <canopy/backends/backend.hpp>
-#include <canopy/messages/errors.hpp>
 #include <canopy/engine_stats.hpp>
+#include <canopy/messages/errors.hpp>
 
 #include <array>
 #include <atomic>
@@ -46,8 +46,8 @@ std::string_view to_string(worker_status state);
 /// worker's link its last heartbeat.
 struct worker_metrics {
   std::atomic<std::uint64_t> passes{0}, tokens_computed{0}, in_flight{0}, losses{0},
-    redispatched{0}, kv_bytes{0}, kv_peak_bytes{0}, kv_budget_bytes{0}, kv_host_bytes{0},
-    kv_host_budget_bytes{0};
+      redispatched{0}, kv_bytes{0}, kv_peak_bytes{0}, kv_budget_bytes{0},
+      kv_host_bytes{0}, kv_host_budget_bytes{0};
   std::atomic<std::int64_t> last_heartbeat_ns{0}; // system clock; 0: none (in-process)
   std::atomic<worker_status> state{worker_status::active};
 };
@@ -78,13 +78,13 @@ struct engine_metrics {
   static constexpr std::uint32_t max_workers = 256;
 
   std::atomic<std::uint64_t> queries{0}, answered{0}, failed{0}, cache_hits{0},
-    merged_duplicates{0}, batches{0}, batched_queries{0}, deferred{0}, failed_passes{0},
-    tokens_requested{0}, tokens_computed{0}, matmul_flops{0}, compute_ns{0};
+      merged_duplicates{0}, batches{0}, batched_queries{0}, deferred{0}, failed_passes{0},
+      tokens_requested{0}, tokens_computed{0}, matmul_flops{0}, compute_ns{0};
   // Written by the cache actor after each operation that changes them (its trie's
   // accounting).
   std::atomic<std::uint64_t> logprob_evictions{0}, kv_evictions{0}, nodes_removed{0},
-    refused_attaches{0}, logprob_entries{0}, logprob_bytes{0}, locked_nodes{0}, kv_demotions{0},
-    kv_demoted_bytes{0}, kv_promotions{0}, kv_promoted_bytes{0};
+      refused_attaches{0}, logprob_entries{0}, logprob_bytes{0}, locked_nodes{0},
+      kv_demotions{0}, kv_demoted_bytes{0}, kv_promotions{0}, kv_promoted_bytes{0};
   latency_histogram latency;
   latency_histogram pass_round_trip; // a pass sent to a worker until its answer is back
   // Gauge written by the batcher. (Queries in flight need none: every query counts
@@ -113,7 +113,8 @@ private:
   std::array<worker_metrics, max_workers> workers_;
   std::atomic<std::uint32_t> worker_count_{0};
   mutable std::mutex labels_mutex_;
-  std::vector<std::pair<std::string, std::string>> worker_labels_; // [workers] node, device
+  std::vector<std::pair<std::string, std::string>>
+      worker_labels_;              // [workers] node, device
   std::deque<node_metrics> nodes_; // fixed at construction
 };
 

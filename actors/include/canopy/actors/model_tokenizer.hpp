@@ -4,7 +4,8 @@
 // ids (backends/special_tokens.hpp), and its chat templates (backends/chat_template.hpp).
 // The mock backend takes a tokenizer too (`tokenizer`), as genlm's MockAsyncLM(tokenizer)
 // does: it then serves rows of the tokenizer's size, and text.
-// Thread contract: the load_ functions are pure functions of the file system; a model_tokenizer is immutable and may be read from any thread.
+// Thread contract: the load_ functions are pure functions of the file system; a
+// model_tokenizer is immutable and may be read from any thread.
 
 #include <canopy/backends/chat_template.hpp>
 #include <canopy/backends/special_tokens.hpp>
@@ -37,17 +38,18 @@ struct model_tokenizer {
 std::filesystem::path configured_tokenizer_path(const engine_config& config);
 
 /// The tokenizer at `path` (from configured_tokenizer_path); null for an empty path (the
-/// built-in synthetic model, a model with none beside it, the mock without `tokenizer`). Throws canopy::error(errc::invalid_config)
-/// for a tokenizer file that cannot be read.
-std::shared_ptr<const backends::tokenizer_i> load_configured_tokenizer(
-  const std::filesystem::path& path);
+/// built-in synthetic model, a model with none beside it, the mock without `tokenizer`).
+/// Throws canopy::error(errc::invalid_config) for a tokenizer file that cannot be read.
+std::shared_ptr<const backends::tokenizer_i>
+load_configured_tokenizer(const std::filesystem::path& path);
 
 /// `tokenizer` over a head of `vocab_size` rows, with the chat templates in the folder
 /// of `path` (where it was loaded from). Throws canopy::error(errc::invalid_config)
-/// when it has more ids than the head has rows (its ids past the head could never be scored).
-/// Throws canopy::error(errc::invalid_config) for malformed chat templates too.
-model_tokenizer fit_model_tokenizer(std::shared_ptr<const backends::tokenizer_i> tokenizer,
-                                    const std::filesystem::path& path, std::int64_t vocab_size);
+/// when it has more ids than the head has rows (its ids past the head could never be
+/// scored). Throws canopy::error(errc::invalid_config) for malformed chat templates too.
+model_tokenizer
+fit_model_tokenizer(std::shared_ptr<const backends::tokenizer_i> tokenizer,
+                    const std::filesystem::path& path, std::int64_t vocab_size);
 
 /// What the model's files say of BOS and EOS; for the mock with a tokenizer, the files in
 /// the tokenizer's folder; none for the built-in synthetic model. Throws

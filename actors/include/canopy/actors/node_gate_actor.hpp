@@ -14,8 +14,8 @@
 #include <caf/typed_response_promise.hpp>
 
 #include <cstdint>
-#include <map>
 #include <functional>
+#include <map>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -23,10 +23,10 @@
 namespace canopy::actors {
 
 struct gate_options {
-  std::string secret;                                      // empty: none (loopback only)
-  std::uint64_t owner_key = 0;                             // see node_device_actor
-  std::vector<messages::device_announcement> devices;      // this node's
-  std::function<void(const std::string&)> log;             // one line per event
+  std::string secret;                                 // empty: none (loopback only)
+  std::uint64_t owner_key = 0;                        // see node_device_actor
+  std::vector<messages::device_announcement> devices; // this node's
+  std::function<void(const std::string&)> log;        // one line per event
 };
 
 struct node_gate_state {
@@ -48,7 +48,8 @@ struct node_gate_state {
   std::unordered_map<caf::actor_addr, session> sessions;
   bool draining = false;
   std::size_t devices_running = 0;
-  std::vector<caf::typed_response_promise<bool>> drained; // answered once the drain is over
+  std::vector<caf::typed_response_promise<bool>>
+      drained; // answered once the drain is over
 
   static inline const char* name = "canopy.node_gate";
 };
@@ -58,6 +59,7 @@ struct node_gate_state {
 inline constexpr std::size_t max_pending_challenges = 1024;
 
 messages::node_gate_actor::behavior_type
-node_gate(messages::node_gate_actor::stateful_pointer<node_gate_state> self, gate_options options);
+node_gate(messages::node_gate_actor::stateful_pointer<node_gate_state> self,
+          gate_options options);
 
 } // namespace canopy::actors

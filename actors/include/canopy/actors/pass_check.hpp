@@ -16,6 +16,7 @@ namespace canopy::actors {
 /// "" when `result` answers `request` for a model with `vocab` entries per row, else
 /// what does not fit.
 std::string computed_pass_problem(const backends::pass_request& request,
-                                  const messages::computed_pass& result, std::int64_t vocab);
+                                  const messages::computed_pass& result,
+                                  std::int64_t vocab);
 
 } // namespace canopy::actors

@@ -22,10 +22,12 @@ caf::expected<messages::computed_pass> run_pass(backends::backend_i& backend,
 
 /// Frees KV entries the cache dropped; best effort (a backend that cannot free keeps
 /// serving).
-void release_kv(backends::backend_i& backend, const std::vector<cache::kv_handle>& handles);
+void release_kv(backends::backend_i& backend,
+                const std::vector<cache::kv_handle>& handles);
 
 /// Moves KV entries the cache demoted to the backend's host tier; best effort too (a
 /// pass that meets one still on the device reads it there).
-void demote_kv(backends::backend_i& backend, const std::vector<cache::kv_handle>& handles);
+void demote_kv(backends::backend_i& backend,
+               const std::vector<cache::kv_handle>& handles);
 
 } // namespace canopy::actors

@@ -41,8 +41,8 @@ struct query_key {
   static std::size_t hash_of(const messages::query& q) {
     const auto& tokens = q.tokens;
     const auto h = std::hash<std::string_view>{}(
-      std::string_view(reinterpret_cast<const char*>(tokens.data()),
-                       tokens.size() * sizeof(cache::token_id)));
+        std::string_view(reinterpret_cast<const char*>(tokens.data()),
+                         tokens.size() * sizeof(cache::token_id)));
     if (q.partition.empty())
       return h;
     return h ^ (std::hash<std::string_view>{}(q.partition) * 0x9E3779B97F4A7C15ULL);

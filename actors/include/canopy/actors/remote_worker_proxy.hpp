@@ -14,7 +14,8 @@
 namespace canopy::actors {
 
 messages::worker_actor::behavior_type
-remote_worker_proxy(messages::worker_actor::pointer self, messages::node_device_actor device,
-                    std::uint64_t session, backends::model_info model);
+remote_worker_proxy(messages::worker_actor::pointer self,
+                    messages::node_device_actor device, std::uint64_t session,
+                    backends::model_info model);
 
 } // namespace canopy::actors

@@ -17,9 +17,9 @@ namespace canopy::actors {
 
 /// One link per entry of config.remote_workers, connecting at once, into actors.links,
 /// through a middleman spawned for them (cluster_middleman.hpp: the cluster token's
-/// gate, and TLS when configured), in actors.middleman (engine_actors::stop ends both). Throws
-/// canopy::error(errc::invalid_config) for a cluster_token_file that cannot be read.
-/// The system must have been configured for the network (check_actor_system).
+/// gate, and TLS when configured), in actors.middleman (engine_actors::stop ends both).
+/// Throws canopy::error(errc::invalid_config) for a cluster_token_file that cannot be
+/// read. The system must have been configured for the network (check_actor_system).
 void spawn_worker_links(caf::actor_system& system, const engine_config& config,
                         engine_actors& actors);
 

@@ -1,13 +1,13 @@
 #pragma once
 // A request actor: the engine's front door (the engine_actor interface). It validates
-// each query (empty, out-of-range ids, too long, an oversized partition name), gives it a ticket, sends it to the
-// cache actor, which answers hits and forwards misses to the batcher, and delivers the
-// (answer_atom, ticket, ...) that comes back to the caller's response promise or
-// callback, or deadline_exceeded when the query's timeout fires first. It remembers
-// every query it has not answered yet, so that shutting down answers them all (no
-// caller ever hangs). Queries a sink sent under its own ids can be cancelled by those
-// ids; the batcher then withdraws them, so work nobody waits for is not computed.
-// Thread contract: the state is touched only by the actor.
+// each query (empty, out-of-range ids, too long, an oversized partition name), gives it a
+// ticket, sends it to the cache actor, which answers hits and forwards misses to the
+// batcher, and delivers the (answer_atom, ticket, ...) that comes back to the caller's
+// response promise or callback, or deadline_exceeded when the query's timeout fires
+// first. It remembers every query it has not answered yet, so that shutting down answers
+// them all (no caller ever hangs). Queries a sink sent under its own ids can be cancelled
+// by those ids; the batcher then withdraws them, so work nobody waits for is not
+// computed. Thread contract: the state is touched only by the actor.
 //
 // Note [answer bursts]: answers are delivered in bursts, newest first. A completed
 // answer is held; the first one held sends the actor a flush message, which queues
@@ -45,7 +45,9 @@ struct request_options {
 struct caller_key {
   caf::actor_addr sink;
   std::uint64_t id = 0;
-  bool operator==(const caller_key& other) const { return id == other.id && sink == other.sink; }
+  bool operator==(const caller_key& other) const {
+    return id == other.id && sink == other.sink;
+  }
 };
 
 struct caller_key_hash {
@@ -69,7 +71,7 @@ struct request_state {
   struct pending {
     std::function<void(caf::expected<messages::shared_logprobs>)> answer;
     caf::actor_clock::time_point accepted;
-    std::optional<caller_key> caller; // when cancellable by the caller's id
+    std::optional<caller_key> caller;               // when cancellable by the caller's id
     std::optional<deadline_map::iterator> deadline; // its element of `deadlines`
   };
   std::unordered_map<std::uint64_t, pending> outstanding; // by ticket
@@ -99,7 +101,8 @@ request_actor(request_pointer self, request_options options, backends::model_inf
               std::shared_ptr<engine_metrics> metrics);
 
 /// The first problem with a sequence for this model, or none.
-caf::error validate_tokens(const cache::token_seq& tokens, const backends::model_info& model);
+caf::error validate_tokens(const cache::token_seq& tokens,
+                           const backends::model_info& model);
 
 /// The first problem with a query for this model (its tokens, its partition), or none.
 caf::error validate_query(const messages::query& q, const backends::model_info& model);

@@ -1,9 +1,9 @@
 #pragma once
 // Drawing the next token from a log-prob row: argmax at temperature 0, else from
-// softmax(logprobs / temperature), restricted to the nucleus when top_p < 1. Each sampled sequence owns a random stream derived
-// from (seed, index), so batch_sample's prompts do not share one seed.
-// Thread contract: pure functions; a stream, like a sampling_run, belongs to one
-// thread at a time.
+// softmax(logprobs / temperature), restricted to the nucleus when top_p < 1. Each sampled
+// sequence owns a random stream derived from (seed, index), so batch_sample's prompts do
+// not share one seed. Thread contract: pure functions; a stream, like a sampling_run,
+// belongs to one thread at a time.
 
 #include <canopy/cache/types.hpp>
 
@@ -24,13 +24,14 @@ std::int32_t sample_token(const float* logprobs, std::size_t vocab, double tempe
                           std::mt19937_64& stream, double top_p = 1.0);
 
 /// Several prompts sampled together, one token per step each, until max_tokens, an
-/// EOS id, or stop() (a stop string, say). engine::batch_sample drives it with futures and the HTTP gateway with
-/// messages, so both draw exactly the same tokens for the same seed.
+/// EOS id, or stop() (a stop string, say). engine::batch_sample drives it with futures
+/// and the HTTP gateway with messages, so both draw exactly the same tokens for the same
+/// seed.
 class sampling_run {
 public:
   sampling_run(std::vector<cache::token_seq> prompts, std::size_t max_tokens,
-               std::vector<std::int32_t> eos_token_ids, double temperature, std::uint64_t seed,
-               double top_p = 1.0);
+               std::vector<std::int32_t> eos_token_ids, double temperature,
+               std::uint64_t seed, double top_p = 1.0);
 
   /// The contexts to query this step: (prompt index, prompt + generated so far), for
   /// every prompt not finished; empty once all are.
@@ -49,9 +50,9 @@ public:
 
 private:
   std::vector<cache::token_seq> prompts_;
-  std::vector<cache::token_seq> generated_;  // [prompts]
-  std::vector<std::mt19937_64> streams_;     // [prompts]
-  std::vector<bool> stopped_;                // [prompts]
+  std::vector<cache::token_seq> generated_; // [prompts]
+  std::vector<std::mt19937_64> streams_;    // [prompts]
+  std::vector<bool> stopped_;               // [prompts]
   std::size_t max_tokens_;
   std::vector<std::int32_t> eos_;
   double temperature_;

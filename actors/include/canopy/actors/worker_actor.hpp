@@ -1,7 +1,7 @@
 #pragma once
 // The worker actor: owns one backend (one device) and runs its passes. Spawn it
-// detached (spawn_engine_actors does), because a pass blocks its thread for as long as the
-// device computes. Every exception of the backend becomes errc::backend_failure for
+// detached (spawn_engine_actors does), because a pass blocks its thread for as long as
+// the device computes. Every exception of the backend becomes errc::backend_failure for
 // the pass's requester, and the worker keeps serving.
 // Thread contract: the backend is only touched by the worker's own thread.
 

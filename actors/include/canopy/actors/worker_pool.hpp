@@ -44,8 +44,8 @@ public:
 
   /// The slot of a joining worker, or why it is refused. A worker naming the slot it
   /// had gets it back when that slot's worker is lost.
-  std::variant<cache::worker_id, std::string> admit(messages::worker_actor handle,
-                                                    messages::worker_description description);
+  std::variant<cache::worker_id, std::string>
+  admit(messages::worker_actor handle, messages::worker_description description);
   /// The slot whose current worker has this address.
   std::optional<cache::worker_id> find(const caf::actor_addr& address) const;
   /// Active workers with room for one more pass.

@@ -23,12 +23,12 @@ using cache::token_id;
 
 /// One sequence of a pass.
 struct pass_item {
-  kv_handle prefix = no_kv;         // KV of the last cached prefix token; no_kv: none
-  std::uint32_t prefix_length = 0;  // tokens covered by `prefix` (0 when no_kv)
-  std::vector<token_id> tokens;     // [n_new] tokens to compute, n_new >= 1
-  std::vector<std::uint32_t> rows;  // ascending indices into `tokens` whose next-token
-                                    // log-probs are wanted
-  bool keep_kv = true;              // false: the reference path; KV is dropped
+  kv_handle prefix = no_kv;        // KV of the last cached prefix token; no_kv: none
+  std::uint32_t prefix_length = 0; // tokens covered by `prefix` (0 when no_kv)
+  std::vector<token_id> tokens;    // [n_new] tokens to compute, n_new >= 1
+  std::vector<std::uint32_t> rows; // ascending indices into `tokens` whose next-token
+                                   // log-probs are wanted
+  bool keep_kv = true;             // false: the reference path; KV is dropped
 };
 
 struct pass_request {
@@ -36,16 +36,16 @@ struct pass_request {
 };
 
 struct item_output {
-  std::vector<kv_handle> kv;        // [n_new] when keep_kv, else empty; no_kv for the
-                                    // tail of tokens the backend had no room to keep
-  std::vector<float> logprobs;      // [rows.size() * vocab], row-major, natural log
+  std::vector<kv_handle> kv;   // [n_new] when keep_kv, else empty; no_kv for the
+                               // tail of tokens the backend had no room to keep
+  std::vector<float> logprobs; // [rows.size() * vocab], row-major, natural log
 };
 
 struct pass_result {
-  std::vector<item_output> items;   // [items], in request order
+  std::vector<item_output> items;    // [items], in request order
   std::uint64_t tokens_computed = 0; // exactly the new tokens the backend computed
-  std::uint64_t matmul_flops = 0;    // FLOPs of the pass's matrix products (0: not a model)
-  std::uint64_t compute_ns = 0;      // time the backend spent on the pass
+  std::uint64_t matmul_flops = 0; // FLOPs of the pass's matrix products (0: not a model)
+  std::uint64_t compute_ns = 0;   // time the backend spent on the pass
 };
 
 /// What the engine needs to know of a model. A remote worker announces it, and a

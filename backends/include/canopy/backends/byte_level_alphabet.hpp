@@ -1,8 +1,9 @@
 #pragma once
 // GPT-2's byte-level alphabet (bytes_to_unicode() of openai/gpt-2 encoder.py): every byte
 // 0..255 has a printable code point that stands for it in vocab.json and merges.txt, so
-// byte-level BPE pieces are ordinary strings. Printable Latin-1 bytes stand for themselves;
-// the other 68 bytes map, in order, to U+0100..U+0143 (space 0x20 -> 'Ġ' U+0120).
+// byte-level BPE pieces are ordinary strings. Printable Latin-1 bytes stand for
+// themselves; the other 68 bytes map, in order, to U+0100..U+0143 (space 0x20 -> 'Ġ'
+// U+0120).
 //
 // Thread contract: pure functions over a constant table; safe from any thread.
 

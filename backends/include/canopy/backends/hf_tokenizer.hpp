@@ -1,7 +1,7 @@
 #pragma once
-// HF tokenizer.json: the tokenizers that today's checkpoints ship (Llama 2 and 3, Mistral,
-// Qwen2/3, ...), read and applied as the HF tokenizers library does, so that ids, ids with
-// special tokens and decoded text are the library's own:
+// HF tokenizer.json: the tokenizers that today's checkpoints ship (Llama 2 and 3,
+// Mistral, Qwen2/3, ...), read and applied as the HF tokenizers library does, so that
+// ids, ids with special tokens and decoded text are the library's own:
 //   encode: added tokens are cut out of the text first; each stretch between them is
 //   normalized (NFC, NFKC, Prepend, Replace, ...), pre-tokenized (Split with the file's
 //   regex, ByteLevel, Metaspace, ...) and encoded by the BPE model (byte fallback, unk,

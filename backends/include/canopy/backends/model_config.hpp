@@ -15,7 +15,9 @@ namespace canopy::backends {
 /// the features model_config spells out, so one model implements them all.
 enum class architecture { llama, mistral, qwen2, qwen3, gpt2 };
 
-inline bool llama_style(architecture arch) { return arch != architecture::gpt2; }
+inline bool llama_style(architecture arch) {
+  return arch != architecture::gpt2;
+}
 
 /// How rotary frequencies are rescaled for long contexts (HF's rope_scaling). Only
 /// schemes whose angles depend on the position alone are here: a scheme that depends
@@ -24,10 +26,10 @@ inline bool llama_style(architecture arch) { return arch != architecture::gpt2; 
 struct rope_scaling {
   enum class kind { none, linear, llama3 };
   kind type = kind::none;
-  double factor = 1.0;                 // linear, llama3: long wavelengths slowed by this
-  double low_freq_factor = 1.0;        // llama3
-  double high_freq_factor = 4.0;       // llama3
-  std::int64_t original_context = 0;   // llama3: original_max_position_embeddings
+  double factor = 1.0;               // linear, llama3: long wavelengths slowed by this
+  double low_freq_factor = 1.0;      // llama3
+  double high_freq_factor = 4.0;     // llama3
+  std::int64_t original_context = 0; // llama3: original_max_position_embeddings
 };
 
 /// How q/k rows are ordered inside each head for rotary embeddings.
@@ -45,18 +47,19 @@ struct model_config {
   std::int64_t num_kv_heads = 0;      // KV heads (llama GQA; == H for gpt2)
   std::int64_t head_dim = 0;          // hd (D / H unless the config says otherwise)
   std::int64_t vocab_size = 0;        // V: rows of the embedding and the output head
-  std::int64_t context_length = 0;    // longest sequence (max_position_embeddings / n_positions / seq_len)
-  double norm_eps = 1e-5;             // RMSNorm (llama) or LayerNorm (gpt2) epsilon
-  double rope_theta = 10000.0;        // llama-style only
+  std::int64_t context_length =
+      0; // longest sequence (max_position_embeddings / n_positions / seq_len)
+  double norm_eps = 1e-5;      // RMSNorm (llama) or LayerNorm (gpt2) epsilon
+  double rope_theta = 10000.0; // llama-style only
   rope_pairs rope = rope_pairs::rotate_half; // llama-style only
-  bool tied_embeddings = true;        // output head shares the token embedding
-  rope_scaling scaling;               // llama-style only
-  bool qkv_bias = false;              // biases on q/k/v projections (Qwen2)
-  bool qk_norm = false;               // RMSNorm of each head of q and k before RoPE (Qwen3)
-  std::int64_t sliding_window = 0;    // W > 0: a token attends to itself and the W-1
-                                      // tokens before it (Mistral); 0: the whole prefix
-  std::int64_t bos_token_id = -1;     // -1: none known
-  std::int64_t eos_token_id = -1;     // -1: none known
+  bool tied_embeddings = true;               // output head shares the token embedding
+  rope_scaling scaling;                      // llama-style only
+  bool qkv_bias = false;                     // biases on q/k/v projections (Qwen2)
+  bool qk_norm = false;            // RMSNorm of each head of q and k before RoPE (Qwen3)
+  std::int64_t sliding_window = 0; // W > 0: a token attends to itself and the W-1
+                                   // tokens before it (Mistral); 0: the whole prefix
+  std::int64_t bos_token_id = -1;  // -1: none known
+  std::int64_t eos_token_id = -1;  // -1: none known
 };
 
 /// The config.json model_type of `arch`.

@@ -16,6 +16,7 @@ std::uint64_t sequence_hash_start(std::uint64_t seed);
 /// Hash of (sequence with hash `state`) + [token].
 std::uint64_t sequence_hash_step(std::uint64_t state, cache::token_id token);
 /// Hash of tokens[0..n) under `seed`.
-std::uint64_t sequence_hash(std::uint64_t seed, const cache::token_id* tokens, std::size_t n);
+std::uint64_t sequence_hash(std::uint64_t seed, const cache::token_id* tokens,
+                            std::size_t n);
 
 } // namespace canopy::backends

@@ -1,12 +1,13 @@
 #pragma once
-// Tokenizers: text <-> token ids, and the exact bytes of every token (the byte vocabulary).
-// One interface over the formats the engine's models come with: GPT-2 byte-level BPE
-// (vocab.json + merges.txt), llama2.c's tokenizer.bin / tok512.bin, and SentencePiece .model
-// files. Plain C++ (no torch, no CAF), so the CLI and tests can tokenize without a model.
+// Tokenizers: text <-> token ids, and the exact bytes of every token (the byte
+// vocabulary). One interface over the formats the engine's models come with: GPT-2
+// byte-level BPE (vocab.json + merges.txt), llama2.c's tokenizer.bin / tok512.bin, and
+// SentencePiece .model files. Plain C++ (no torch, no CAF), so the CLI and tests can
+// tokenize without a model.
 //
-// Thread contract: a loaded tokenizer_i is immutable; its const methods may be called from
-// many threads at once (each implementation states why this holds). load_tokenizer and
-// find_tokenizer are free functions that only read the file system.
+// Thread contract: a loaded tokenizer_i is immutable; its const methods may be called
+// from many threads at once (each implementation states why this holds). load_tokenizer
+// and find_tokenizer are free functions that only read the file system.
 
 #include <canopy/cache/types.hpp>
 
@@ -37,7 +38,9 @@ public:
   /// The model's own convention: llama2.c adds BOS and the dummy-prefix space (run.c
   /// encode(text, bos=1, eos=0)); GPT-2 adds nothing and never parses special-token text;
   /// tokenizer.json adds its post-processor's special tokens (transformers' default).
-  std::vector<cache::token_id> encode(std::string_view text) const { return encode(text, true); }
+  std::vector<cache::token_id> encode(std::string_view text) const {
+    return encode(text, true);
+  }
 
   /// With add_special_tokens false, without what the convention adds around the text
   /// (BOS, the post-processor's tokens); the text's own pieces stay as they are
@@ -84,15 +87,17 @@ public:
   using runtime_error::runtime_error;
 };
 
-/// A tokenizer file or directory: vocab.json + merges.txt (directory, or either file of the
-/// pair), tokenizer.bin / tok512.bin / any other .bin (llama2.c format), *.model (SentencePiece).
-/// A directory is searched in the order of find_tokenizer. Throws tokenizer_error.
+/// A tokenizer file or directory: vocab.json + merges.txt (directory, or either file of
+/// the pair), tokenizer.bin / tok512.bin / any other .bin (llama2.c format), *.model
+/// (SentencePiece). A directory is searched in the order of find_tokenizer. Throws
+/// tokenizer_error.
 std::unique_ptr<tokenizer_i> load_tokenizer(const std::filesystem::path& path);
 
 /// The tokenizer that belongs to a model path: for an HF directory, vocab.json+merges.txt
 /// (returns the directory), tokenizer.model, tokenizer.bin or tok512.bin inside it; for a
-/// llama2.c .bin file, tokenizer.bin or tok512.bin beside it. Empty path when there is none
-/// (a model without a tokenizer still works with token ids). Never throws for a missing path.
+/// llama2.c .bin file, tokenizer.bin or tok512.bin beside it. Empty path when there is
+/// none (a model without a tokenizer still works with token ids). Never throws for a
+/// missing path.
 std::filesystem::path find_tokenizer(const std::filesystem::path& model_path);
 
 } // namespace canopy::backends

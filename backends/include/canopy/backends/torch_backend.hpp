@@ -18,21 +18,22 @@ namespace canopy::backends {
 
 /// How a worker runs its model (the device is named beside these).
 struct torch_options {
-  std::string dtype = "float32";  // compute dtype: float32 | float16 | bfloat16
-  std::string kv_dtype;           // KV storage: kv_dtype_names(); empty: the compute dtype
-  std::uint64_t kv_residual_tokens = 0; // the newest N stored tokens also keep their KV in
-                                  // the compute dtype, read instead (kv_residual.hpp);
-                                  // their copies come out of kv_budget_bytes
+  std::string dtype = "float32"; // compute dtype: float32 | float16 | bfloat16
+  std::string kv_dtype;          // KV storage: kv_dtype_names(); empty: the compute dtype
+  std::uint64_t kv_residual_tokens =
+      0; // the newest N stored tokens also keep their KV in
+         // the compute dtype, read instead (kv_residual.hpp);
+         // their copies come out of kv_budget_bytes
   std::uint64_t kv_host_budget_bytes = 0; // the host tier: KV demoted from the device
-                                  // (backend_i::demote_kv) lives here; 0: none
-  std::string kv_host_dtype;      // the host tier's format; empty: the device's (moves
-                                  // are lossless); "int8" compresses (lossy)
+                                          // (backend_i::demote_kv) lives here; 0: none
+  std::string kv_host_dtype; // the host tier's format; empty: the device's (moves
+                             // are lossless); "int8" compresses (lossy)
   std::uint64_t kv_budget_bytes = std::uint64_t{1} << 30; // this worker's KV storage
-  int threads = 0;                // intra-op threads of this worker's passes; 0: ATen's
+  int threads = 0; // intra-op threads of this worker's passes; 0: ATen's
   std::uint64_t max_context_length = 0; // 0: the model's; else see served_config
-  bool direct_forward = true;     // float32 Llama on the CPU: plain loops and CBLAS on
-                                  // kept buffers (direct_llama_forward.hpp); false:
-                                  // ATen's ops, as every other model, dtype and device
+  bool direct_forward = true; // float32 Llama on the CPU: plain loops and CBLAS on
+                              // kept buffers (direct_llama_forward.hpp); false:
+                              // ATen's ops, as every other model, dtype and device
 };
 
 /// `config` with the context `options` ask for: 0 keeps the model's; less than the
@@ -45,7 +46,8 @@ model_config served_config(model_config config, const torch_options& options);
 /// naming the problem (unknown dtype, a CUDA device without CUDA, a budget too small
 /// for one token) and checkpoint_error for weights the architecture cannot use. The
 /// model_info's fingerprint is the checkpoint's (model_fingerprint.hpp).
-std::unique_ptr<backend_i> make_torch_backend(const checkpoint& ckpt, const std::string& device,
+std::unique_ptr<backend_i> make_torch_backend(const checkpoint& ckpt,
+                                              const std::string& device,
                                               const torch_options& options);
 
 /// The KV format `options` store in: kv_dtype, or the compute dtype when it is empty.

@@ -18,10 +18,11 @@ std::string_view to_string(eviction_policy policy);
 /// What a policy may look at. All counters come from the trie's logical clock,
 /// so that eviction order is deterministic and testable.
 struct node_stats {
-  std::uint64_t last_access = 0; // logical time of the latest match/insert touching the node
-  std::uint64_t hits = 0;        // number of matches that passed through the node
-  std::uint64_t created = 0;     // logical time of creation (unique per node)
-  std::int32_t priority = 0;     // highest caller priority that touched the node
+  std::uint64_t last_access =
+      0;                     // logical time of the latest match/insert touching the node
+  std::uint64_t hits = 0;    // number of matches that passed through the node
+  std::uint64_t created = 0; // logical time of creation (unique per node)
+  std::int32_t priority = 0; // highest caller priority that touched the node
 };
 
 /// Ordering key: the candidate with the smallest key is evicted first.

@@ -30,7 +30,8 @@ public:
   static row_ptr encode(const float* values, std::size_t vocab, row_dtype dtype);
   /// Adopts already encoded bytes (e.g. received from another process).
   /// Throws std::invalid_argument when bytes.size() != vocab * element_bytes(dtype).
-  static row_ptr adopt(row_dtype dtype, std::size_t vocab, std::vector<std::uint8_t> bytes);
+  static row_ptr adopt(row_dtype dtype, std::size_t vocab,
+                       std::vector<std::uint8_t> bytes);
 
   row_dtype dtype() const { return dtype_; }
   std::size_t vocab() const { return vocab_; }
@@ -49,7 +50,8 @@ private:
   logprob_row(row_dtype dtype, std::size_t vocab, std::vector<std::uint8_t> storage);
   row_dtype dtype_;
   std::size_t vocab_;
-  std::vector<std::uint8_t> storage_; // [vocab * element_bytes(dtype)], little-endian host order
+  std::vector<std::uint8_t>
+      storage_; // [vocab * element_bytes(dtype)], little-endian host order
 };
 
 /// IEEE binary16 and bfloat16 conversions, round-to-nearest-even, NaN preserved.

@@ -56,11 +56,12 @@
 namespace canopy::cache {
 
 struct trie_config {
-  std::size_t logprob_budget_bytes = std::size_t{1} << 30; // hard limit on stored row bytes
-  std::size_t logprob_max_entries = 0;                     // 0: no entry-count limit
-  std::size_t kv_budget_bytes = std::size_t{1} << 30;      // hard limit of each initial worker
+  std::size_t logprob_budget_bytes = std::size_t{1}
+                                     << 30;           // hard limit on stored row bytes
+  std::size_t logprob_max_entries = 0;                // 0: no entry-count limit
+  std::size_t kv_budget_bytes = std::size_t{1} << 30; // hard limit of each initial worker
   std::size_t kv_host_budget_bytes = 0; // each initial worker's host tier; 0: none
-  std::uint32_t workers = 1;                               // initial workers
+  std::uint32_t workers = 1;            // initial workers
   eviction_policy policy = eviction_policy::lru;
   std::uint32_t kv_window = 0; // the model's sliding window W (tokens a token attends
                                // to, itself included); 0: all before it
@@ -68,8 +69,8 @@ struct trie_config {
 
 /// The KV a worker holds for the start of a sequence.
 struct kv_prefix {
-  std::uint32_t length = 0;  // leading tokens whose KV is present on the worker
-  kv_handle handle = no_kv;  // KV of token length-1; no_kv when length == 0
+  std::uint32_t length = 0; // leading tokens whose KV is present on the worker
+  kv_handle handle = no_kv; // KV of token length-1; no_kv when length == 0
 };
 
 struct match_result {
@@ -92,24 +93,24 @@ struct kv_release {
 };
 
 struct trie_stats {
-  std::uint64_t nodes = 0;                   // including the root
-  std::uint64_t locked_nodes = 0;            // nodes in use (non-zero lock count)
-  std::uint64_t logprob_entries = 0;         // nodes holding a row
-  std::uint64_t logprob_bytes = 0;           // sum of their row bytes
-  std::vector<std::uint64_t> kv_entries;     // [workers]
-  std::vector<std::uint64_t> kv_bytes;       // [workers]
-  std::vector<std::uint64_t> kv_peak_bytes;  // [workers] the most kv_bytes has been
+  std::uint64_t nodes = 0;                    // including the root
+  std::uint64_t locked_nodes = 0;             // nodes in use (non-zero lock count)
+  std::uint64_t logprob_entries = 0;          // nodes holding a row
+  std::uint64_t logprob_bytes = 0;            // sum of their row bytes
+  std::vector<std::uint64_t> kv_entries;      // [workers]
+  std::vector<std::uint64_t> kv_bytes;        // [workers]
+  std::vector<std::uint64_t> kv_peak_bytes;   // [workers] the most kv_bytes has been
   std::vector<std::uint64_t> kv_host_entries; // [workers] KV entries on the host tier
   std::vector<std::uint64_t> kv_host_bytes;   // [workers] their bytes (not in kv_bytes)
-  std::uint64_t logprob_evictions = 0;       // rows dropped to make room
-  std::uint64_t kv_evictions = 0;            // KV entries dropped to make room
-  std::uint64_t kv_demotions = 0;            // KV entries moved to a host tier
+  std::uint64_t logprob_evictions = 0;        // rows dropped to make room
+  std::uint64_t kv_evictions = 0;             // KV entries dropped to make room
+  std::uint64_t kv_demotions = 0;             // KV entries moved to a host tier
   std::uint64_t kv_demoted_bytes = 0;
-  std::uint64_t kv_promotions = 0;           // KV entries moved back to a device
+  std::uint64_t kv_promotions = 0; // KV entries moved back to a device
   std::uint64_t kv_promoted_bytes = 0;
-  std::uint64_t nodes_removed = 0;           // nodes removed once empty
-  std::uint64_t refused_attaches = 0;        // attaches that could not fit
-  std::uint64_t partitions = 0;              // roots of named partitions now
+  std::uint64_t nodes_removed = 0;    // nodes removed once empty
+  std::uint64_t refused_attaches = 0; // attaches that could not fit
+  std::uint64_t partitions = 0;       // roots of named partitions now
 };
 
 class token_trie {
@@ -190,7 +191,7 @@ public:
   std::uint32_t promote_kv(node_id node, worker_id worker);
 
   row_ptr logprobs(node_id node) const;
-  kv_handle kv(node_id node, worker_id worker) const; // no_kv when absent
+  kv_handle kv(node_id node, worker_id worker) const;    // no_kv when absent
   bool kv_on_host(node_id node, worker_id worker) const; // false when absent
 
   /// Drops log-probs and KV of every unlocked node (released KV is queued) in the

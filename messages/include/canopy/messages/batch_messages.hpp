@@ -18,17 +18,17 @@
 namespace canopy::messages {
 
 struct prepare_request {
-  std::vector<cache::node_id> leaves;  // one per batch entry: its sequence's locked node
-  std::vector<bool> require_kv;        // [leaves]
+  std::vector<cache::node_id> leaves; // one per batch entry: its sequence's locked node
+  std::vector<bool> require_kv;       // [leaves]
 };
 
 /// How one sequence stands in the cache.
 struct prepared_entry {
-  shared_logprobs hit;                 // set when already answerable: nothing to compute
-  std::vector<cache::kv_prefix> kv;    // [workers] KV prefix, capped at length - 1
-  std::vector<cache::node_id> pins;    // nodes the prepare locked so that the KV a pass
-                                       // reads stays (sliding windows; Note [windowed
-                                       // KV]); unlocked with the sequence's node
+  shared_logprobs hit;              // set when already answerable: nothing to compute
+  std::vector<cache::kv_prefix> kv; // [workers] KV prefix, capped at length - 1
+  std::vector<cache::node_id> pins; // nodes the prepare locked so that the KV a pass
+                                    // reads stays (sliding windows; Note [windowed
+                                    // KV]); unlocked with the sequence's node
 };
 
 struct prepared_batch {
@@ -37,14 +37,14 @@ struct prepared_batch {
 
 /// One pass item's results, to attach along the locked path ending at `leaf`.
 struct store_item {
-  cache::node_id leaf = 0;     // node of the item's last token (locked)
+  cache::node_id leaf = 0; // node of the item's last token (locked)
 };
 
 struct store_request {
   cache::worker_id worker = 0;
-  std::vector<store_item> items;       // [pass items]
-  backends::pass_request pass;         // what was asked (tokens, rows)
-  computed_pass result;                // what came back (KV handles, rows)
+  std::vector<store_item> items; // [pass items]
+  backends::pass_request pass;   // what was asked (tokens, rows)
+  computed_pass result;          // what came back (KV handles, rows)
 };
 
 template <class Inspector>

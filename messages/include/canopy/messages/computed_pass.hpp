@@ -28,9 +28,9 @@ struct computed_item {
 };
 
 struct computed_pass {
-  std::vector<computed_item> items;  // [pass items], in request order
+  std::vector<computed_item> items;                   // [pass items], in request order
   cache::row_dtype dtype = cache::row_dtype::float32; // of the rows, once encoded
-  std::uint64_t vocab = 0;           // entries per row
+  std::uint64_t vocab = 0;                            // entries per row
   std::uint64_t tokens_computed = 0; // exactly the new tokens the backend computed
   std::uint64_t matmul_flops = 0;    // of the pass's matrix products (0: not a model)
   std::uint64_t compute_ns = 0;      // time the backend spent on the pass
@@ -53,15 +53,15 @@ inspect(Inspector& f, const computed_pass& x) {
   auto items = x.items;
   for (auto& item : items)
     item.rows = take_rows(item, x);
-  return f(caf::meta::type_name("computed_pass"), items, x.dtype, x.vocab, x.tokens_computed,
-           x.matmul_flops, x.compute_ns);
+  return f(caf::meta::type_name("computed_pass"), items, x.dtype, x.vocab,
+           x.tokens_computed, x.matmul_flops, x.compute_ns);
 }
 
 template <class Inspector>
 typename std::enable_if<Inspector::writes_state, typename Inspector::result_type>::type
 inspect(Inspector& f, computed_pass& x) {
-  return f(caf::meta::type_name("computed_pass"), x.items, x.dtype, x.vocab, x.tokens_computed,
-           x.matmul_flops, x.compute_ns);
+  return f(caf::meta::type_name("computed_pass"), x.items, x.dtype, x.vocab,
+           x.tokens_computed, x.matmul_flops, x.compute_ns);
 }
 
 } // namespace canopy::messages

@@ -1,5 +1,6 @@
 #pragma once
-// The handshake between a front and a worker node (docs/across-machines.md: "Across machines"):
+// The handshake between a front and a worker node (docs/across-machines.md: "Across
+// machines"):
 //   front -> gate   hello {protocol, front nonce, link}
 //   gate -> front   challenge {protocol, node nonce, proof}
 //   front -> gate   auth {front's proof}
@@ -29,28 +30,28 @@ inline constexpr std::uint32_t protocol_version = 1;
 
 struct node_hello {
   std::uint32_t protocol = protocol_version;
-  std::vector<std::uint8_t> nonce;  // the front's, fresh for every attempt
-  worker_link_actor link;           // the gate monitors it: its session ends with it
+  std::vector<std::uint8_t> nonce; // the front's, fresh for every attempt
+  worker_link_actor link;          // the gate monitors it: its session ends with it
 };
 
 struct node_challenge {
   std::uint32_t protocol = protocol_version;
-  std::vector<std::uint8_t> nonce;  // the node's, fresh for every hello
-  std::vector<std::uint8_t> proof;  // the node's proof of the secret; empty: it has none
+  std::vector<std::uint8_t> nonce; // the node's, fresh for every hello
+  std::vector<std::uint8_t> proof; // the node's proof of the secret; empty: it has none
 };
 
 /// One device of a node, as a front admits it.
 struct device_announcement {
   node_device_actor handle;
-  std::string device;                // "cpu", "cuda:0", ...
+  std::string device; // "cpu", "cuda:0", ...
   backends::model_info model;
   std::uint64_t kv_budget_bytes = 0; // what the front's cache may keep on it
   backends::backend_spec spec;       // what the node loaded
 };
 
 struct node_announcement {
-  std::uint64_t session = 0;         // with no secret, the session's token; else 0 (both
-                                     // sides derive it from the nonces)
+  std::uint64_t session = 0; // with no secret, the session's token; else 0 (both
+                             // sides derive it from the nonces)
   std::vector<device_announcement> devices;
 };
 

@@ -14,13 +14,13 @@
 namespace canopy::messages {
 
 struct query {
-  cache::token_seq tokens;    // the full sequence; with the partition, the duplicate key
-  std::int32_t priority = 0;  // for the priority eviction policy; higher stays longer
-  bool require_kv = false;    // cache_kv(): a hit also needs KV of every token on a worker
-  caf::timespan timeout{0};   // 0: none; else the caller's deadline from acceptance
-  std::string partition{};    // the cache partition ("": the shared one): queries share
-                              // rows, KV and computations only within one (tenants,
-                              // cache_salt); at most max_partition_bytes
+  cache::token_seq tokens;   // the full sequence; with the partition, the duplicate key
+  std::int32_t priority = 0; // for the priority eviction policy; higher stays longer
+  bool require_kv = false;   // cache_kv(): a hit also needs KV of every token on a worker
+  caf::timespan timeout{0};  // 0: none; else the caller's deadline from acceptance
+  std::string partition{};   // the cache partition ("": the shared one): queries share
+                             // rows, KV and computations only within one (tenants,
+                             // cache_salt); at most max_partition_bytes
 };
 
 /// The longest partition name a query may carry.

@@ -30,7 +30,8 @@ struct answer_batch {
 template <class Inspector>
 typename std::enable_if<Inspector::reads_state, typename Inspector::result_type>::type
 inspect(Inspector& f, const shared_logprobs& x) {
-  auto dtype = static_cast<std::uint8_t>(x.row ? x.row->dtype() : cache::row_dtype::float32);
+  auto dtype =
+      static_cast<std::uint8_t>(x.row ? x.row->dtype() : cache::row_dtype::float32);
   std::uint64_t vocab = x.row ? x.row->vocab() : 0;
   std::vector<std::uint8_t> bytes;
   if (x.row)

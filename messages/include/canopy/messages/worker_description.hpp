@@ -20,11 +20,11 @@ namespace canopy::messages {
 inline constexpr cache::worker_id new_slot = std::numeric_limits<cache::worker_id>::max();
 
 struct worker_description {
-  backends::model_info model;         // as the worker describes it
-  std::uint64_t kv_budget_bytes = 0;  // the KV the cache may keep on it (enforced)
-  std::string node;                   // "local", or the "host:port" it was reached at
-  std::string device;                 // "cpu", "cuda:0", ...
-  cache::worker_id slot = new_slot;   // coming back after a loss: the slot it had
+  backends::model_info model;        // as the worker describes it
+  std::uint64_t kv_budget_bytes = 0; // the KV the cache may keep on it (enforced)
+  std::string node;                  // "local", or the "host:port" it was reached at
+  std::string device;                // "cpu", "cuda:0", ...
+  cache::worker_id slot = new_slot;  // coming back after a loss: the slot it had
 };
 
 template <class Inspector>

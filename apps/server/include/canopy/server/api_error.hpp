@@ -1,7 +1,8 @@
 #pragma once
 // An API error: an HTTP status, a stable machine-readable code and a message naming
 // what is wrong. Every error response has the body
-//   {"error": {"code": "<code>", "message": "<message>", "type": "<type>", "param": null}}
+//   {"error": {"code": "<code>", "message": "<message>", "type": "<type>", "param":
+//   null}}
 // which is also OpenAI's error object: type is authentication_error (401),
 // not_found_error (404), server_error (5xx) or invalid_request_error, and the message
 // names the field at fault (param stays null).

@@ -50,9 +50,9 @@ struct logprobs_request {
   bool all_positions = false;            // a row after every prefix, not only the last
   std::optional<std::size_t> top_k;
   std::int32_t priority = 0;
-  double deadline_ms = 0;                // 0: none
+  double deadline_ms = 0; // 0: none
   wire_dtype dtype = wire_dtype::float32;
-  std::string cache_salt;                // "": none
+  std::string cache_salt; // "": none
 };
 
 /// POST /v1/sample: "tokens" | "text" | "batch" as above, "max_tokens" (int >= 0,
@@ -71,7 +71,8 @@ struct sample_request {
 /// POST /v1/tokenize: {"text": "...", "add_special_tokens": true}.
 struct tokenize_request {
   std::string text;
-  bool add_special_tokens = true; // false: without what the tokenizer adds around the text
+  bool add_special_tokens =
+      true; // false: without what the tokenizer adds around the text
 };
 
 /// POST /v1/detokenize: {"tokens": [...]}; an empty list is allowed (it reads as "").
@@ -90,8 +91,7 @@ struct cache_clear_request {
   bool kv_only = false;
 };
 
-template <class T>
-using parsed = std::variant<T, api_error>;
+template <class T> using parsed = std::variant<T, api_error>;
 
 parsed<logprobs_request> parse_logprobs_request(std::string_view body,
                                                 const request_limits& limits);

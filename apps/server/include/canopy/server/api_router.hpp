@@ -66,7 +66,8 @@ private:
   /// Holds a sample's or completion's `tokens` to generate (prompts x n x max_tokens)
   /// against the generation budget, or the refusal: 400 past max_generated_tokens,
   /// 503 when the budget has no room.
-  std::variant<byte_reservation, http_response> reserve_generation(std::size_t tokens) const;
+  std::variant<byte_reservation, http_response>
+  reserve_generation(std::size_t tokens) const;
   /// Token ids of a sequence given as ids or text; an error names sequence `index`.
   parsed<cache::token_seq> resolve(const sequence_input& input) const;
 
@@ -81,9 +82,9 @@ private:
   std::shared_ptr<byte_budget> generation_; // counts tokens: generation in flight
   std::string vocab_body_;  // GET /v1/vocab, fixed at start ("" without a tokenizer)
   std::string merges_body_; // GET /v1/tokenizer/merges, likewise
-  std::string chat_templates_body_; // GET /v1/tokenizer/chat_templates, likewise
-  std::string model_id_;    // the OpenAI routes' model id
-  std::int64_t started_;    // Unix seconds at start (/v1/models' "created")
+  std::string chat_templates_body_;     // GET /v1/tokenizer/chat_templates, likewise
+  std::string model_id_;                // the OpenAI routes' model id
+  std::int64_t started_;                // Unix seconds at start (/v1/models' "created")
   std::size_t longest_token_bytes_ = 0; // of the byte vocabulary (answer size bounds)
 };
 

@@ -35,9 +35,9 @@ public:
 
 private:
   std::mutex mutex_;
-  std::string waiting_;         // guarded by mutex_
-  bool ended_ = false;          // guarded by mutex_
-  std::function<void()> wake_;  // guarded by mutex_ (copied out to run)
+  std::string waiting_;        // guarded by mutex_
+  bool ended_ = false;         // guarded by mutex_
+  std::function<void()> wake_; // guarded by mutex_ (copied out to run)
 };
 
 } // namespace canopy::server

@@ -30,7 +30,8 @@ public:
 
 private:
   friend class byte_budget;
-  explicit byte_reservation(std::shared_ptr<byte_budget> budget) : budget_(std::move(budget)) {}
+  explicit byte_reservation(std::shared_ptr<byte_budget> budget)
+      : budget_(std::move(budget)) {}
   std::shared_ptr<byte_budget> budget_;
   std::size_t bytes_ = 0;
 };

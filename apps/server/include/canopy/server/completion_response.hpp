@@ -75,16 +75,16 @@ private:
   const std::vector<std::string> stop_;
   const token_texts texts_;
   std::size_t longest_stop_ = 0;
-  std::size_t code_points_ = 0;      // of the text given so far
-  std::string generated_;            // every generated token's bytes
-  std::vector<held_token> held_;     // generated, not given yet
-  std::optional<std::size_t> cut_;   // where the first stop string starts in generated_
+  std::size_t code_points_ = 0;    // of the text given so far
+  std::string generated_;          // every generated token's bytes
+  std::vector<held_token> held_;   // generated, not given yet
+  std::optional<std::size_t> cut_; // where the first stop string starts in generated_
 };
 
 /// choices[index] of the answer, from all of its pieces.
-nlohmann::json completion_choice(const std::vector<token_piece>& pieces, std::size_t index,
-                                 bool logprobs, const token_texts& texts,
-                                 const char* finish_reason);
+nlohmann::json completion_choice(const std::vector<token_piece>& pieces,
+                                 std::size_t index, bool logprobs,
+                                 const token_texts& texts, const char* finish_reason);
 
 /// One piece as a streamed chunk's choice: its text and logprobs that token's alone.
 /// A token that is not whole UTF-8 reads as U+FFFD in its chunk's text.

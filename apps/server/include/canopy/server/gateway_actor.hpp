@@ -35,10 +35,10 @@ using cache_kv_atom = caf::atom_constant<caf::atom("cache_kv")>;
 /// What a job ends with. `engine_ms`: first query sent to last answer received.
 struct gateway_reply {
   std::optional<api_error> error;
-  std::vector<scored_sequence> answers;         // logprobs jobs: one per sequence
-  std::vector<cache::token_seq> generated;      // sample jobs: one per prompt
-  std::vector<bool> stopped;                    // sample jobs: per prompt, ended by an
-                                                // EOS id or on_token (not max_tokens)
+  std::vector<scored_sequence> answers;    // logprobs jobs: one per sequence
+  std::vector<cache::token_seq> generated; // sample jobs: one per prompt
+  std::vector<bool> stopped;               // sample jobs: per prompt, ended by an
+                                           // EOS id or on_token (not max_tokens)
   double engine_ms = 0;
 };
 
@@ -113,13 +113,13 @@ struct clear_job {
 };
 
 using gateway_actor = messages::answer_sink::extend<
-  // Runs a job for HTTP request `id`.
-  caf::reacts_to<messages::logprobs_atom, request_id, logprobs_job>,
-  caf::reacts_to<sample_atom, request_id, sample_job>,
-  caf::reacts_to<cache_kv_atom, request_id, cache_kv_job>,
-  caf::reacts_to<messages::clear_atom, clear_job>,
-  // Request `id`'s client went away: cancel its queries; its done is not called.
-  caf::reacts_to<messages::cancel_atom, request_id>>;
+    // Runs a job for HTTP request `id`.
+    caf::reacts_to<messages::logprobs_atom, request_id, logprobs_job>,
+    caf::reacts_to<sample_atom, request_id, sample_job>,
+    caf::reacts_to<cache_kv_atom, request_id, cache_kv_job>,
+    caf::reacts_to<messages::clear_atom, clear_job>,
+    // Request `id`'s client went away: cancel its queries; its done is not called.
+    caf::reacts_to<messages::cancel_atom, request_id>>;
 
 /// Spawns a gateway that sends queries to `engine` (a front's typed handle).
 gateway_actor spawn_gateway(caf::actor_system& system, messages::engine_actor engine);

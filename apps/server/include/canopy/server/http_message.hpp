@@ -25,8 +25,8 @@ struct http_request {
   std::string content_type; // the Content-Type header, "" when absent
   std::string accept;       // the Accept header, "" when absent
   std::string body;
-  std::string tenant;       // who asked: "" unless the server has several tokens, else
-                            // the number of the caller's token (1 for the first line)
+  std::string tenant; // who asked: "" unless the server has several tokens, else
+                      // the number of the caller's token (1 for the first line)
 };
 
 struct http_response {

@@ -11,7 +11,8 @@
 namespace canopy::server {
 
 /// The Content-Type of the text format.
-inline constexpr const char* prometheus_content_type = "text/plain; version=0.0.4; charset=utf-8";
+inline constexpr const char* prometheus_content_type =
+    "text/plain; version=0.0.4; charset=utf-8";
 
 std::string prometheus_text(const engine_stats& engine, const server_stats& server);
 

@@ -42,9 +42,9 @@ struct scored_sequence {
 };
 
 struct row_format {
-  bool batch = false;                // {"results": [...]} in JSON
-  bool all_positions = false;        // JSON nests rows one level deeper
-  std::optional<std::size_t> top_k;  // k larger than the vocabulary means the vocabulary
+  bool batch = false;               // {"results": [...]} in JSON
+  bool all_positions = false;       // JSON nests rows one level deeper
+  std::optional<std::size_t> top_k; // k larger than the vocabulary means the vocabulary
   wire_dtype dtype = wire_dtype::float32; // binary only; JSON is always float32 text
 };
 
@@ -60,13 +60,16 @@ struct answer_shape {
 
 /// The most bytes the answer can take once encoded (binary: exactly its size), so a
 /// server can refuse or reserve it before computing anything.
-std::size_t encoded_size_bound(const answer_shape& shape, const row_format& format, bool binary);
+std::size_t encoded_size_bound(const answer_shape& shape, const row_format& format,
+                               bool binary);
 
 /// Preconditions, std::invalid_argument when broken (a bug of the caller, not of the
 /// client): in JSON, exactly one answer unless format.batch and exactly one row per
 /// sequence unless format.all_positions; in binary, every row of one vocabulary and
 /// every count within u32.
-std::string encode_json(const std::vector<scored_sequence>& answers, const row_format& format);
-std::string encode_binary(const std::vector<scored_sequence>& answers, const row_format& format);
+std::string encode_json(const std::vector<scored_sequence>& answers,
+                        const row_format& format);
+std::string encode_binary(const std::vector<scored_sequence>& answers,
+                          const row_format& format);
 
 } // namespace canopy::server

@@ -3,15 +3,15 @@
 // Thread contract: every member function from any thread.
 
 #include <canopy/actors/bucket_histogram.hpp>
-#include <canopy/server/byte_budget.hpp>
 #include <canopy/engine_stats.hpp>
+#include <canopy/server/byte_budget.hpp>
 
 #include <atomic>
 #include <chrono>
 #include <cstdint>
-#include <mutex>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -21,24 +21,24 @@ namespace canopy::server {
 
 /// What one of the server's budgets holds now (server_metrics::watch_budget).
 struct budget_use {
-  std::string name;  // "answers", "bodies", "generation"
-  std::string unit;  // "bytes", "tokens"
+  std::string name; // "answers", "bodies", "generation"
+  std::string unit; // "bytes", "tokens"
   std::uint64_t used = 0;
   std::uint64_t limit = 0;
 };
 
 struct server_stats {
   std::uint64_t connections_open = 0;
-  std::uint64_t connections_accepted = 0;  // since start
-  std::uint64_t connections_refused = 0;   // over max_connections
+  std::uint64_t connections_accepted = 0; // since start
+  std::uint64_t connections_refused = 0;  // over max_connections
   /// Requests answered, by (route, status). Route is the API path for known routes,
   /// "other" for anything else (so a scanner cannot grow the label set).
   std::vector<std::pair<std::pair<std::string, int>, std::uint64_t>> requests;
-  histogram_snapshot request_seconds;      // request read whole to response written
-  std::uint64_t bytes_received = 0;        // request bodies
-  std::uint64_t bytes_sent = 0;            // response bodies
-  std::uint64_t cancelled_requests = 0;    // client left before its answer
-  std::vector<budget_use> budgets;         // as they stand at the snapshot
+  histogram_snapshot request_seconds;   // request read whole to response written
+  std::uint64_t bytes_received = 0;     // request bodies
+  std::uint64_t bytes_sent = 0;         // response bodies
+  std::uint64_t cancelled_requests = 0; // client left before its answer
+  std::vector<budget_use> budgets;      // as they stand at the snapshot
 };
 
 class server_metrics {
@@ -61,7 +61,7 @@ public:
 
 private:
   std::atomic<std::uint64_t> open_{0}, accepted_{0}, refused_{0}, in_{0}, out_{0},
-    cancelled_{0};
+      cancelled_{0};
   actors::bucket_histogram seconds_;
   mutable std::mutex mutex_;
   std::map<std::pair<std::string, int>, std::uint64_t> requests_; // guarded by mutex_
