@@ -1,6 +1,7 @@
 // llama2.c tokenizer.bin and run.c's encode/decode (see llama2c_tokenizer.hpp).
 #include <canopy/backends/llama2c_tokenizer.hpp>
 
+#include "hf_pieces.hpp"
 #include "symbol_chain.hpp"
 #include "tokenizer_files.hpp"
 
@@ -34,25 +35,6 @@ float read_f32(const std::string& bytes, std::size_t at) {
   float v;
   std::memcpy(&v, &u, sizeof v);
   return v;
-}
-
-int hex_digit(char c) {
-  if (c >= '0' && c <= '9')
-    return c - '0';
-  if (c >= 'A' && c <= 'F')
-    return c - 'A' + 10;
-  if (c >= 'a' && c <= 'f')
-    return c - 'a' + 10;
-  return -1;
-}
-
-// "<0xHH>" -> HH (run.c's sscanf "<0x%02hhX>" reads either case), else -1.
-int byte_piece_value(std::string_view piece) {
-  if (piece.size() != 6 || piece.substr(0, 3) != "<0x" || piece[5] != '>')
-    return -1;
-  const int hi = hex_digit(piece[3]);
-  const int lo = hex_digit(piece[4]);
-  return hi < 0 || lo < 0 ? -1 : hi * 16 + lo;
 }
 
 // run.c only merges a pair whose score beats its initial best_score of -1e10.
@@ -107,7 +89,9 @@ llama2c_tokenizer::llama2c_tokenizer(const std::filesystem::path& file) {
   byte_vocab_.resize(pieces_.size());
   for (std::size_t id = 0; id < pieces_.size(); ++id) {
     const std::string& piece = pieces_[id];
-    byte_of_[id] = byte_piece_value(piece);
+    // run.c's sscanf "<0x%02hhX>" reads either case of hex digits, as fallback_byte does.
+    const auto byte = hf::fallback_byte(piece);
+    byte_of_[id] = byte ? *byte : -1;
     if (id >= 3 && id < 259 && byte_of_[id] != static_cast<int>(id) - 3)
       tokenizer_detail::fail(file, "id " + std::to_string(id) + " is the piece \"" +
                                        piece + "\", but byte fallback needs <0x" +

@@ -3,6 +3,7 @@
 // sentencepiece_plugin_api.h).
 #include <canopy/backends/sentencepiece_tokenizer.hpp>
 
+#include "hf_pieces.hpp"
 #include "sentencepiece_plugin_api.h"
 #include "tokenizer_files.hpp"
 
@@ -128,16 +129,6 @@ std::string replace_space_symbol(std::string_view piece) {
   return out;
 }
 
-int hex_digit(char c) {
-  if (c >= '0' && c <= '9')
-    return c - '0';
-  if (c >= 'A' && c <= 'F')
-    return c - 'A' + 10;
-  if (c >= 'a' && c <= 'f')
-    return c - 'a' + 10;
-  return -1;
-}
-
 class sentencepiece_tokenizer final : public tokenizer_i {
 public:
   explicit sentencepiece_tokenizer(const fs::path& file) : plugin_(the_plugin()) {
@@ -163,10 +154,9 @@ public:
       auto& slot = byte_vocab_[static_cast<std::size_t>(id)];
       if (type & (canopy_spm_control | canopy_spm_unknown))
         continue;
-      if ((type & canopy_spm_byte) && piece.size() == 6 && hex_digit(piece[3]) >= 0 &&
-          hex_digit(piece[4]) >= 0) {
-        slot = std::string(
-            1, static_cast<char>(hex_digit(piece[3]) * 16 + hex_digit(piece[4])));
+      const auto byte = type & canopy_spm_byte ? hf::fallback_byte(piece) : std::nullopt;
+      if (byte) {
+        slot = std::string(1, static_cast<char>(*byte));
         is_byte_[static_cast<std::size_t>(id)] = true;
       } else {
         slot = replace_space_symbol(piece);
