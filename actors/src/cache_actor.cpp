@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <map>
+#include <stdexcept>
 
 namespace canopy::actors {
 
@@ -11,20 +12,8 @@ using namespace messages;
 
 cache::row_ptr cache_state::answerable(cache::node_id node, bool require_kv) const {
   auto row = trie->logprobs(node);
-  if (!row || !require_kv)
+  if (!row || !require_kv || trie->kv_continues(node))
     return row;
-  bool held = false;
-  for (cache::worker_id w = 0; w < trie->workers() && !held; ++w)
-    held = trie->kv(node, w) != cache::no_kv;
-  if (!held)
-    return nullptr;
-  if (trie->config().kv_window == 0)
-    return row; // KV is prefix-closed: a pass can continue from any KV held
-  // Under a window, KV held may lack the W-1 tokens before it that a pass reads.
-  const auto depth = trie->depth(node);
-  for (const auto& prefix : trie->kv_prefixes(node))
-    if (prefix.length == depth)
-      return row;
   return nullptr;
 }
 
@@ -47,13 +36,13 @@ prepared_entry cache_state::prepare(cache::node_id leaf, bool require_kv) {
   if ((entry.hit.row = answerable(leaf, require_kv)))
     return entry;
   // The pass must compute at least the last token to produce its row, so the prefix
-  // ends at the parent at the latest.
+  // ends at the parent at the latest. A host tier's KV goes back to the device in the
+  // cache's accounts now, before the pass, and the worker moves it when the pass reads
+  // it (the leaf's lock keeps the path).
   const auto parent = trie->parent(leaf);
-  entry.kv = trie->kv_prefixes(parent);
-  if (trie->config().kv_window == 0) {
-    promote(parent, entry.kv);
+  entry.kv = trie->promoted_kv_prefixes(parent);
+  if (trie->config().kv_window == 0)
     return entry; // the leaf's lock keeps its whole path's KV
-  }
   // The leaf's lock keeps the window above it, which is what a pass continuing from
   // the parent reads; a prefix ending higher up gets a lock of its own.
   const auto parent_depth = trie->depth(parent);
@@ -69,22 +58,6 @@ prepared_entry cache_state::prepare(cache::node_id leaf, bool require_kv) {
   return entry;
 }
 
-void cache_state::promote(cache::node_id parent, std::vector<cache::kv_prefix>& kv) {
-  // A host tier's KV goes back to the device in the cache's accounts now, before the
-  // pass, and the worker moves it when the pass reads it. Where the device has no
-  // room, the prefix ends above the KV left on the host (the pass computes the rest).
-  for (cache::worker_id w = 0; w < kv.size(); ++w) {
-    if (kv[w].length == 0 || trie->kv_host_budget(w) == 0)
-      continue;
-    const auto end = trie->ancestor(parent, kv[w].length);
-    const auto depth = trie->promote_kv(end, w);
-    if (depth == kv[w].length)
-      continue;
-    kv[w] = depth == 0 ? cache::kv_prefix{}
-                       : cache::kv_prefix{depth, trie->kv(trie->ancestor(end, depth), w)};
-  }
-}
-
 std::vector<shared_logprobs> cache_state::store(store_request& request) {
   const auto& pass = request.pass.items;
   auto& results = request.result.items;
@@ -98,9 +71,12 @@ std::vector<shared_logprobs> cache_state::store(store_request& request) {
     // walking up from the leaf: a short walk when the prefix was cached.
     std::vector<cache::node_id> new_nodes(item.tokens.size());
     if (options.enabled) {
-      auto node = request.items[i].leaf;
-      for (auto j = new_nodes.size(); j-- > 0; node = trie->parent(node))
-        new_nodes[j] = node;
+      const auto leaf = request.items[i].leaf;
+      const auto depth = trie->depth(leaf);
+      if (item.tokens.size() > depth)
+        throw std::logic_error("a pass item has more new tokens than its sequence");
+      new_nodes =
+          trie->path(leaf, depth - static_cast<std::uint32_t>(item.tokens.size()));
     }
     // KV is prefix-closed: once one token's KV cannot be stored (or the backend had
     // no room to keep it: no_kv), the rest is useless.
@@ -137,7 +113,7 @@ std::vector<shared_logprobs> cache_state::store(store_request& request) {
 void cache_state::join(cache::worker_id w, worker_actor handle,
                        const worker_description& description) {
   const auto& model = description.model;
-  // A host tier only without a window (Note [host tier] in token_trie.cpp).
+  // A host tier only without a window (Note [host tier] in cache/src/kv_ledger.cpp).
   const auto host = trie->config().kv_window == 0 ? model.kv_host_keep_bytes : 0;
   if (w == trie->workers())
     trie->add_worker(description.kv_budget_bytes, host);

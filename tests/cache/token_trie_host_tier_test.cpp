@@ -72,6 +72,26 @@ TEST(token_trie_host_tier, promotion_moves_a_locked_path_back_within_the_device_
   t.check_invariants();
 }
 
+TEST(token_trie_host_tier, promoted_prefixes_end_above_the_kv_left_on_the_host) {
+  auto t = two_tiers(3);
+  const auto a = put(t, {1, 2}, 100);
+  const auto b = put(t, {7, 8, 9}, 200); // a is all on the host now
+  ASSERT_TRUE(t.kv_on_host(a[0], 0) && t.kv_on_host(a[1], 0));
+  t.lock(a[1]);
+  const auto prefix_a = t.promoted_kv_prefixes(a[1]);
+  EXPECT_EQ(prefix_a[0].length, 2u);
+  EXPECT_EQ(prefix_a[0].handle, 101u);
+  EXPECT_FALSE(t.kv_on_host(a[0], 0) || t.kv_on_host(a[1], 0));
+  EXPECT_TRUE(t.kv_on_host(b[1], 0) && t.kv_on_host(b[2], 0)) << "made room";
+  // Locked, a and b's first token fill the device: b's prefix ends above its host KV.
+  t.lock(b[2]);
+  const auto prefix_b = t.promoted_kv_prefixes(b[2]);
+  EXPECT_EQ(prefix_b[0].length, 1u);
+  EXPECT_EQ(prefix_b[0].handle, 200u);
+  EXPECT_TRUE(t.kv_on_host(b[1], 0));
+  t.check_invariants();
+}
+
 TEST(token_trie_host_tier, not_with_a_sliding_window) {
   trie_config c;
   c.kv_window = 4;

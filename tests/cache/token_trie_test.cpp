@@ -92,6 +92,9 @@ TEST(token_trie, insert_creates_nodes_and_match_follows_them) {
   EXPECT_EQ(none.node, root_node);
   EXPECT_EQ(none.length, 0u);
   EXPECT_TRUE(t.path(root_node).empty());
+  EXPECT_EQ(t.path(leaf, 1), (std::vector<node_id>{path[1], path[2]}));
+  EXPECT_TRUE(t.path(leaf, 3).empty());
+  EXPECT_THROW(t.path(leaf, 4), std::out_of_range);
   EXPECT_THROW(t.insert(nullptr, 0), std::invalid_argument);
   t.check_invariants();
 }

@@ -90,6 +90,11 @@ TEST(token_trie_window, kv_above_the_window_of_every_lock_goes_even_on_a_locked_
   EXPECT_EQ(t.kv_prefixes(path[7])[0].handle, no_kv);
   const match_result m = t.match(tokens(12).data(), 12, 0, 11);
   EXPECT_EQ(m.kv[0].length, 11u);
+  // A pass continues from depth 9 itself, not from depth 8, which holds KV too.
+  EXPECT_TRUE(t.kv_continues(path[8]));
+  EXPECT_NE(t.kv(path[7], 0), no_kv);
+  EXPECT_FALSE(t.kv_continues(path[7]));
+  EXPECT_FALSE(t.kv_continues(path[5]));
 }
 
 TEST(token_trie_window,
@@ -103,6 +108,8 @@ TEST(token_trie_window,
   EXPECT_EQ(store(t, path, 0, 12), 6u);
   EXPECT_EQ(depths_holding_kv(t, path), (std::vector<std::size_t>{1, 2, 3, 4, 5, 6}));
   EXPECT_EQ(t.stats().kv_evictions, 0u);
+  EXPECT_TRUE(t.kv_continues(path[5])) << "KV is prefix-closed: any KV held continues";
+  EXPECT_FALSE(t.kv_continues(path[6]));
 }
 
 TEST(token_trie_window, kv_within_the_window_of_any_lock_is_kept) {

@@ -47,9 +47,6 @@ struct cache_state {
   /// window, locks the end of each KV prefix that the sequence's own lock does not
   /// keep (its pins), so that no KV a pass reads is released while it runs.
   messages::prepared_entry prepare(cache::node_id leaf, bool require_kv);
-  /// Moves the host-tier KV of the prefixes `kv` (of `parent`'s path, locked) back to
-  /// the devices' accounts, shortening a prefix where a device has no room.
-  void promote(cache::node_id parent, std::vector<cache::kv_prefix>& kv);
   /// Attaches a pass's KV and rows (taking them from the request); returns the rows
   /// of every item, in order.
   std::vector<messages::shared_logprobs> store(messages::store_request& request);

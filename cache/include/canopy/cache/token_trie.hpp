@@ -25,20 +25,24 @@
 // locked paths, and a path's usable KV prefix ends at the deepest node whose W-1
 // nearest tokens (or all of them, from the first) hold KV.
 //
-// Host tier (Note [host tier] in the .cpp): a worker may also have a host KV budget.
+// Host tier (Note [host tier] in kv_ledger.cpp): a worker may also have a host KV budget.
 // KV its device budget evicts then moves to the host tier (a demotion the worker is
 // told of) instead of being dropped, while the host budget has room; what the host
 // tier evicts is dropped. promote_kv moves a locked path's host KV back within the
 // device budget before a pass reads it. Not with a sliding window.
 //
-// Partitions (Note [partitions] in the .cpp): sequences live in partitions named by a
-// string, and nothing crosses them: equal tokens in two partitions are two paths, with
+// Partitions (Note [partitions] in node_tree.cpp): sequences live in partitions named by
+// a string, and nothing crosses them: equal tokens in two partitions are two paths, with
 // their own rows, KV and statistics, so no caller can learn from a hit what another
 // partition holds (tenants, cache_salt). The empty name is the shared partition, whose
 // root is root_node; every other partition has a root of its own, at depth 0, made by
 // its first insert and removed with its last node. Budgets and eviction span them all.
 //
 // Node ids are recycled after removal: hold a node id only while it is locked.
+//
+// Inside (cache/src): node_tree links the nodes; row_ledger accounts the stored rows
+// and kv_ledger each worker's KV (tiers, window rule), each with its own invariant
+// check; token_trie.cpp holds what spans them (walks, locks, attaching with room).
 //
 // Thread contract: not thread-safe; one owner (the cache actor) uses it.
 
@@ -151,10 +155,18 @@ public:
   /// ancestors hold KV under a window; just it holding KV without one), as match()
   /// reports with kv_cap = its depth, without refreshing any statistics.
   std::vector<kv_prefix> kv_prefixes(node_id node) const;
+  /// Whether a pass may continue from `node` itself on some worker: a worker's KV
+  /// prefix of kv_prefixes(node) ends at it (under a window, KV held at a node is not
+  /// enough: its W-1 nearest ancestors must hold KV too).
+  bool kv_continues(node_id node) const;
+  /// kv_prefixes(node), with each prefix's host-tier KV first moved back to its
+  /// worker's device (promote_kv): a prefix ends above the KV a move could not fit.
+  /// `node` must be locked where a worker has a host tier.
+  std::vector<kv_prefix> promoted_kv_prefixes(node_id node);
 
-  /// The nodes from depth 1 (below its partition's root) down to `node`: result[i] has
-  /// depth i+1.
-  std::vector<node_id> path(node_id node) const;
+  /// The nodes below depth `from_depth` (0: its partition's root) down to `node`:
+  /// result[i] has depth from_depth+i+1. std::out_of_range past depth(node).
+  std::vector<node_id> path(node_id node, std::uint32_t from_depth = 0) const;
   /// The node of `node`'s path at `depth` (at most depth(node); 0: its partition's
   /// root), found by walking up from `node`. std::out_of_range past depth(node).
   node_id ancestor(node_id node, std::uint32_t depth) const;
