@@ -8,9 +8,9 @@
 
 #include <canopy/actor_system_setup.hpp>
 #include <canopy/engine.hpp>
-#include <canopy/server/api_router.hpp>
-#include <canopy/server/gateway_actor.hpp>
-#include <canopy/server/http_server.hpp>
+#include <canopy/server/api/api_router.hpp>
+#include <canopy/server/api/gateway_actor.hpp>
+#include <canopy/server/transport/http_server.hpp>
 
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>

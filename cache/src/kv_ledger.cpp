@@ -58,8 +58,8 @@ kv_ledger::kv_ledger(node_tree& tree)
       host_budgets_(tree.config.workers, tree.config.kv_host_budget_bytes) {
   check_host_tier(tree.config.kv_host_budget_bytes);
   auto& s = tree_.stats;
-  for (auto* table :
-       {&s.kv_entries, &s.kv_bytes, &s.kv_peak_bytes, &s.kv_host_entries, &s.kv_host_bytes})
+  for (auto* table : {&s.kv_entries, &s.kv_bytes, &s.kv_peak_bytes, &s.kv_host_entries,
+                      &s.kv_host_bytes})
     table->assign(tree.config.workers, 0);
 }
 
@@ -343,7 +343,8 @@ void kv_ledger::collect(node_id end, std::vector<kv_prefix>& kv) const {
   const std::uint32_t need = std::max(tree_.config.kv_window, 2u) - 1;
   std::vector<std::uint32_t> run(kv.size()); // [workers] nodes in the current run
   std::size_t missing = kv.size();
-  for (node_id id = end; !tree_.is_root(id) && missing != 0; id = tree_.nodes[id].parent) {
+  for (node_id id = end; !tree_.is_root(id) && missing != 0;
+       id = tree_.nodes[id].parent) {
     const node& x = tree_.nodes[id];
     if (!x.holds_kv && need == 1)
       continue; // no run to break
@@ -392,8 +393,8 @@ worker_id kv_ledger::add_worker(std::size_t budget, std::size_t host_budget) {
   budgets_.push_back(budget);
   host_budgets_.push_back(host_budget);
   auto& s = tree_.stats;
-  for (auto* table :
-       {&s.kv_entries, &s.kv_bytes, &s.kv_peak_bytes, &s.kv_host_entries, &s.kv_host_bytes})
+  for (auto* table : {&s.kv_entries, &s.kv_bytes, &s.kv_peak_bytes, &s.kv_host_entries,
+                      &s.kv_host_bytes})
     table->push_back(0);
   return id;
 }

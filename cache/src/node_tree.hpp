@@ -114,7 +114,7 @@ struct node_tree {
   std::vector<node> nodes;   // indexed by node_id; dead slots are on free_ids
   std::vector<holding> held; // indexed by node_id, beside nodes
   std::vector<node_id> free_ids;
-  child_index children; // child_key -> child
+  child_index children;                                     // child_key -> child
   std::unordered_map<std::string, node_id> partition_roots; // Note [partitions]
   std::unordered_map<node_id, std::string> partition_names; // the other way
   trie_stats stats; // each part keeps its own figures here

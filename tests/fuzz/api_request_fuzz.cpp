@@ -1,5 +1,6 @@
-// Fuzz target for the API's request-body parsers (apps/server/src/api_requests.cpp and
-// completion_request.cpp), the code that reads every byte a client sends. Built two ways:
+// Fuzz target for the API's request-body parsers (apps/server/src/api/api_requests.cpp
+// and completion_request.cpp), the code that reads every byte a client sends. Built two
+// ways:
 //  * with libFuzzer + ASan/UBSan when CANOPY_BUILD_FUZZERS=ON
 //  (tests/fuzz/CMakeLists.txt):
 //      build-fuzz/tests/fuzz/api_request_fuzz -max_total_time=60 corpus/
@@ -11,8 +12,8 @@
 // the documented codes and a short, non-empty message. Anything else is a finding.
 // Thread contract: pure function of its input.
 
-#include <canopy/server/api_requests.hpp>
-#include <canopy/server/completion_request.hpp>
+#include <canopy/server/api/api_requests.hpp>
+#include <canopy/server/openai/completion_request.hpp>
 
 #include <cmath>
 #include <cstddef>

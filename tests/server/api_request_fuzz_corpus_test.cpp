@@ -7,8 +7,8 @@
 
 #include "mutation_corpus.hpp"
 
-#include <canopy/server/api_requests.hpp>
-#include <canopy/server/completion_request.hpp>
+#include <canopy/server/api/api_requests.hpp>
+#include <canopy/server/openai/completion_request.hpp>
 
 #include <gtest/gtest.h>
 

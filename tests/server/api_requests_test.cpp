@@ -1,7 +1,7 @@
 // Request bodies: every accepted form with its defaults, and every refusal with its
 // code and a message naming the field at fault.
 
-#include <canopy/server/api_requests.hpp>
+#include <canopy/server/api/api_requests.hpp>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>

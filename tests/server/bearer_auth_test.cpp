@@ -1,6 +1,6 @@
 // Bearer-token checks (the transport's private helper): what is accepted, what is not.
 
-#include "bearer_auth.hpp"
+#include "transport/bearer_auth.hpp"
 
 #include <gtest/gtest.h>
 

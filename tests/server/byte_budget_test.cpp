@@ -1,7 +1,7 @@
 // The shared byte budget: reservations grow and shrink within the limit, give their
 // bytes back when destroyed or moved from, and many threads never take more than it.
 
-#include <canopy/server/byte_budget.hpp>
+#include <canopy/server/transport/byte_budget.hpp>
 
 #include <gtest/gtest.h>
 

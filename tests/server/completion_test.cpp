@@ -2,8 +2,8 @@
 // forms, limits and neutral OpenAI fields; token spellings, offsets over multi-byte
 // text, stop strings, echo scores and the streamed chunks.
 
-#include <canopy/server/completion_request.hpp>
-#include <canopy/server/completion_response.hpp>
+#include <canopy/server/openai/completion_request.hpp>
+#include <canopy/server/openai/completion_response.hpp>
 
 #include <gtest/gtest.h>
 

@@ -4,7 +4,7 @@
 
 #include <canopy/engine.hpp>
 #include <canopy/messages/registration.hpp>
-#include <canopy/server/gateway_actor.hpp>
+#include <canopy/server/api/gateway_actor.hpp>
 
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>

@@ -2,7 +2,7 @@
 // written here, histograms cumulative with +Inf equal to _count, labels escaped, and
 // every metric docs/http-api.md promises present with its value.
 
-#include <canopy/server/prometheus_text.hpp>
+#include <canopy/server/api/prometheus_text.hpp>
 
 #include <gtest/gtest.h>
 

@@ -2,7 +2,7 @@
 // float32, and the binary format byte for byte against docs/http-api.md's layout table
 // (the expected bytes are written here field by field, independently of the encoder).
 
-#include <canopy/server/row_encoding.hpp>
+#include <canopy/server/api/row_encoding.hpp>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>

@@ -5,7 +5,7 @@
 // Thread contract: construct, destroy and wait_stopped on the test's thread; port(),
 // stop() and metrics() from any.
 
-#include <canopy/server/http_server.hpp>
+#include <canopy/server/transport/http_server.hpp>
 
 #include <chrono>
 #include <cstdio>

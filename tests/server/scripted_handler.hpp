@@ -4,7 +4,7 @@
 // the test to call (from any thread, at any time). It records every call and cancel.
 // Thread contract: any thread.
 
-#include <canopy/server/http_message.hpp>
+#include <canopy/server/transport/http_message.hpp>
 
 #include <nlohmann/json.hpp>
 

@@ -9,8 +9,8 @@
 // Thread contract: plain values and pure functions.
 
 #include <canopy/messages/errors.hpp>
-#include <canopy/server/byte_budget.hpp>
-#include <canopy/server/http_message.hpp>
+#include <canopy/server/transport/byte_budget.hpp>
+#include <canopy/server/transport/http_message.hpp>
 
 #include <cstddef>
 #include <string>

@@ -4,7 +4,7 @@
 
 #include <canopy/actors/bucket_histogram.hpp>
 #include <canopy/engine_stats.hpp>
-#include <canopy/server/byte_budget.hpp>
+#include <canopy/server/transport/byte_budget.hpp>
 
 #include <atomic>
 #include <chrono>
