@@ -10,13 +10,17 @@ set(CANOPY_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/canopy)
 
 set_target_properties(canopy_cache PROPERTIES EXPORT_NAME cache)
 set_target_properties(canopy_backends PROPERTIES EXPORT_NAME backends)
+set_target_properties(canopy_checkpoints PROPERTIES EXPORT_NAME checkpoints)
+set_target_properties(canopy_tokenizers PROPERTIES EXPORT_NAME tokenizers)
+set_target_properties(canopy_kv PROPERTIES EXPORT_NAME kv)
 set_target_properties(canopy_messages PROPERTIES EXPORT_NAME messages)
 set_target_properties(canopy_actors PROPERTIES EXPORT_NAME actors)
 set_target_properties(canopy_engine PROPERTIES EXPORT_NAME canopy)
 set_target_properties(canopy_torch PROPERTIES EXPORT_NAME torch_interface)
 set_target_properties(canopy_warnings PROPERTIES EXPORT_NAME warnings)
 
-install(TARGETS canopy_cache canopy_backends canopy_messages canopy_actors canopy_engine
+install(TARGETS canopy_cache canopy_checkpoints canopy_tokenizers canopy_kv canopy_backends
+                canopy_messages canopy_actors canopy_engine
                 canopy_torch canopy_warnings
         EXPORT canopyTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}

@@ -8,7 +8,7 @@
 #                             CANOPY_HAVE_SENTENCEPIECE is TRUE when it was found (and the
 #                             option CANOPY_WITH_SENTENCEPIECE, default ON, allows it).
 #
-# The imported targets are GLOBAL because canopy_backends is static: its link interface names
+# The imported targets are GLOBAL because canopy_tokenizers is static: its link interface names
 # them, and the test executables in other directories must be able to resolve those names.
 
 find_package(PkgConfig REQUIRED)

@@ -1,6 +1,6 @@
 #include <canopy/engine_config.hpp>
 
-#include <canopy/backends/torch_backend.hpp>
+#include <canopy/backends/models/torch_backend.hpp>
 #include <canopy/cache/eviction_policy.hpp>
 #include <canopy/cache/logprob_row.hpp>
 #include <canopy/error.hpp>

@@ -4,8 +4,8 @@
 #include "cli_args.hpp"
 #include "commands.hpp"
 
-#include <canopy/backends/checkpoint_writer.hpp>
-#include <canopy/backends/synthetic_checkpoint.hpp>
+#include <canopy/backends/checkpoints/checkpoint_writer.hpp>
+#include <canopy/backends/checkpoints/synthetic_checkpoint.hpp>
 
 #include <iostream>
 #include <limits>

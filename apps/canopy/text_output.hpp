@@ -1,7 +1,7 @@
 #pragma once
-// How the subcommands spell ids and JSON (bytes: canopy/backends/hex_bytes.hpp) on
-// standard output, in one place so that every command agrees (scripts parse these forms).
-// Thread contract: pure functions.
+// How the subcommands spell ids and JSON (bytes:
+// canopy/backends/tokenizers/hex_bytes.hpp) on standard output, in one place so that
+// every command agrees (scripts parse these forms). Thread contract: pure functions.
 
 #include <canopy/engine.hpp>
 

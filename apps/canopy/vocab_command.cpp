@@ -4,7 +4,7 @@
 #include "cli_args.hpp"
 #include "commands.hpp"
 
-#include <canopy/backends/hex_bytes.hpp>
+#include <canopy/backends/tokenizers/hex_bytes.hpp>
 #include <canopy/engine.hpp>
 
 #include <iostream>

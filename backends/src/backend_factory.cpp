@@ -1,8 +1,8 @@
 #include <canopy/backends/backend_factory.hpp>
 
-#include <canopy/backends/checkpoint.hpp>
+#include <canopy/backends/checkpoints/checkpoint.hpp>
 #include <canopy/backends/model_fingerprint.hpp>
-#include <canopy/backends/torch_backend.hpp>
+#include <canopy/backends/models/torch_backend.hpp>
 
 #include <filesystem>
 #include <stdexcept>

@@ -3,7 +3,7 @@
 #include <canopy/backends/model_fingerprint.hpp>
 #include <canopy/backends/sequence_hash.hpp>
 
-#include "mix64.hpp"
+#include "checkpoints/mix64.hpp"
 
 #include <array>
 #include <cmath>

@@ -1,6 +1,6 @@
 #include <canopy/backends/sequence_hash.hpp>
 
-#include "mix64.hpp"
+#include "checkpoints/mix64.hpp"
 
 namespace canopy::backends {
 

@@ -2,8 +2,8 @@
 // "chat_template" (one, or a named list), chat_template.jinja over the config's default,
 // and malformed ones named with their file.
 
-#include <canopy/backends/chat_template.hpp>
-#include <canopy/backends/checkpoint.hpp>
+#include <canopy/backends/checkpoints/checkpoint.hpp>
+#include <canopy/backends/tokenizers/chat_template.hpp>
 
 #include "tokenizer_fixtures.hpp"
 

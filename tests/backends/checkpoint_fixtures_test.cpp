@@ -3,8 +3,8 @@
 // equal bytes everywhere except q/k rows, which agree after the documented per-head
 // permutation (new row h*hd + c*hd/2 + j = old row h*hd + 2j + c).
 
-#include <canopy/backends/checkpoint.hpp>
-#include <canopy/backends/checkpoint_writer.hpp>
+#include <canopy/backends/checkpoints/checkpoint.hpp>
+#include <canopy/backends/checkpoints/checkpoint_writer.hpp>
 
 #include "checkpoint_test_support.hpp"
 #include "shared_fixtures.hpp"

@@ -4,8 +4,8 @@
 // an assertion that a call throws checkpoint_error whose message names what it must.
 // Thread contract: test-thread only.
 
-#include <canopy/backends/checkpoint.hpp>
-#include <canopy/backends/synthetic_checkpoint.hpp>
+#include <canopy/backends/checkpoints/checkpoint.hpp>
+#include <canopy/backends/checkpoints/synthetic_checkpoint.hpp>
 
 #include "scratch_files.hpp"
 

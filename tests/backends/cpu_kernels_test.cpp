@@ -1,8 +1,8 @@
 // The direct CPU forward's own kernels, against plain references: vector_math.hpp
 // (exp_nonpositive, silu, lane sums and maxima) and multiply_in_out (gemv for one or two
 // rows, gemm beyond, with and without accumulating into the output).
-#include "blas_product.hpp"
-#include "vector_math.hpp"
+#include "models/blas_product.hpp"
+#include "models/vector_math.hpp"
 
 #include <gtest/gtest.h>
 

@@ -1,7 +1,7 @@
 // GPT-2 byte-level BPE against ../shared/oracle/tokenizers.json (encoder.py's own
 // results) and against small hand-made vocabularies that pin down the merge order.
-#include <canopy/backends/byte_level_alphabet.hpp>
-#include <canopy/backends/gpt2_bpe_tokenizer.hpp>
+#include <canopy/backends/tokenizers/byte_level_alphabet.hpp>
+#include <canopy/backends/tokenizers/gpt2_bpe_tokenizer.hpp>
 
 #include "shared_fixtures.hpp"
 #include "tokenizer_fixtures.hpp"

@@ -2,10 +2,10 @@
 // hand-written shards, F16/BF16), GPT-2 name normalization, and every malformed
 // directory giving a checkpoint_error that names the file and the tensor or key.
 
-#include <canopy/backends/checkpoint.hpp>
-#include <canopy/backends/checkpoint_schema.hpp>
-#include <canopy/backends/checkpoint_writer.hpp>
-#include <canopy/backends/hf_config.hpp>
+#include <canopy/backends/checkpoints/checkpoint.hpp>
+#include <canopy/backends/checkpoints/checkpoint_schema.hpp>
+#include <canopy/backends/checkpoints/checkpoint_writer.hpp>
+#include <canopy/backends/checkpoints/hf_config.hpp>
 
 #include "checkpoint_test_support.hpp"
 

@@ -5,8 +5,8 @@
 // and normalized added tokens, Strip), the byte vocabulary spelling each encoding's
 // text, and the refusal of every component this reader does not implement.
 
-#include <canopy/backends/byte_level_alphabet.hpp>
-#include <canopy/backends/hf_tokenizer.hpp>
+#include <canopy/backends/tokenizers/byte_level_alphabet.hpp>
+#include <canopy/backends/tokenizers/hf_tokenizer.hpp>
 
 #include "tokenizer_fixtures.hpp"
 

@@ -24,9 +24,9 @@
 // top token kept on 99% of rows; those do not hold for these models (docs/cache.md, "KV
 // formats"). Each test prints what it met; the float32 cases show that the paths add
 // nothing of their own (within the oracle's 1e-4).
-#include <canopy/backends/checkpoint.hpp>
-#include <canopy/backends/synthetic_checkpoint.hpp>
-#include <canopy/backends/torch_backend.hpp>
+#include <canopy/backends/checkpoints/checkpoint.hpp>
+#include <canopy/backends/checkpoints/synthetic_checkpoint.hpp>
+#include <canopy/backends/models/torch_backend.hpp>
 
 #include "oracle.hpp"
 #include "pass_items.hpp"

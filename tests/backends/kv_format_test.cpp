@@ -1,10 +1,10 @@
 // The KV formats (kv_format.hpp) one by one: what they store and read back, that the
 // direct forward's row writes store what ATen's writes store, their bytes, and the
 // zero rows padded attention reads.
-#include "kv_format.hpp"
-#include "kv_storage.hpp"
+#include "kv/kv_format.hpp"
+#include "kv/kv_storage.hpp"
 
-#include <canopy/backends/torch_backend.hpp>
+#include <canopy/backends/models/torch_backend.hpp>
 
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>

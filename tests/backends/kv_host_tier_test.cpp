@@ -2,8 +2,8 @@
 // demote_kv moves off the device keeps its handles, and a pass that reads it moves it
 // back first. In the device's format the round trip is byte for byte, so answers are
 // bit for bit the same; compressed to int8 they stay within int8's bound.
-#include <canopy/backends/checkpoint.hpp>
-#include <canopy/backends/torch_backend.hpp>
+#include <canopy/backends/checkpoints/checkpoint.hpp>
+#include <canopy/backends/models/torch_backend.hpp>
 
 #include "oracle.hpp"
 #include "pass_items.hpp"

@@ -2,8 +2,8 @@
 // tensors (interleaved RoPE rows untouched), and every malformed header or size is a
 // checkpoint_error naming the file and what is wrong.
 
-#include <canopy/backends/checkpoint.hpp>
-#include <canopy/backends/llama2c_checkpoint.hpp>
+#include <canopy/backends/checkpoints/checkpoint.hpp>
+#include <canopy/backends/checkpoints/llama2c_checkpoint.hpp>
 
 #include "checkpoint_test_support.hpp"
 

@@ -1,7 +1,7 @@
 // llama2.c tokenizer (tok512.bin) against ../shared/oracle/tokenizers.json, against a
 // literal transcription of run.c's encode() on random texts, and on hand-made tokenizer
 // files.
-#include <canopy/backends/llama2c_tokenizer.hpp>
+#include <canopy/backends/tokenizers/llama2c_tokenizer.hpp>
 
 #include "shared_fixtures.hpp"
 #include "tokenizer_fixtures.hpp"

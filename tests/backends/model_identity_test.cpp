@@ -7,9 +7,9 @@
 #include "shared_fixtures.hpp"
 
 #include <canopy/backends/backend_factory.hpp>
-#include <canopy/backends/checkpoint.hpp>
+#include <canopy/backends/checkpoints/checkpoint.hpp>
+#include <canopy/backends/checkpoints/synthetic_checkpoint.hpp>
 #include <canopy/backends/model_fingerprint.hpp>
-#include <canopy/backends/synthetic_checkpoint.hpp>
 
 #include <gtest/gtest.h>
 

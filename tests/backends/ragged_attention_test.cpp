@@ -2,9 +2,9 @@
 // each item alone, in double), for both kernels and both key sources (pooled and
 // packed), over random mixes of prefix lengths and new-token counts, with grouped
 // query heads, with and without a sliding window.
-#include "kv_storage.hpp"
-#include "pass_layout.hpp"
-#include "ragged_attention.hpp"
+#include "kv/kv_storage.hpp"
+#include "models/pass_layout.hpp"
+#include "models/ragged_attention.hpp"
 
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>

@@ -21,8 +21,8 @@
 // 2^-8 (bfloat16). s grows with u, so the CPU's bound at the same s / u ratio gives
 // float16 0.1 / 64 (s scales by 2^-3, KL by 2^-6); the top token is kept on 9 rows of 10
 // in both (the models' near-flat rows have near ties).
-#include <canopy/backends/checkpoint.hpp>
-#include <canopy/backends/torch_backend.hpp>
+#include <canopy/backends/checkpoints/checkpoint.hpp>
+#include <canopy/backends/models/torch_backend.hpp>
 
 #include "oracle.hpp"
 #include "pass_items.hpp"

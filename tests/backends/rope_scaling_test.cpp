@@ -2,7 +2,7 @@
 // every frequency by the factor; llama3 keeps the high frequencies, slows the low ones
 // by the factor, and blends continuously in between. (The llama3-synthetic oracle
 // checks the whole model; no oracle case uses linear scaling.)
-#include "llama_model.hpp"
+#include "models/llama_model.hpp"
 
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>

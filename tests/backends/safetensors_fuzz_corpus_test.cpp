@@ -5,7 +5,7 @@
 // other exception fails here, a broken invariant or crash kills the test. Parsing the
 // same inputs directly checks both outcomes really occur and refusals name the file.
 
-#include <canopy/backends/safetensors.hpp>
+#include <canopy/backends/checkpoints/safetensors.hpp>
 
 #include "checkpoint_test_support.hpp"
 #include "mutation_corpus.hpp"

@@ -2,7 +2,7 @@
 // the file and the tensor; valid headers (including the reference writer's quirks:
 // __metadata__, space padding, empty tensors) parse to the right entries.
 
-#include <canopy/backends/safetensors.hpp>
+#include <canopy/backends/checkpoints/safetensors.hpp>
 
 #include "checkpoint_test_support.hpp"
 

@@ -2,8 +2,8 @@
 // SentencePiece in a helper process (canopy_spm_tool; see there why not in this one),
 // checked against SentencePiece's own Encode/Decode and for byte_vocab consistency.
 // Without SentencePiece in the build, loading a .model must say support was not built.
-#include <canopy/backends/sentencepiece_tokenizer.hpp>
-#include <canopy/backends/tokenizer.hpp>
+#include <canopy/backends/tokenizers/sentencepiece_tokenizer.hpp>
+#include <canopy/backends/tokenizers/tokenizer.hpp>
 
 #include "tokenizer_fixtures.hpp"
 

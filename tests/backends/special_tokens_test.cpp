@@ -2,9 +2,9 @@
 // tokenizer_config.json (through the tokenizer) in transformers' order, a llama2.c .bin's
 // convention, and malformed files named.
 
-#include <canopy/backends/checkpoint.hpp>
-#include <canopy/backends/hf_tokenizer.hpp>
-#include <canopy/backends/special_tokens.hpp>
+#include <canopy/backends/checkpoints/checkpoint.hpp>
+#include <canopy/backends/tokenizers/hf_tokenizer.hpp>
+#include <canopy/backends/tokenizers/special_tokens.hpp>
 
 #include "tokenizer_fixtures.hpp"
 

@@ -3,8 +3,8 @@
 // schema, scaled as documented, clearly non-uniform next-token distributions, and
 // clear std::invalid_argument messages for impossible specs.
 
-#include <canopy/backends/checkpoint_schema.hpp>
-#include <canopy/backends/synthetic_checkpoint.hpp>
+#include <canopy/backends/checkpoints/checkpoint_schema.hpp>
+#include <canopy/backends/checkpoints/synthetic_checkpoint.hpp>
 
 #include "checkpoint_test_support.hpp"
 

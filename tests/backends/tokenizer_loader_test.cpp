@@ -1,8 +1,8 @@
 // load_tokenizer / find_tokenizer on the shared model layout, and malformed tokenizer
 // files: each must give a tokenizer_error naming the file and the defect, never a crash.
-#include <canopy/backends/byte_level_alphabet.hpp>
-#include <canopy/backends/sentencepiece_tokenizer.hpp>
-#include <canopy/backends/tokenizer.hpp>
+#include <canopy/backends/tokenizers/byte_level_alphabet.hpp>
+#include <canopy/backends/tokenizers/sentencepiece_tokenizer.hpp>
+#include <canopy/backends/tokenizers/tokenizer.hpp>
 
 #include "shared_fixtures.hpp"
 #include "tokenizer_fixtures.hpp"

@@ -2,8 +2,8 @@
 // engine): every row of every case, through a single pass, a ragged batch, KV reuse
 // from a cached prefix and token-by-token extension, each under both forwards of a
 // float32 Llama on the CPU (the direct one and ATen's); and the KV storage rules.
-#include <canopy/backends/checkpoint.hpp>
-#include <canopy/backends/torch_backend.hpp>
+#include <canopy/backends/checkpoints/checkpoint.hpp>
+#include <canopy/backends/models/torch_backend.hpp>
 
 #include "oracle.hpp"
 #include "pass_items.hpp"

@@ -10,7 +10,7 @@
 // invariant, an out-of-bounds read under ASan) is a finding.
 // Thread contract: pure function of its input.
 
-#include <canopy/backends/safetensors.hpp>
+#include <canopy/backends/checkpoints/safetensors.hpp>
 
 #include <algorithm>
 #include <cstddef>

@@ -21,8 +21,8 @@
 // on another engine call inside it). Destroying the engine answers every query still
 // waiting with errc::shutting_down.
 
-#include <canopy/backends/chat_template.hpp>
-#include <canopy/backends/tokenizer.hpp>
+#include <canopy/backends/tokenizers/chat_template.hpp>
+#include <canopy/backends/tokenizers/tokenizer.hpp>
 #include <canopy/engine_config.hpp>
 #include <canopy/engine_stats.hpp>
 #include <canopy/error.hpp>

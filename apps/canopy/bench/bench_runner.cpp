@@ -8,7 +8,7 @@
 
 #include <canopy/actors/engine_actors.hpp>
 #include <canopy/backends/backend_factory.hpp>
-#include <canopy/backends/torch_backend.hpp>
+#include <canopy/backends/models/torch_backend.hpp>
 
 #include <canopy/engine.hpp>
 

@@ -5,7 +5,7 @@
 #include "cli_args.hpp"
 #include "text_output.hpp"
 
-#include <canopy/backends/tokenizer.hpp>
+#include <canopy/backends/tokenizers/tokenizer.hpp>
 
 #include <algorithm>
 #include <chrono>

@@ -7,9 +7,9 @@
 // Thread contract: the load_ functions are pure functions of the file system; a
 // model_tokenizer is immutable and may be read from any thread.
 
-#include <canopy/backends/chat_template.hpp>
-#include <canopy/backends/special_tokens.hpp>
-#include <canopy/backends/tokenizer.hpp>
+#include <canopy/backends/tokenizers/chat_template.hpp>
+#include <canopy/backends/tokenizers/special_tokens.hpp>
+#include <canopy/backends/tokenizers/tokenizer.hpp>
 #include <canopy/engine_config.hpp>
 
 #include <cstdint>

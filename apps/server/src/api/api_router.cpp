@@ -2,7 +2,7 @@
 
 #include "api/route_helpers.hpp"
 
-#include <canopy/backends/hex_bytes.hpp>
+#include <canopy/backends/tokenizers/hex_bytes.hpp>
 #include <canopy/server/api/cache_partition.hpp>
 #include <canopy/server/api/prometheus_text.hpp>
 

@@ -1,6 +1,6 @@
 #include <canopy/server/openai/completion_response.hpp>
 
-#include <canopy/backends/valid_utf8.hpp>
+#include <canopy/backends/tokenizers/valid_utf8.hpp>
 
 #include <algorithm>
 #include <cstdio>

@@ -5,9 +5,9 @@
 // Thread contract: pure functions.
 
 #include <canopy/backends/backend.hpp>
+#include <canopy/backends/checkpoints/synthetic_checkpoint.hpp>
 #include <canopy/backends/mock_backend.hpp>
-#include <canopy/backends/synthetic_checkpoint.hpp>
-#include <canopy/backends/torch_backend.hpp>
+#include <canopy/backends/models/torch_backend.hpp>
 
 #include <memory>
 #include <string>

@@ -9,7 +9,7 @@
 // never looser. The mock's fingerprint hashes the options its rows depend on.
 // Thread contract: pure functions.
 
-#include <canopy/backends/checkpoint.hpp>
+#include <canopy/backends/checkpoints/checkpoint.hpp>
 #include <canopy/backends/mock_backend.hpp>
 
 #include <string>

@@ -1,0 +1,70 @@
+#pragma once
+// The LibTorch backend: a Llama or GPT-2 checkpoint run on one device, with its KV in
+// storage preallocated from the worker's KV byte budget. One pass computes the new
+// tokens of all its items together (ragged: different cached lengths and numbers of
+// new tokens, no padding to the longest context).
+// Thread contract: see backend_i (one thread at a time).
+
+#include <canopy/backends/backend.hpp>
+#include <canopy/backends/checkpoints/checkpoint.hpp>
+#include <canopy/backends/kv/kv_dtypes.hpp>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace canopy::backends {
+
+/// How a worker runs its model (the device is named beside these).
+struct torch_options {
+  std::string dtype = "float32"; // compute dtype: float32 | float16 | bfloat16
+  std::string kv_dtype;          // KV storage: kv_dtype_names(); empty: the compute dtype
+  std::uint64_t kv_residual_tokens =
+      0; // the newest N stored tokens also keep their KV in
+         // the compute dtype, read instead (kv_residual.hpp);
+         // their copies come out of kv_budget_bytes
+  std::uint64_t kv_host_budget_bytes = 0; // the host tier: KV demoted from the device
+                                          // (backend_i::demote_kv) lives here; 0: none
+  std::string kv_host_dtype; // the host tier's format; empty: the device's (moves
+                             // are lossless); "int8" compresses (lossy)
+  std::uint64_t kv_budget_bytes = std::uint64_t{1} << 30; // this worker's KV storage
+  int threads = 0; // intra-op threads of this worker's passes; 0: ATen's
+  std::uint64_t max_context_length = 0; // 0: the model's; else see served_config
+  bool direct_forward = true; // float32 Llama on the CPU: plain loops and CBLAS on
+                              // kept buffers (direct_llama_forward.hpp); false:
+                              // ATen's ops, as every other model, dtype and device
+};
+
+/// `config` with the context `options` ask for: 0 keeps the model's; less than the
+/// model's lowers it; more is allowed only for a sliding-window model (its attention
+/// reaches W tokens back at any position; RoPE angles are computed for every position
+/// served). Throws std::invalid_argument naming both numbers otherwise.
+model_config served_config(model_config config, const torch_options& options);
+
+/// Runs `ckpt` on `device` ("cpu", "cuda" or "cuda:N"). Throws std::invalid_argument
+/// naming the problem (unknown dtype, a CUDA device without CUDA, a budget too small
+/// for one token) and checkpoint_error for weights the architecture cannot use. The
+/// model_info's fingerprint is the checkpoint's (model_fingerprint.hpp).
+std::unique_ptr<backend_i> make_torch_backend(const checkpoint& ckpt,
+                                              const std::string& device,
+                                              const torch_options& options);
+
+/// The KV format `options` store in: kv_dtype, or the compute dtype when it is empty.
+inline std::string served_kv_dtype(const torch_options& options) {
+  return options.kv_dtype.empty() ? options.dtype : options.kv_dtype;
+}
+
+/// What storing KV in `options`' format costs in precision beyond the compute dtype:
+/// the format's unit roundoff (kv_format.hpp) when it keeps fewer bits than the
+/// compute dtype, else 0. Throws std::invalid_argument for an unknown format.
+double kv_storage_roundoff(const torch_options& options);
+
+/// The unit roundoff of `options`' compute dtype (float32 2^-24, bfloat16 2^-8, float16
+/// 2^-11): how far each rounded activation may move. Throws for an unknown dtype.
+double compute_roundoff(const torch_options& options);
+
+/// CUDA devices LibTorch can use in this process (0 in a CPU-only build).
+int cuda_device_count();
+
+} // namespace canopy::backends

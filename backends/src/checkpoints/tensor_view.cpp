@@ -1,0 +1,28 @@
+#include <canopy/backends/checkpoints/checkpoint.hpp>
+
+namespace canopy::backends {
+
+const char* to_string(weight_dtype dtype) {
+  switch (dtype) {
+  case weight_dtype::f32:
+    return "F32";
+  case weight_dtype::f16:
+    return "F16";
+  case weight_dtype::bf16:
+    return "BF16";
+  }
+  return "?";
+}
+
+std::int64_t numel(const tensor_view& view) {
+  std::int64_t n = 1;
+  for (std::int64_t dim : view.shape)
+    n *= dim; // views come from validated files or owned buffers: no overflow
+  return n;
+}
+
+std::size_t byte_size(const tensor_view& view) {
+  return static_cast<std::size_t>(numel(view)) * element_size(view.dtype);
+}
+
+} // namespace canopy::backends

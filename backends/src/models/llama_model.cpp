@@ -1,0 +1,149 @@
+#include "models/llama_model.hpp"
+
+#include "models/torch_weights.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+namespace canopy::backends {
+
+namespace {
+
+// Note [rotary layouts]
+// HF rotates the pairs (j, j + hd/2) of each head ("rotate_half"); llama2.c and Meta
+// rotate (2j, 2j + 1). Permuting the q/k rows of every head so that
+// new row c*hd/2 + j = old row 2j + c turns the second into the first, so one code
+// path serves both and gives the same answers (HF's convert_llama_weights_to_hf does
+// the same permutation).
+at::Tensor to_rotate_half(const at::Tensor& w, std::int64_t heads, std::int64_t hd) {
+  return w.view({heads, hd / 2, 2, w.size(1)})
+      .transpose(1, 2)
+      .reshape({heads * hd, w.size(1)});
+}
+
+} // namespace
+
+// As HF's _compute_linear_scaling_rope_parameters (every frequency divided by the
+// factor) and _compute_llama3_parameters (wavelengths longer than original_context /
+// low_freq_factor slowed by the factor, those shorter than original_context /
+// high_freq_factor kept, a smooth blend in between).
+at::Tensor rope_inverse_frequencies(const model_config& c) {
+  const auto hd = c.head_dim;
+  auto exponent = at::arange(0, hd, 2, at::kDouble) / static_cast<double>(hd);
+  auto inv_freq = at::pow(c.rope_theta, exponent).reciprocal();
+  const auto& r = c.scaling;
+  switch (r.type) {
+  case rope_scaling::kind::none:
+    break;
+  case rope_scaling::kind::linear:
+    inv_freq = inv_freq / r.factor;
+    break;
+  case rope_scaling::kind::llama3: {
+    const auto original = static_cast<double>(r.original_context);
+    const double low_freq_wavelen = original / r.low_freq_factor;
+    const double high_freq_wavelen = original / r.high_freq_factor;
+    const auto wavelen = 2 * M_PI / inv_freq;
+    const auto scaled =
+        at::where(wavelen > low_freq_wavelen, inv_freq / r.factor, inv_freq);
+    const auto smooth = (original / wavelen - r.low_freq_factor) /
+                        (r.high_freq_factor - r.low_freq_factor);
+    const auto smoothed = (1 - smooth) * scaled / r.factor + smooth * scaled;
+    const auto medium =
+        (wavelen >= high_freq_wavelen).logical_and(wavelen <= low_freq_wavelen);
+    inv_freq = at::where(medium, smoothed, scaled);
+    break;
+  }
+  }
+  return inv_freq;
+}
+
+llama_model::llama_model(const checkpoint& ckpt, at::ScalarType dtype, at::Device device)
+    : config_(ckpt.config), rope_(rope_inverse_frequencies(ckpt.config),
+                                  ckpt.config.context_length, dtype, device) {
+  auto w = [&](const std::string& name) {
+    return load_weight(ckpt, name, dtype, device);
+  };
+  const auto& c = config_;
+  w_.embed = w("model.embed_tokens.weight");
+  w_.head = in_out(c.tied_embeddings ? w_.embed : w("lm_head.weight"));
+  w_.norm = w("model.norm.weight");
+  for (std::int64_t l = 0; l < c.num_layers; ++l) {
+    const auto p = "model.layers." + std::to_string(l) + ".";
+    auto q = w(p + "self_attn.q_proj.weight");
+    auto k = w(p + "self_attn.k_proj.weight");
+    if (c.rope == rope_pairs::interleaved) {
+      q = to_rotate_half(q, c.num_heads, c.head_dim);
+      k = to_rotate_half(k, c.num_kv_heads, c.head_dim);
+    }
+    w_.layers.push_back(
+        {w(p + "input_layernorm.weight"),
+         in_out(at::cat({q, k, w(p + "self_attn.v_proj.weight")}, 0)),
+         c.qkv_bias
+             ? at::cat({w(p + "self_attn.q_proj.bias"), w(p + "self_attn.k_proj.bias"),
+                        w(p + "self_attn.v_proj.bias")})
+             : at::Tensor(),
+         c.qk_norm ? w(p + "self_attn.q_norm.weight") : at::Tensor(),
+         c.qk_norm ? w(p + "self_attn.k_norm.weight") : at::Tensor(),
+         in_out(w(p + "self_attn.o_proj.weight")),
+         w(p + "post_attention_layernorm.weight"),
+         in_out(at::cat({w(p + "mlp.gate_proj.weight"), w(p + "mlp.up_proj.weight")}, 0)),
+         in_out(w(p + "mlp.down_proj.weight"))});
+  }
+}
+
+at::Tensor llama_model::rms_norm(const at::Tensor& x, const at::Tensor& weight) const {
+  // In float32 whatever the compute dtype, as HF's LlamaRMSNorm.
+  const auto xf = x.to(at::kFloat);
+  const auto scale = at::rsqrt(xf.pow(2).mean(-1, true) + config_.norm_eps);
+  return (xf * scale).to(x.scalar_type()) * weight;
+}
+
+const rope_table&
+llama_model::rope_for(const std::vector<std::int64_t>& positions) const {
+  if (!positions.empty())
+    rope_.cover(*std::max_element(positions.begin(), positions.end()) + 1);
+  return rope_;
+}
+
+at::Tensor llama_model::rotate(const at::Tensor& x, const at::Tensor& cos,
+                               const at::Tensor& sin) const {
+  const auto half = config_.head_dim / 2;
+  const auto rotated = at::cat({-x.narrow(-1, half, half), x.narrow(-1, 0, half)}, -1);
+  return x * cos + rotated * sin;
+}
+
+at::Tensor llama_model::forward(const at::Tensor& tokens, const device_layout& layout,
+                                const pass_kv& kv, const at::Tensor& rows) const {
+  const auto& c = config_;
+  const auto T = tokens.size(0);
+  const auto H = c.num_heads, KV = c.num_kv_heads, hd = c.head_dim;
+  const auto& rope = rope_for(layout.host->positions);
+  const auto cos =
+      rope.cos().index_select(0, layout.positions).unsqueeze(1); // [T, 1, hd]
+  const auto sin = rope.sin().index_select(0, layout.positions).unsqueeze(1);
+  auto x = w_.embed.index_select(0, tokens); // [T, D]
+  for (std::int64_t l = 0; l < c.num_layers; ++l) {
+    const auto& L = w_.layers[static_cast<std::size_t>(l)];
+    const auto normed = rms_norm(x, L.input_norm);
+    const auto qkv = L.qkv_bias.defined() ? at::addmm(L.qkv_bias, normed, L.qkv)
+                                          : at::mm(normed, L.qkv);
+    auto q = qkv.narrow(1, 0, H * hd).view({T, H, hd});
+    auto k = qkv.narrow(1, H * hd, KV * hd).view({T, KV, hd});
+    if (L.q_norm.defined()) {
+      q = rms_norm(q, L.q_norm);
+      k = rms_norm(k, L.k_norm);
+    }
+    q = rotate(q, cos, sin);
+    k = rotate(k, cos, sin);
+    const auto v = qkv.narrow(1, (H + KV) * hd, KV * hd).reshape({T, KV, hd});
+    x = x + at::mm(ragged_attention(q, kv.sources(l, k, v), layout), L.out);
+    const auto gate_up = at::mm(rms_norm(x, L.post_norm), L.gate_up);
+    const auto F = gate_up.size(1) / 2;
+    x = x + at::mm(at::silu(gate_up.narrow(1, 0, F)) * gate_up.narrow(1, F, F), L.down);
+  }
+  const auto last = rms_norm(x.index_select(0, rows), w_.norm);
+  return log_probs(at::mm(last, w_.head));
+}
+
+} // namespace canopy::backends

@@ -1,0 +1,430 @@
+#include <canopy/backends/models/torch_backend.hpp>
+
+#include <canopy/backends/model_fingerprint.hpp>
+
+#include "kv/index_tensor.hpp"
+#include "kv/kv_format.hpp"
+#include "kv/kv_slots.hpp"
+#include "kv/pass_kv.hpp"
+#include "models/direct_llama_forward.hpp"
+#include "models/pass_layout.hpp"
+#include "models/torch_weights.hpp"
+#include "models/transformer.hpp"
+
+#include <ATen/Parallel.h>
+#include <ATen/detail/CUDAHooksInterface.h>
+#include <c10/core/InferenceMode.h>
+#include <c10/core/impl/VirtualGuardImpl.h>
+
+#include <chrono>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+namespace canopy::backends {
+
+double compute_roundoff(const torch_options& options) {
+  return make_kv_format(options.dtype, at::kFloat)->unit_roundoff();
+}
+
+double kv_storage_roundoff(const torch_options& options) {
+  const auto compute = compute_roundoff(options);
+  const auto stored = make_kv_format(options.kv_dtype, at::kFloat)->unit_roundoff();
+  return options.kv_dtype.empty() || stored <= compute ? 0.0 : stored;
+}
+
+int cuda_device_count() {
+  return at::detail::getCUDAHooks().getNumGPUs();
+}
+
+namespace {
+
+at::ScalarType parse_dtype(const std::string& name) {
+  if (name == "float32")
+    return at::kFloat;
+  if (name == "float16")
+    return at::kHalf;
+  if (name == "bfloat16")
+    return at::kBFloat16;
+  throw std::invalid_argument("unknown dtype '" + name +
+                              "' (known: float32, float16, bfloat16)");
+}
+
+at::Device parse_device(const std::string& name) {
+  if (name == "cpu")
+    return at::kCPU;
+  if (name.rfind("cuda", 0) != 0)
+    throw std::invalid_argument("unknown device '" + name + "' (cpu, cuda or cuda:N)");
+  const int count = cuda_device_count();
+  if (count == 0)
+    throw std::invalid_argument(
+        "device '" + name +
+        "': this LibTorch has no CUDA device (Debian's libtorch is "
+        "CPU-only); use \"cpu\"");
+  const at::Device device(name == "cuda" ? std::string("cuda:0") : name);
+  if (device.index() >= count)
+    throw std::invalid_argument("device '" + name + "': only " + std::to_string(count) +
+                                " CUDA device(s) are visible");
+  return device;
+}
+
+// Note [KV headroom]
+// The storage is exactly the KV byte budget. The cache evicts only when it stores
+// new KV, so if it could fill the storage, a pass would find no free row for its new
+// tokens, keep none, and the cache would never evict to make room: KV reuse would
+// stop for good. The cache therefore keeps at most 7/8 of the storage; the rest is
+// room for passes in flight (what does not fit is computed but not kept).
+constexpr std::int64_t keep_eighths = 7;
+
+[[noreturn]] void fail_item(std::size_t index, const std::string& problem) {
+  throw std::invalid_argument("pass item " + std::to_string(index) + ": " + problem);
+}
+
+/// A pass's answer rows [rows, vocab] float32 on the host, contiguous. From a CUDA device
+/// they come in one asynchronous copy into pinned memory (LibTorch's caching host
+/// allocator recycles it), waited for once per pass: a copy into pageable memory would be
+/// staged through a driver buffer at a fraction of the bus's speed.
+at::Tensor rows_on_host(const at::Tensor& rows) {
+  if (!rows.is_cuda())
+    return rows.contiguous();
+  auto host =
+      at::empty(rows.sizes(), rows.options().device(at::kCPU).pinned_memory(true));
+  host.copy_(rows, /*non_blocking=*/true);
+  c10::impl::VirtualGuardImpl(rows.device().type())
+      .getStream(rows.device())
+      .synchronize();
+  return host;
+}
+
+/// Gives taken slots back unless committed (kept KV of a pass that succeeded).
+class slot_reservation {
+public:
+  explicit slot_reservation(kv_slots& slots) : slots_(slots) {}
+  ~slot_reservation() {
+    if (!committed_)
+      slots_.give_back(taken_);
+  }
+  slot_reservation(const slot_reservation&) = delete;
+  slot_reservation& operator=(const slot_reservation&) = delete;
+  void add(const std::vector<kv_slots::slot>& s) {
+    taken_.insert(taken_.end(), s.begin(), s.end());
+  }
+  void commit() { committed_ = true; }
+
+private:
+  kv_slots& slots_;
+  std::vector<kv_slots::slot> taken_;
+  bool committed_ = false;
+};
+
+class torch_backend final : public backend_i {
+public:
+  torch_backend(const checkpoint& ckpt, const std::string& device,
+                const torch_options& options)
+      : device_(parse_device(device)), dtype_(parse_dtype(options.dtype)),
+        threads_(options.threads) {
+    if (dtype_ == at::kHalf && device_.is_cpu())
+      throw std::invalid_argument("dtype float16 needs a CUDA device (LibTorch has no "
+                                  "float16 matmul on the CPU); use bfloat16 or float32");
+    if (device_.is_cuda()) {
+      // Reduced-precision matmuls would break agreement with the reference.
+      at::globalContext().setAllowTF32CuBLAS(false);
+      at::globalContext().setAllowTF32CuDNN(false);
+    }
+    checkpoint served = ckpt; // views and storage are shared, not copied
+    served.config = served_config(ckpt.config, options);
+    model_ = make_transformer(served, dtype_, device_);
+    const auto& c = model_->config();
+    auto format = make_kv_format(options.kv_dtype, dtype_);
+    const auto per_token =
+        format->bytes_per_token(c.num_layers, c.num_kv_heads, c.head_dim);
+    // Residual copies come out of the same budget.
+    const auto residual = static_cast<std::int64_t>(options.kv_residual_tokens);
+    const auto residual_bytes =
+        options.kv_residual_tokens *
+        kv_residual::bytes_per_token(c.num_layers, c.num_kv_heads, c.head_dim, dtype_);
+    if (options.kv_residual_tokens > (std::uint64_t{1} << 24) ||
+        residual_bytes >= options.kv_budget_bytes)
+      throw std::invalid_argument(
+          "kv_residual_tokens " + std::to_string(options.kv_residual_tokens) + " take " +
+          std::to_string(residual_bytes) + " bytes, not less than kv_budget_bytes " +
+          std::to_string(options.kv_budget_bytes));
+    const auto capacity =
+        static_cast<std::int64_t>((options.kv_budget_bytes - residual_bytes) / per_token);
+    if (capacity < 1)
+      throw std::invalid_argument(
+          "kv_budget_bytes " + std::to_string(options.kv_budget_bytes) +
+          " holds no token (one token needs " + std::to_string(per_token) + " bytes" +
+          (residual > 0 ? " beside the residual copies)" : ")"));
+    // The host tier: the same rows in its own format, in host memory.
+    auto host_format = make_kv_format(
+        options.kv_host_dtype.empty() ? format->name() : options.kv_host_dtype, dtype_);
+    const auto host_per_token =
+        host_format->bytes_per_token(c.num_layers, c.num_kv_heads, c.head_dim);
+    const auto host_rows =
+        static_cast<std::int64_t>(options.kv_host_budget_bytes / host_per_token);
+    if (host_rows > 0)
+      host_kv_ = std::make_unique<kv_storage>(
+          std::move(host_format), dtype_, c.num_layers, host_rows, c.num_kv_heads,
+          c.head_dim, at::TensorOptions(at::kCPU).pinned_memory(device_.is_cuda()));
+    slots_ = std::make_unique<kv_slots>(capacity, host_rows);
+    info_.kv_dtype = format->name();
+    kv_ = std::make_unique<kv_storage>(std::move(format), dtype_, c.num_layers, capacity,
+                                       c.num_kv_heads, c.head_dim, device_, residual);
+    if (options.direct_forward && device_.is_cpu() && dtype_ == at::kFloat)
+      if (const auto* llama = dynamic_cast<const llama_model*>(model_.get()))
+        direct_ = std::make_unique<direct_llama_forward>(*llama);
+    info_.name = to_string(c.arch) + " " + ckpt.source;
+    info_.architecture = to_string(c.arch);
+    info_.vocab_size = c.vocab_size;
+    info_.context_length = c.context_length;
+    info_.kv_window = c.sliding_window;
+    info_.dtype = options.dtype;
+    info_.fingerprint = checkpoint_fingerprint(ckpt);
+    info_.kv_bytes_per_token = per_token;
+    info_.kv_keep_bytes =
+        static_cast<std::uint64_t>(capacity * keep_eighths / 8) * per_token;
+    // The cache counts a token's bytes as on the device (kv_bytes_per_token) in either
+    // tier, so the host tier it may fill is its rows at that cost.
+    info_.kv_host_keep_bytes = static_cast<std::uint64_t>(host_rows) * per_token;
+  }
+
+  const model_info& info() const override { return info_; }
+
+  pass_result run(const pass_request& request) override {
+    const auto started = std::chrono::steady_clock::now();
+    profile_clock clock(profile_);
+    if (threads_ > 0 && at::get_num_threads() != threads_)
+      at::set_num_threads(threads_);
+    c10::InferenceMode inference;
+    const auto& items = request.items;
+    std::vector<item_shape> shapes(items.size());
+    for (std::size_t i = 0; i < items.size(); ++i)
+      shapes[i] = check(i, items[i]);
+    promote_prefixes(shapes);
+
+    // Kept tokens get slots of their own (as many as there is room for); the others
+    // borrow slots for this pass, so that every key is read from the storage itself.
+    // Without room to lend, the pass packs its keys instead (Note [key sources]).
+    slot_reservation kept(*slots_), borrowed(*slots_);
+    std::vector<std::vector<kv_slots::slot>> kept_slots(items.size());
+    std::size_t unkept = 0;
+    for (std::size_t i = 0; i < items.size(); ++i) {
+      if (items[i].keep_kv)
+        kept_slots[i] =
+            slots_->take(items[i].prefix, items[i].prefix_length, items[i].tokens.size());
+      kept.add(kept_slots[i]);
+      unkept += items[i].tokens.size() - kept_slots[i].size();
+    }
+    auto loan = slots_->take(no_kv, 0, unkept);
+    const bool pooled = loan.size() == unkept;
+    if (pooled) {
+      borrowed.add(loan);
+      auto next_loan = loan.begin();
+      for (std::size_t i = 0; i < items.size(); ++i) {
+        shapes[i].new_slots = kept_slots[i];
+        while (shapes[i].new_slots.size() < items[i].tokens.size())
+          shapes[i].new_slots.push_back(*next_loan++);
+        to_rows(shapes[i].new_slots);
+      }
+    } else {
+      slots_->give_back(loan);
+    }
+    clock.lap("check items, take KV slots");
+    const auto layout = build_pass_layout(shapes, pooled ? kv_->zero_row() : -1,
+                                          model_->config().sliding_window);
+
+    std::vector<std::int64_t> tokens, rows, store_rows, store_slots;
+    for (std::size_t i = 0; i < items.size(); ++i) {
+      const auto offset = layout.item_offset[i];
+      tokens.insert(tokens.end(), items[i].tokens.begin(), items[i].tokens.end());
+      for (const auto r : items[i].rows)
+        rows.push_back(offset + r);
+      if (pooled)
+        store_slots.insert(store_slots.end(), shapes[i].new_slots.begin(),
+                           shapes[i].new_slots.end());
+      else
+        for (const auto s : kept_slots[i])
+          store_slots.push_back(slots_->row_of(s));
+      const auto written = pooled ? shapes[i].new_slots.size() : kept_slots[i].size();
+      for (std::size_t j = 0; j < written; ++j)
+        store_rows.push_back(offset + static_cast<std::int64_t>(j));
+    }
+    const auto on_device = to_device(layout, device_, dtype_);
+    kv_->begin_pass(store_slots);
+    clock.lap("layout");
+    at::Tensor aten_rows; // the ATen forward's answer, kept alive while it is copied
+    const float* next_row = nullptr;
+    if (direct_ && pooled) {
+      next_row = direct_->forward(tokens, on_device, *kv_, store_slots, rows, clock);
+    } else {
+      const pass_kv kv{kv_.get(), pooled, index_tensor(store_rows, device_),
+                       index_tensor(store_slots, device_),
+                       index_tensor(layout.prefix_slots, device_)};
+      aten_rows = rows_on_host(model_->forward(index_tensor(tokens, device_), on_device,
+                                               kv, index_tensor(rows, device_)));
+      next_row = aten_rows.data_ptr<float>();
+      clock.lap("ATen forward");
+    }
+
+    pass_result result;
+    result.tokens_computed = static_cast<std::uint64_t>(layout.packed_rows);
+    result.items.resize(items.size());
+    const auto vocab = static_cast<std::size_t>(info_.vocab_size);
+    for (std::size_t i = 0; i < items.size(); ++i) {
+      auto& out = result.items[i];
+      const auto n_rows = items[i].rows.size();
+      out.logprobs.assign(next_row, next_row + n_rows * vocab);
+      next_row += n_rows * vocab;
+      if (!items[i].keep_kv)
+        continue;
+      out.kv.assign(items[i].tokens.size(), no_kv);
+      for (std::size_t j = 0; j < kept_slots[i].size(); ++j)
+        out.kv[j] = slots_->handle(kept_slots[i][j]);
+    }
+    std::int64_t key_visits = 0;
+    for (const auto& g : layout.groups)
+      for (std::size_t r = 0; r < g.key_limit.size(); ++r)
+        key_visits += g.key_limit[r] - g.key_start[r];
+    result.matmul_flops = model_->matmul_flops(layout.packed_rows, key_visits,
+                                               static_cast<std::int64_t>(rows.size()));
+    // The copy to the host above waited for the device, so this is the pass's time.
+    result.compute_ns =
+        static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                       std::chrono::steady_clock::now() - started)
+                                       .count());
+    kept.commit();
+    clock.lap("row copy");
+    if (profile_)
+      ++profile_->passes;
+    return result;
+  }
+
+  void release_kv(const std::vector<kv_handle>& handles) override {
+    for (const auto h : handles)
+      slots_->release(h);
+  }
+
+  std::size_t demote_kv(const std::vector<kv_handle>& handles) override {
+    if (!host_kv_)
+      return 0;
+    c10::InferenceMode inference;
+    std::vector<std::int64_t> from, to;
+    for (const auto h : handles)
+      if (const auto moved = slots_->demote(h)) {
+        from.push_back(moved->from);
+        to.push_back(moved->to);
+      }
+    host_kv_->copy_rows(*kv_, from, to);
+    return from.size();
+  }
+
+  std::size_t kv_entries() const override {
+    return static_cast<std::size_t>(slots_->used());
+  }
+
+  void attach_profile(pass_profile* profile) override { profile_ = profile; }
+
+private:
+  /// Storage rows of taken slots, in place.
+  void to_rows(std::vector<kv_slots::slot>& slots) const {
+    for (auto& s : slots)
+      s = slots_->row_of(s);
+  }
+
+  /// Moves the host-tier KV the items' prefixes read back to the device, then turns
+  /// their prefix slots into device rows. Throws when the device has no free row for
+  /// it (the cache keeps room for promotions in its device budget).
+  void promote_prefixes(std::vector<item_shape>& shapes) {
+    std::vector<std::int64_t> from, to;
+    std::string problem;
+    for (auto& shape : shapes) {
+      for (const auto s : shape.prefix_slots)
+        if (slots_->where(s) == kv_slots::tier::host && problem.empty()) {
+          if (const auto moved = slots_->promote(s)) {
+            from.push_back(moved->from);
+            to.push_back(moved->to);
+          } else {
+            problem = "no free device KV row to move host-tier KV back into";
+          }
+        }
+      to_rows(shape.prefix_slots);
+    }
+    if (!from.empty())
+      kv_->copy_rows(*host_kv_, from, to);
+    if (!problem.empty())
+      throw std::runtime_error(problem);
+  }
+
+  /// Refuses an item the model cannot compute; returns its shape for the layout.
+  item_shape check(std::size_t index, const pass_item& item) const {
+    const auto& c = model_->config();
+    if (item.tokens.empty())
+      fail_item(index, "no new tokens");
+    for (const auto t : item.tokens)
+      if (t < 0 || t >= c.vocab_size)
+        fail_item(index, "token id " + std::to_string(t) + " is outside [0, " +
+                             std::to_string(c.vocab_size) + ")");
+    if (static_cast<std::int64_t>(item.prefix_length + item.tokens.size()) >
+        c.context_length)
+      fail_item(index,
+                "sequence of " + std::to_string(item.prefix_length + item.tokens.size()) +
+                    " tokens exceeds the context of " + std::to_string(c.context_length));
+    for (std::size_t r = 0; r < item.rows.size(); ++r)
+      if (item.rows[r] >= item.tokens.size() ||
+          (r > 0 && item.rows[r] <= item.rows[r - 1]))
+        fail_item(index, "rows must be ascending indices into the new tokens");
+    if (item.prefix == no_kv && item.prefix_length != 0)
+      fail_item(index, "prefix_length without a prefix KV handle");
+    item_shape shape;
+    shape.new_tokens = static_cast<std::int64_t>(item.tokens.size());
+    if (item.prefix != no_kv) {
+      // A sliding window reads the last W-1 prefix positions only: older KV may be gone.
+      const auto window = c.sliding_window;
+      const auto newest =
+          window > 0 ? static_cast<std::uint32_t>(window - 1) : UINT32_MAX;
+      shape.prefix_slots = slots_->chain(item.prefix, item.prefix_length, newest);
+      shape.prefix_start = static_cast<std::int64_t>(item.prefix_length) -
+                           static_cast<std::int64_t>(shape.prefix_slots.size());
+    }
+    return shape;
+  }
+
+  at::Device device_;
+  at::ScalarType dtype_;
+  int threads_;
+  std::unique_ptr<transformer> model_;
+  std::unique_ptr<direct_llama_forward> direct_; // float32 Llama on the CPU, else null
+  std::unique_ptr<kv_slots> slots_;
+  std::unique_ptr<kv_storage> kv_;
+  std::unique_ptr<kv_storage> host_kv_; // the host tier; null: none
+  model_info info_;
+  pass_profile* profile_ = nullptr;
+};
+
+} // namespace
+
+model_config served_config(model_config config, const torch_options& options) {
+  const auto asked = options.max_context_length;
+  if (asked == 0)
+    return config;
+  const auto model = static_cast<std::uint64_t>(config.context_length);
+  if (asked > model && config.sliding_window == 0)
+    throw std::invalid_argument(
+        "max_context_length " + std::to_string(asked) +
+        " exceeds the model's context of " + std::to_string(model) +
+        "; only a sliding-window model may serve longer sequences");
+  if (asked > (std::uint64_t{1} << 24))
+    throw std::invalid_argument("max_context_length " + std::to_string(asked) +
+                                " is out of range (at most 16777216)");
+  config.context_length = static_cast<std::int64_t>(asked);
+  return config;
+}
+
+std::unique_ptr<backend_i> make_torch_backend(const checkpoint& ckpt,
+                                              const std::string& device,
+                                              const torch_options& options) {
+  return std::make_unique<torch_backend>(ckpt, device, options);
+}
+
+} // namespace canopy::backends

@@ -1,0 +1,32 @@
+#pragma once
+// Checkpoint tensors as LibTorch tensors, and the small numerical pieces the models
+// share.
+// Thread contract: pure functions.
+
+#include <canopy/backends/checkpoints/checkpoint.hpp>
+
+#include <ATen/ATen.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace canopy::backends {
+
+/// A copy of the checkpoint tensor `name` in `dtype` on `device` (the checkpoint's
+/// bytes may be unaligned memory-mapped file contents, so they are never aliased).
+at::Tensor load_weight(const checkpoint& ckpt, const std::string& name,
+                       at::ScalarType dtype, at::Device device);
+
+// Note [weights in, out]
+// Checkpoints store projections [out, in] (y = x W^T). A pass multiplies a few dozen
+// rows by each weight; OpenBLAS ran x W on a contiguous [in, out] copy faster than
+// x W^T: with 46 rows, 126 against 89 GFLOP/s for a 768 x 32000 head and 89 against
+// 84 for 768 x 2304 (the ceiling: 200). The copy costs the tied embedding's size once.
+/// A contiguous [in, out] copy of an [out, in] weight.
+at::Tensor in_out(const at::Tensor& weight);
+
+/// Log-probabilities in float32 of the logits [R, V], whatever their dtype.
+at::Tensor log_probs(const at::Tensor& logits);
+
+} // namespace canopy::backends

@@ -1,0 +1,39 @@
+#pragma once
+// A decoder-only transformer run over one ragged pass: the packed new tokens of all
+// items go through every layer together; attention reads each item's cached prefix
+// from the pool and its own new KV. Implemented by llama_model and gpt2_model.
+// Thread contract: const after construction; forward() from the worker's thread.
+
+#include "kv/pass_kv.hpp"
+#include "models/ragged_attention.hpp"
+
+#include <canopy/backends/checkpoints/checkpoint.hpp>
+
+#include <ATen/ATen.h>
+
+#include <memory>
+
+namespace canopy::backends {
+
+class transformer {
+public:
+  virtual ~transformer() = default;
+  virtual const model_config& config() const = 0;
+  /// tokens: [T] int64 packed new tokens; rows: [R] int64 packed rows whose next-token
+  /// distribution is wanted. Stores new KV through `kv`. Returns [R, V] float32
+  /// natural-log probabilities on the model's device.
+  virtual at::Tensor forward(const at::Tensor& tokens, const device_layout& layout,
+                             const pass_kv& kv, const at::Tensor& rows) const = 0;
+
+  /// FLOPs of the matrix products of a pass: every layer's projections for each of
+  /// `tokens`, attention scores and weighted values for `key_visits` (query, key)
+  /// pairs, and the head for `rows` rows.
+  std::uint64_t matmul_flops(std::int64_t tokens, std::int64_t key_visits,
+                             std::int64_t rows) const;
+};
+
+/// Builds the model the checkpoint describes, weights converted to `dtype` on `device`.
+std::unique_ptr<transformer> make_transformer(const checkpoint& ckpt,
+                                              at::ScalarType dtype, at::Device device);
+
+} // namespace canopy::backends
