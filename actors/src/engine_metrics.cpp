@@ -47,15 +47,7 @@ double latency_histogram::percentile_us(double p) const {
 }
 
 std::string_view to_string(worker_status state) {
-  switch (state) {
-  case worker_status::active:
-    return "active";
-  case worker_status::draining:
-    return "draining";
-  case worker_status::lost:
-    return "lost";
-  }
-  return "unknown";
+  return name_of(worker_status_names, state);
 }
 
 void node_metrics::set_state(std::string state, std::string last_error) {

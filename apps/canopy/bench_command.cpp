@@ -110,33 +110,6 @@ std::vector<flag_spec> bench_flags() {
   };
 }
 
-/// A comma-separated list of names known to `parse`, "all" standing for `all`;
-/// `defaults` when the flag is absent.
-template <class T, class Parse>
-std::vector<T> parse_list(const parsed_args& args, std::string_view flag,
-                          const std::vector<T>& all, const std::vector<T>& defaults,
-                          Parse parse) {
-  if (!args.has(flag))
-    return defaults;
-  std::vector<T> out;
-  for (const auto& name : args.names(flag, "all")) {
-    if (name == "all") {
-      out.insert(out.end(), all.begin(), all.end());
-      continue;
-    }
-    const auto value = parse(name);
-    if (!value) {
-      std::string known;
-      for (const auto& a : all)
-        known += std::string(to_string(a)) + ", ";
-      throw usage_error("--" + std::string(flag) + ": unknown '" + name +
-                        "' (known: " + known + "all)");
-    }
-    out.push_back(*value);
-  }
-  return out;
-}
-
 workload_options workload_options_of(const parsed_args& args,
                                      const std::vector<workload_kind>& workloads,
                                      const backends::model_info& model) {
@@ -282,24 +255,17 @@ int bench_command(const std::vector<std::string>& argv) {
   if (args.help)
     return 0;
   const bool mock = args.config.backend == "mock";
-  const std::vector all_workloads{workload_kind::smc, workload_kind::decode,
-                                  workload_kind::scoring, workload_kind::hits,
-                                  workload_kind::misses};
   // A model's passes cost real time: its default is the two workloads of its targets.
-  const auto workloads = parse_list(
-      args, "workload", all_workloads,
-      mock ? all_workloads : std::vector{workload_kind::smc, workload_kind::scoring},
-      parse_workload);
-  const std::vector all_variants{bench_variant::full,        bench_variant::futures,
-                                 bench_variant::no_cache,    bench_variant::no_kv,
-                                 bench_variant::no_batching, bench_variant::direct};
-  const auto variants =
-      parse_list(args, "variants", all_variants,
-                 mock ? std::vector{bench_variant::full, bench_variant::no_cache,
-                                    bench_variant::no_batching, bench_variant::direct}
-                      : std::vector{bench_variant::full, bench_variant::no_kv,
-                                    bench_variant::no_batching},
-                 parse_variant);
+  const auto workloads =
+      parse_enum_list(args, "workload", workload_kind_names,
+                      mock ? values_of(workload_kind_names)
+                           : std::vector{workload_kind::smc, workload_kind::scoring});
+  const auto variants = parse_enum_list(
+      args, "variants", bench_variant_names,
+      mock ? std::vector{bench_variant::full, bench_variant::no_cache,
+                         bench_variant::no_batching, bench_variant::direct}
+           : std::vector{bench_variant::full, bench_variant::no_kv,
+                         bench_variant::no_batching});
   const auto spawn_counts = spawn_counts_of(args);
   const bool network = !spawn_counts.empty() || !args.config.remote_workers.empty();
   // The model's vocabulary and context shape the workloads.

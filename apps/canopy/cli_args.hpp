@@ -4,7 +4,10 @@
 // of the same keys). Dashes and underscores in flag names are interchangeable.
 // Thread contract: plain values and functions, used from main's thread.
 
+#include <canopy/cache/enum_names.hpp>
 #include <canopy/engine_config.hpp>
+
+#include <array>
 
 #include <cstdint>
 #include <functional>
@@ -76,5 +79,32 @@ void print_usage(std::ostream& out, std::string_view usage,
                  engine_settings settings = engine_settings::accepted);
 /// Every engine_config key with its description and default.
 void print_engine_keys(std::ostream& out);
+
+/// --FLAG as a comma-separated list of names of `table`'s values, "all" standing for
+/// every one of them; `fallback` when the flag is absent. A usage_error lists the names
+/// known otherwise.
+template <class Enum, std::size_t N>
+std::vector<Enum> parse_enum_list(const parsed_args& args, std::string_view flag,
+                                  const std::array<enum_name<Enum>, N>& table,
+                                  std::vector<Enum> fallback) {
+  if (!args.has(flag))
+    return fallback;
+  std::vector<Enum> out;
+  for (const auto& name : args.names(flag, "all")) {
+    if (name == "all") {
+      const auto all = values_of(table);
+      out.insert(out.end(), all.begin(), all.end());
+    } else if (const auto value = value_of(table, name)) {
+      out.push_back(*value);
+    } else {
+      std::string known;
+      for (const auto& entry : table)
+        known += std::string(entry.name) + ", ";
+      throw usage_error("--" + std::string(flag) + ": unknown '" + name +
+                        "' (known: " + known + "all)");
+    }
+  }
+  return out;
+}
 
 } // namespace canopy::app

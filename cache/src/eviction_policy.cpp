@@ -3,29 +3,11 @@
 namespace canopy::cache {
 
 std::optional<eviction_policy> parse_eviction_policy(std::string_view name) {
-  if (name == "lru")
-    return eviction_policy::lru;
-  if (name == "lfu")
-    return eviction_policy::lfu;
-  if (name == "fifo")
-    return eviction_policy::fifo;
-  if (name == "priority")
-    return eviction_policy::priority;
-  return std::nullopt;
+  return value_of(eviction_policy_names, name);
 }
 
 std::string_view to_string(eviction_policy policy) {
-  switch (policy) {
-  case eviction_policy::lru:
-    return "lru";
-  case eviction_policy::lfu:
-    return "lfu";
-  case eviction_policy::fifo:
-    return "fifo";
-  case eviction_policy::priority:
-    return "priority";
-  }
-  return "unknown";
+  return name_of(eviction_policy_names, policy);
 }
 
 // Every key is (policy's own measure, access time, creation time): the middle element

@@ -43,25 +43,11 @@ std::uint32_t round_shift(std::uint32_t m, std::uint32_t shift) {
 } // namespace
 
 std::optional<row_dtype> parse_row_dtype(std::string_view name) {
-  if (name == "float32")
-    return row_dtype::float32;
-  if (name == "float16")
-    return row_dtype::float16;
-  if (name == "bfloat16")
-    return row_dtype::bfloat16;
-  return std::nullopt;
+  return value_of(row_dtype_names, name);
 }
 
 std::string_view to_string(row_dtype dtype) {
-  switch (dtype) {
-  case row_dtype::float32:
-    return "float32";
-  case row_dtype::float16:
-    return "float16";
-  case row_dtype::bfloat16:
-    return "bfloat16";
-  }
-  return "unknown";
+  return name_of(row_dtype_names, dtype);
 }
 
 std::size_t element_bytes(row_dtype dtype) {

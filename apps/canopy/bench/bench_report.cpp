@@ -34,10 +34,6 @@ derived derive(const bench_result& r) {
           ratio(double(r.repeated_queries), double(r.queries))};
 }
 
-const std::vector<workload_kind> all_workloads = {
-    workload_kind::smc, workload_kind::decode, workload_kind::scoring,
-    workload_kind::hits, workload_kind::misses};
-
 constexpr double hit_queries_goal = 300000;
 constexpr double miss_queries_goal = 100000;
 // The futures path may take at most this many times the callbacks' time per query.
@@ -274,7 +270,7 @@ std::vector<target_check> evaluate_targets(const std::vector<bench_result>& resu
       remotes.push_back(r.remote_workers);
   const auto remote_targets = [&] {
     for (auto n : remotes)
-      for (auto w : all_workloads)
+      for (const auto& [w, name] : workload_kind_names)
         if (row_on(w, bench_variant::full, n))
           computed_per_unique(w, n);
     // Independent prompts spread over workers; one SMC run's particles share a prompt

@@ -148,30 +148,8 @@ bench_result measure(workload_kind workload, const workload_options& options,
 
 } // namespace
 
-std::optional<bench_variant> parse_variant(std::string_view name) {
-  for (auto v : {bench_variant::full, bench_variant::futures, bench_variant::no_cache,
-                 bench_variant::no_kv, bench_variant::no_batching, bench_variant::direct})
-    if (to_string(v) == name)
-      return v;
-  return std::nullopt;
-}
-
 std::string_view to_string(bench_variant variant) {
-  switch (variant) {
-  case bench_variant::full:
-    return "full";
-  case bench_variant::futures:
-    return "futures";
-  case bench_variant::no_cache:
-    return "no-cache";
-  case bench_variant::no_kv:
-    return "no-kv";
-  case bench_variant::no_batching:
-    return "no-batching";
-  case bench_variant::direct:
-    return "direct";
-  }
-  return "unknown";
+  return name_of(bench_variant_names, variant);
 }
 
 bench_result run_variant(workload_kind workload, const workload_options& options,

@@ -6,7 +6,10 @@
 
 #include "bench/bench_workloads.hpp"
 
+#include <canopy/cache/enum_names.hpp>
 #include <canopy/engine_config.hpp>
+
+#include <array>
 
 #include <cstdint>
 #include <optional>
@@ -24,7 +27,15 @@ enum class bench_variant {
   direct,      // the backend called directly, no actors (the overhead baseline)
 };
 
-std::optional<bench_variant> parse_variant(std::string_view name);
+inline constexpr std::array<enum_name<bench_variant>, 6> bench_variant_names{{
+    {bench_variant::full, "full"},
+    {bench_variant::futures, "futures"},
+    {bench_variant::no_cache, "no-cache"},
+    {bench_variant::no_kv, "no-kv"},
+    {bench_variant::no_batching, "no-batching"},
+    {bench_variant::direct, "direct"},
+}};
+
 std::string_view to_string(bench_variant variant);
 
 struct bench_result {

@@ -321,28 +321,8 @@ std::size_t miss_prompt_count(const workload_options& options, std::int64_t voca
                   (options.miss_queries + per_prompt - 1) / per_prompt);
 }
 
-std::optional<workload_kind> parse_workload(std::string_view name) {
-  for (auto kind : {workload_kind::smc, workload_kind::decode, workload_kind::scoring,
-                    workload_kind::hits, workload_kind::misses})
-    if (to_string(kind) == name)
-      return kind;
-  return std::nullopt;
-}
-
 std::string_view to_string(workload_kind kind) {
-  switch (kind) {
-  case workload_kind::smc:
-    return "smc";
-  case workload_kind::decode:
-    return "decode";
-  case workload_kind::scoring:
-    return "scoring";
-  case workload_kind::hits:
-    return "hits";
-  case workload_kind::misses:
-    return "misses";
-  }
-  return "unknown";
+  return name_of(workload_kind_names, kind);
 }
 
 sequence_census run_workload(workload_kind kind, const workload_options& options,

@@ -8,7 +8,10 @@
 #include "bench/in_flight.hpp"
 #include "bench/sequence_census.hpp"
 
+#include <canopy/cache/enum_names.hpp>
 #include <canopy/engine.hpp>
+
+#include <array>
 
 #include <cstddef>
 #include <cstdint>
@@ -20,7 +23,14 @@ namespace canopy::app {
 
 enum class workload_kind { smc, decode, scoring, hits, misses };
 
-std::optional<workload_kind> parse_workload(std::string_view name);
+inline constexpr std::array<enum_name<workload_kind>, 5> workload_kind_names{{
+    {workload_kind::smc, "smc"},
+    {workload_kind::decode, "decode"},
+    {workload_kind::scoring, "scoring"},
+    {workload_kind::hits, "hits"},
+    {workload_kind::misses, "misses"},
+}};
+
 std::string_view to_string(workload_kind kind);
 
 struct workload_options {

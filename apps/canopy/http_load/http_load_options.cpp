@@ -53,30 +53,6 @@ std::vector<std::size_t> parse_counts(const parsed_args& args, std::string_view 
   return out;
 }
 
-/// A comma-separated list of names of `known` values (to_string spells them); absent:
-/// the `fallback` ones.
-template <class E>
-std::vector<E> parse_name_list(const parsed_args& args, std::string_view flag,
-                               std::initializer_list<E> known,
-                               std::initializer_list<E> fallback) {
-  const auto joined = [](std::initializer_list<E> values, const char* separator) {
-    std::string text;
-    for (const auto v : values)
-      text += (text.empty() ? "" : separator) + std::string(to_string(v));
-    return text;
-  };
-  std::vector<E> out;
-  for (const auto& name : args.names(flag, joined(fallback, ","))) {
-    const auto found = std::find_if(known.begin(), known.end(),
-                                    [&](E v) { return to_string(v) == name; });
-    if (found == known.end())
-      throw usage_error("--" + std::string(flag) + ": unknown '" + name +
-                        "' (known: " + joined(known, ", ") + ")");
-    out.push_back(*found);
-  }
-  return out;
-}
-
 /// The first line of the file, as the server reads its own token file.
 std::string read_token(const std::string& path) {
   std::ifstream in(path);
@@ -93,21 +69,11 @@ std::string read_token(const std::string& path) {
 } // namespace
 
 std::string_view to_string(http_workload w) {
-  return w == http_workload::hits ? "hits" : "misses";
+  return name_of(http_workload_names, w);
 }
 
 std::string_view to_string(http_payload p) {
-  switch (p) {
-  case http_payload::json:
-    return "json";
-  case http_payload::binary:
-    return "binary";
-  case http_payload::completions:
-    return "completions";
-  case http_payload::prefill:
-    break;
-  }
-  return "prefill";
+  return name_of(http_payload_names, p);
 }
 
 std::vector<flag_spec> http_load_flags() {
@@ -140,12 +106,9 @@ http_load_options http_load_options_of(const parsed_args& args) {
   const http_load_options d;
   http_load_options o;
   o.target = parse_target(args.text("target", ""));
-  o.workloads =
-      parse_name_list(args, "workload", {http_workload::hits, http_workload::misses},
-                      {http_workload::hits, http_workload::misses});
-  o.payloads = parse_name_list(args, "payload",
-                               {http_payload::json, http_payload::binary,
-                                http_payload::completions, http_payload::prefill},
+  o.workloads = parse_enum_list(args, "workload", http_workload_names,
+                                values_of(http_workload_names));
+  o.payloads = parse_enum_list(args, "payload", http_payload_names,
                                {http_payload::json, http_payload::binary});
   o.connections = parse_counts(args, "connections", "1,64,512");
   o.duration_s = args.number("duration-s", d.duration_s);

@@ -23,6 +23,17 @@ enum class http_workload { hits, misses };
 /// answers, for a peer that cannot echo.
 enum class http_payload { json, binary, completions, prefill };
 
+inline constexpr std::array<enum_name<http_workload>, 2> http_workload_names{{
+    {http_workload::hits, "hits"},
+    {http_workload::misses, "misses"},
+}};
+inline constexpr std::array<enum_name<http_payload>, 4> http_payload_names{{
+    {http_payload::json, "json"},
+    {http_payload::binary, "binary"},
+    {http_payload::completions, "completions"},
+    {http_payload::prefill, "prefill"},
+}};
+
 std::string_view to_string(http_workload w);
 std::string_view to_string(http_payload p);
 

@@ -66,12 +66,8 @@ weight_dtype parse_dtype(const json& value, const std::string& file,
   if (!value.is_string())
     fail_tensor(file, name, "\"dtype\" is not a string");
   const auto& text = value.get_ref<const std::string&>();
-  if (text == "F32")
-    return weight_dtype::f32;
-  if (text == "F16")
-    return weight_dtype::f16;
-  if (text == "BF16")
-    return weight_dtype::bf16;
+  if (const auto dtype = value_of(weight_dtype_names, text))
+    return *dtype;
   fail_tensor(file, name,
               "unsupported dtype " + detail::quote(text) + " (accepted: F32, F16, BF16)");
 }

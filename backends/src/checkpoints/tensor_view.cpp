@@ -3,15 +3,7 @@
 namespace canopy::backends {
 
 const char* to_string(weight_dtype dtype) {
-  switch (dtype) {
-  case weight_dtype::f32:
-    return "F32";
-  case weight_dtype::f16:
-    return "F16";
-  case weight_dtype::bf16:
-    return "BF16";
-  }
-  return "?";
+  return name_of(weight_dtype_names, dtype, "?").data(); // the names are literals
 }
 
 std::int64_t numel(const tensor_view& view) {

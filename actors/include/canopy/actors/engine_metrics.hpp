@@ -7,6 +7,7 @@
 
 #include <canopy/actors/bucket_histogram.hpp>
 #include <canopy/backends/backend.hpp>
+#include <canopy/cache/enum_names.hpp>
 #include <canopy/engine_stats.hpp>
 #include <canopy/messages/errors.hpp>
 
@@ -39,6 +40,12 @@ private:
 };
 
 enum class worker_status : std::uint8_t { active, draining, lost };
+
+inline constexpr std::array<enum_name<worker_status>, 3> worker_status_names{{
+    {worker_status::active, "active"},
+    {worker_status::draining, "draining"},
+    {worker_status::lost, "lost"},
+}};
 std::string_view to_string(worker_status state);
 
 /// One worker's figures. The batcher writes passes, tokens, in flight, losses and

@@ -2,6 +2,9 @@
 // Eviction policies as priority functions over node statistics.
 // Thread contract: plain values and pure functions.
 
+#include <canopy/cache/enum_names.hpp>
+
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string_view>
@@ -10,6 +13,13 @@
 namespace canopy::cache {
 
 enum class eviction_policy : std::uint8_t { lru = 0, lfu = 1, fifo = 2, priority = 3 };
+
+inline constexpr std::array<enum_name<eviction_policy>, 4> eviction_policy_names{{
+    {eviction_policy::lru, "lru"},
+    {eviction_policy::lfu, "lfu"},
+    {eviction_policy::fifo, "fifo"},
+    {eviction_policy::priority, "priority"},
+}};
 
 /// "lru" | "lfu" | "fifo" | "priority"; nullopt for anything else.
 std::optional<eviction_policy> parse_eviction_policy(std::string_view name);

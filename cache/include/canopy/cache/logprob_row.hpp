@@ -3,6 +3,9 @@
 // Thread contract: immutable after construction; share freely across threads
 // through std::shared_ptr<const logprob_row>.
 
+#include <canopy/cache/enum_names.hpp>
+
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -15,6 +18,12 @@ namespace canopy::cache {
 /// Storage element type of a row. float32 is exact; float16 and bfloat16 halve the
 /// memory at the accuracy cost stated in docs/cache.md (round-to-nearest-even).
 enum class row_dtype : std::uint8_t { float32 = 0, float16 = 1, bfloat16 = 2 };
+
+inline constexpr std::array<enum_name<row_dtype>, 3> row_dtype_names{{
+    {row_dtype::float32, "float32"},
+    {row_dtype::float16, "float16"},
+    {row_dtype::bfloat16, "bfloat16"},
+}};
 
 /// "float32" | "float16" | "bfloat16"; nullopt for anything else.
 std::optional<row_dtype> parse_row_dtype(std::string_view name);

@@ -6,6 +6,9 @@
 #include <caf/atom.hpp>
 #include <caf/error.hpp>
 
+#include <canopy/cache/enum_names.hpp>
+
+#include <array>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -30,6 +33,23 @@ enum class errc : std::uint8_t {
 
 /// The category under which Canopy errors travel in caf::error.
 inline constexpr caf::atom_value error_category = caf::atom("canopy");
+
+/// Their names: the codes of the HTTP API's errors.
+inline constexpr std::array<enum_name<errc>, 13> errc_names{{
+    {errc::none, "none"},
+    {errc::empty_sequence, "empty_sequence"},
+    {errc::token_out_of_range, "token_out_of_range"},
+    {errc::sequence_too_long, "sequence_too_long"},
+    {errc::invalid_config, "invalid_config"},
+    {errc::backend_failure, "backend_failure"},
+    {errc::cancelled, "cancelled"},
+    {errc::deadline_exceeded, "deadline_exceeded"},
+    {errc::worker_lost, "worker_lost"},
+    {errc::no_workers, "no_workers"},
+    {errc::shutting_down, "shutting_down"},
+    {errc::invalid_request, "invalid_request"},
+    {errc::no_tokenizer, "no_tokenizer"},
+}};
 
 std::string_view to_string(errc code);
 

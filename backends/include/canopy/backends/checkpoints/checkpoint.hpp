@@ -15,7 +15,9 @@
 
 #include <canopy/backends/checkpoints/checkpoint_error.hpp>
 #include <canopy/backends/checkpoints/model_config.hpp>
+#include <canopy/cache/enum_names.hpp>
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
@@ -27,6 +29,13 @@
 namespace canopy::backends {
 
 enum class weight_dtype { f32, f16, bf16 };
+
+/// Their safetensors names.
+inline constexpr std::array<enum_name<weight_dtype>, 3> weight_dtype_names{{
+    {weight_dtype::f32, "F32"},
+    {weight_dtype::f16, "F16"},
+    {weight_dtype::bf16, "BF16"},
+}};
 
 /// Bytes per element: 4 for f32, 2 for f16 and bf16.
 inline std::size_t element_size(weight_dtype dtype) {

@@ -5,6 +5,9 @@
 // make-model writes it.
 // Thread contract: a plain value.
 
+#include <canopy/cache/enum_names.hpp>
+
+#include <array>
 #include <cstdint>
 #include <string>
 
@@ -14,6 +17,15 @@ namespace canopy::backends {
 /// rotary embeddings, grouped-query attention, SwiGLU) that differs from Llama only by
 /// the features model_config spells out, so one model implements them all.
 enum class architecture { llama, mistral, qwen2, qwen3, gpt2 };
+
+/// Their config.json model_type.
+inline constexpr std::array<enum_name<architecture>, 5> architecture_names{{
+    {architecture::llama, "llama"},
+    {architecture::mistral, "mistral"},
+    {architecture::qwen2, "qwen2"},
+    {architecture::qwen3, "qwen3"},
+    {architecture::gpt2, "gpt2"},
+}};
 
 inline bool llama_style(architecture arch) {
   return arch != architecture::gpt2;
@@ -64,19 +76,7 @@ struct model_config {
 
 /// The config.json model_type of `arch`.
 inline std::string to_string(architecture arch) {
-  switch (arch) {
-  case architecture::llama:
-    return "llama";
-  case architecture::mistral:
-    return "mistral";
-  case architecture::qwen2:
-    return "qwen2";
-  case architecture::qwen3:
-    return "qwen3";
-  case architecture::gpt2:
-    break;
-  }
-  return "gpt2";
+  return std::string(name_of(architecture_names, arch));
 }
 
 } // namespace canopy::backends
