@@ -19,8 +19,8 @@ template <class Enum> struct enum_name {
 
 /// The name of `value` in `table`, or `unknown` when the table lacks it.
 template <class Enum, std::size_t N>
-constexpr std::string_view name_of(const std::array<enum_name<Enum>, N>& table, Enum value,
-                                   std::string_view unknown = "unknown") {
+constexpr std::string_view name_of(const std::array<enum_name<Enum>, N>& table,
+                                   Enum value, std::string_view unknown = "unknown") {
   for (const auto& entry : table)
     if (entry.value == value)
       return entry.name;
