@@ -50,17 +50,13 @@ namespace canopy::cache::detail {
 // Demotions are queued for the owner to send (take_demoted); promotions are not: the
 // worker moves host KV back itself when a pass reads it. No host tier under a window.
 
-kv_ledger::kv_ledger(node_tree& tree)
-    : tree_(tree), device_candidates_(tree.config.workers),
-      host_candidates_(tree.config.workers), locked_bytes_(tree.config.workers),
-      locked_host_bytes_(tree.config.workers),
-      budgets_(tree.config.workers, tree.config.kv_budget_bytes),
-      host_budgets_(tree.config.workers, tree.config.kv_host_budget_bytes) {
+kv_ledger::kv_ledger(node_tree& tree) : tree_(tree) {
   check_host_tier(tree.config.kv_host_budget_bytes);
-  auto& s = tree_.stats;
-  for (auto* table : {&s.kv_entries, &s.kv_bytes, &s.kv_peak_bytes, &s.kv_host_entries,
-                      &s.kv_host_bytes})
-    table->assign(tree.config.workers, 0);
+  // The initial workers join as later ones do: one place grows every per-worker table.
+  const std::uint32_t initial = tree.config.workers;
+  tree.config.workers = 0;
+  for (std::uint32_t w = 0; w < initial; ++w)
+    add_worker(tree.config.kv_budget_bytes, tree.config.kv_host_budget_bytes);
 }
 
 void kv_ledger::check_host_tier(std::size_t host_budget) const {
