@@ -15,12 +15,13 @@
 # take (stages are cut to fit it). The script stops at the first build error with the
 # compiler's message at the end of its output.
 #
-# Measured on the H200 machine (16 cores): unpacking 10 s, the core build 64 s, the CUDA
-# checks 56 s, the benchmark 96 s (model 17, Canopy 22, the peer with its float32
-# comparison 57), the rest of the build 32 to 75 s, the suite more than 400 s at ATen's
-# default threads (884 of 886 tests in 414 s). All of it does not fit one call (600 s):
-# run STAGES=core,cuda,all,suite, then at once (the machine stays warm 30 s, and with it
-# build-gpu/) STAGES=bench. Practice on a 2-core machine: about 40 minutes.
+# Measured on the H200 machine (16 cores): unpacking 15 s, the core build 70 s, the CUDA
+# checks 61 s, the rest of the build 43 s, the suite 263 s at two ATen threads a test (948
+# tests), the benchmark 96 s (model 17, Canopy 22, the peer with its float32 comparison
+# 57). STAGES=core,cuda,all,suite fits one call (555 s with DEADLINE_S=555); the benchmark
+# takes a second call, made at once: the machine stays warm 30 s, and build-gpu/ with it
+# (a call that starts a fresh machine builds again). Practice on a 2-core machine: about
+# 40 minutes.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 root=$(pwd)
@@ -67,7 +68,11 @@ torch_prefix=${TORCH_CMAKE_PREFIX:-$(echo "$torch_info" | awk '{print $4}')}
 # pip's LibTorch before 2.9 exports a static std::filesystem (pytorch#133437): how much.
 note "std::filesystem symbols LibTorch exports: $(nm -D --defined-only \
   "$(dirname "$torch_prefix")/../lib/libtorch_cpu.so" 2>/dev/null | grep -c St10filesystem)"
-note "compilers: $(g++ --version | head -1); $(cmake --version | head -1); nvcc: $(nvcc --version 2>/dev/null | tail -1 || echo none)"
+# The C++ compiler, chosen once for CMake and the probe below: on the H200 machine plain
+# g++ was Ubuntu's, which links the shared libstdc++, while CMake found /opt/gcc/bin/g++,
+# which linked a static copy, so the probe passed and every program carried two runtimes.
+cxx=${CXX:-$(command -v c++ || command -v g++)}
+note "compilers: $cxx: $("$cxx" --version | head -1); $(cmake --version | head -1); nvcc: $(nvcc --version 2>/dev/null | tail -1 || echo none)"
 
 # One C++ runtime, the shared libstdc++ (tests/backends/cxx_runtime_test.cpp says why). On
 # the H200 machine the programs that g++ (/opt/gcc/bin/g++) linked carried a static copy
@@ -81,15 +86,15 @@ probe_runtime() { # LDFLAGS... -> the file std::locale::classic() lies in
   printf '%s\n' '#include <dlfcn.h>' '#include <cstdio>' '#include <locale>' \
     'int main() { Dl_info i{}; dladdr(&std::locale::classic(), &i); std::puts(i.dli_fname); }' \
     >/tmp/canopy-probe/probe.cpp
-  g++ "$@" /tmp/canopy-probe/probe.cpp -o /tmp/canopy-probe/probe -ldl 2>&1 && /tmp/canopy-probe/probe
+  "$cxx" "$@" /tmp/canopy-probe/probe.cpp -o /tmp/canopy-probe/probe -ldl 2>&1 && /tmp/canopy-probe/probe
 }
 runtime=$(probe_runtime ${LDFLAGS:-})
 if [[ $runtime != *libstdc++.so* ]]; then
   shared_runtime=$(ldconfig -p | awk '$1 == "libstdc++.so.6" {print $NF; exit}')
   export LDFLAGS="-Wl,--no-as-needed $shared_runtime -Wl,--as-needed ${LDFLAGS:-}"
-  note "g++ links libstdc++ statically ($runtime); with LDFLAGS='$LDFLAGS': $(probe_runtime $LDFLAGS)"
+  note "$cxx links libstdc++ statically ($runtime); with LDFLAGS='$LDFLAGS': $(probe_runtime $LDFLAGS)"
 else
-  note "g++ links the shared libstdc++: $runtime"
+  note "$cxx links the shared libstdc++: $runtime"
 fi
 
 # ---- the bookworm packages, unpacked into a prefix of their own
@@ -166,7 +171,7 @@ configure() {
   [ $configured = 1 ] && return 0
   local cuda_tests=ON
   [ $practice = 1 ] && cuda_tests=OFF
-  if ! cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+  if ! cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER="$cxx" \
       -DCANOPY_SHARED_DIR="$shared" -DCANOPY_TEST_CUDA=$cuda_tests \
       -DCANOPY_PYTHON3="$python" -DBLAS_LIBRARIES="$blas" \
       -DOPENSSL_ROOT_DIR="$prefix/usr" >>"$out/build.log" 2>&1; then

@@ -40,6 +40,7 @@ class StubServer:
         self.connections = 0  # opened so far
         self.open_now = 0
         self.most_open = 0
+        self._writers = set()  # the connections open now
 
     async def __aenter__(self):
         self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
@@ -47,7 +48,12 @@ class StubServer:
         return self
 
     async def __aexit__(self, *exc_info):
+        # Since Python 3.12, wait_closed() waits for every connection to end, and a pool
+        # under test closes its idle connections only in the test's cleanup, after this:
+        # the server ends its side first, as a server shutting down does.
         self._server.close()
+        for writer in self._writers:
+            writer.close()
         await self._server.wait_closed()
 
     async def _serve(self, reader, writer):
@@ -55,6 +61,7 @@ class StubServer:
         self.connections += 1
         self.open_now += 1
         self.most_open = max(self.most_open, self.open_now)
+        self._writers.add(writer)
         try:
             while True:
                 head = await reader.readuntil(b"\r\n\r\n")
@@ -77,4 +84,5 @@ class StubServer:
             pass
         finally:
             self.open_now -= 1
+            self._writers.discard(writer)
             writer.close()
