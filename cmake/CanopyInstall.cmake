@@ -1,5 +1,6 @@
 # CanopyInstall: `cmake --install` puts the library where a host's find_package(canopy)
-# finds it: the headers, the static libraries, the SentencePiece plugin, and
+# finds it: the headers a host may include (the engine API's, and the cache, backends and
+# messages headers they name; not the actors'), the static libraries, the SentencePiece plugin, and
 # lib/cmake/canopy/ with canopyConfig.cmake (which finds the same dependencies again:
 # LibTorch, CAF through the FindCAF.cmake installed beside it, nlohmann_json, OpenSSL,
 # and pkg-config's PCRE2, utf8proc and xxHash) and the exported targets, canopy::canopy among them.
@@ -14,13 +15,14 @@ set_target_properties(canopy_checkpoints PROPERTIES EXPORT_NAME checkpoints)
 set_target_properties(canopy_tokenizers PROPERTIES EXPORT_NAME tokenizers)
 set_target_properties(canopy_kv PROPERTIES EXPORT_NAME kv)
 set_target_properties(canopy_messages PROPERTIES EXPORT_NAME messages)
+set_target_properties(canopy_engine_types PROPERTIES EXPORT_NAME engine_types)
 set_target_properties(canopy_actors PROPERTIES EXPORT_NAME actors)
 set_target_properties(canopy_engine PROPERTIES EXPORT_NAME canopy)
 set_target_properties(canopy_torch PROPERTIES EXPORT_NAME torch_interface)
 set_target_properties(canopy_warnings PROPERTIES EXPORT_NAME warnings)
 
 install(TARGETS canopy_cache canopy_checkpoints canopy_tokenizers canopy_kv canopy_backends
-                canopy_messages canopy_actors canopy_engine
+                canopy_messages canopy_engine_types canopy_actors canopy_engine
                 canopy_torch canopy_warnings
         EXPORT canopyTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
@@ -32,7 +34,7 @@ endif()
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/cache/include/
                   ${PROJECT_SOURCE_DIR}/backends/include/
                   ${PROJECT_SOURCE_DIR}/messages/include/
-                  ${PROJECT_SOURCE_DIR}/actors/include/
+                  ${PROJECT_SOURCE_DIR}/actors/api/include/
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(EXPORT canopyTargets NAMESPACE canopy:: DESTINATION ${CANOPY_CMAKE_DIR})
 

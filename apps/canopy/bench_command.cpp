@@ -13,8 +13,7 @@
 #include "commands.hpp"
 #include "http_load/http_load_command.hpp"
 
-#include <canopy/actors/engine_actors.hpp>
-#include <canopy/backends/backend_factory.hpp>
+#include <canopy/backends/backend.hpp>
 
 #include <iostream>
 #include <sstream>
@@ -269,8 +268,7 @@ int bench_command(const std::vector<std::string>& argv) {
   const auto spawn_counts = spawn_counts_of(args);
   const bool network = !spawn_counts.empty() || !args.config.remote_workers.empty();
   // The model's vocabulary and context shape the workloads.
-  const auto model =
-      backends::describe_model(actors::backend_spec_for(args.config, "cpu"));
+  const auto model = configured_model(args.config);
   const auto options = workload_options_of(args, workloads, model);
   if (args.has("profile")) {
     auto profiled = options;

@@ -1,6 +1,6 @@
 // Drawing tokens: the nucleus (top_p) and the stops of a sampling run.
 
-#include <canopy/actors/sampling.hpp>
+#include <canopy/sampling.hpp>
 
 #include <gtest/gtest.h>
 
@@ -10,9 +10,9 @@
 
 namespace {
 
-using canopy::actors::sample_token;
-using canopy::actors::sampling_run;
-using canopy::actors::sampling_stream;
+using canopy::sample_token;
+using canopy::sampling_run;
+using canopy::sampling_stream;
 
 // Probabilities 0.5, 0.25, 0.125, 0.0625, 0.0625 (ids 3, 0, 4, 1, 2).
 const std::vector<float> row = {std::log(0.25f), std::log(0.0625f), std::log(0.0625f),

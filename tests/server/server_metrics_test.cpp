@@ -45,8 +45,7 @@ TEST(server_metrics, snapshot_reports_every_counter) {
   EXPECT_EQ(stats.requests, expected);
   EXPECT_EQ(stats.request_seconds.count, 3u);
   EXPECT_NEAR(stats.request_seconds.sum, 30.023, 1e-6);
-  EXPECT_EQ(stats.request_seconds.upper_bounds,
-            actors::bucket_histogram::latency_bounds());
+  EXPECT_EQ(stats.request_seconds.upper_bounds, bucket_histogram::latency_bounds());
   EXPECT_EQ(stats.request_seconds.counts.back(), 1u); // 30 s: past the last bound
 }
 

@@ -24,6 +24,10 @@ std::string bench_device(const engine_config& config) {
   return devices.empty() ? "cpu" : devices.front();
 }
 
+backends::model_info configured_model(const engine_config& config) {
+  return backends::describe_model(actors::backend_spec_for(config, "cpu"));
+}
+
 namespace {
 
 /// The engine behind the interface the workloads drive.

@@ -79,6 +79,10 @@ constexpr std::size_t answer_check_period = 97;
 /// rounding are the engine's; "cpu" for a front without devices.
 std::string bench_device(const engine_config& config);
 
+/// The model `config` names, described without loading its weights (vocabulary and
+/// context shape the workloads).
+backends::model_info configured_model(const engine_config& config);
+
 /// Checks every `check_every`-th answer against the reference row. With remote_workers
 /// in `config`, the engine drives them (a front with no device of its own when
 /// `config.workers` is 0).

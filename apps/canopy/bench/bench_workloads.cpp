@@ -1,6 +1,6 @@
 #include "bench/bench_workloads.hpp"
 
-#include <canopy/actors/sampling.hpp>
+#include <canopy/sampling.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -30,7 +30,7 @@ enum draw : std::uint64_t {
 /// The workload's own random draws, on streams apart from the particles' sampling
 /// streams (sampling_stream(seed, particle)).
 std::mt19937_64 workload_stream(std::uint64_t seed, draw what) {
-  return actors::sampling_stream(seed ^ 0x9E3779B97F4A7C15ULL, what);
+  return sampling_stream(seed ^ 0x9E3779B97F4A7C15ULL, what);
 }
 
 token_seq random_tokens(std::size_t length, std::int64_t vocab, std::mt19937_64& rng) {
@@ -120,7 +120,7 @@ sequence_census run_smc(const workload_options& o, std::int64_t vocab,
   std::vector<double> log_w(o.particles, 0.0);
   std::vector<std::mt19937_64> streams;
   for (std::size_t i = 0; i < o.particles; ++i)
-    streams.push_back(actors::sampling_stream(o.seed, i));
+    streams.push_back(sampling_stream(o.seed, i));
   std::vector<at::Tensor> rows(o.particles);
   sequence_census census;
   measure_start();
@@ -137,7 +137,7 @@ sequence_census run_smc(const workload_options& o, std::int64_t vocab,
     for (std::size_t i = 0; i < o.particles; ++i) {
       const float* row = rows[i].data_ptr<float>();
       const auto n = static_cast<std::size_t>(vocab);
-      const auto token = actors::sample_token(row, n, 1.0, streams[i]);
+      const auto token = sample_token(row, n, 1.0, streams[i]);
       log_w[i] += log_weight_increment(row, n, token);
       particles[i].push_back(token);
     }

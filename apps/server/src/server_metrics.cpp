@@ -26,7 +26,7 @@ constexpr std::array<std::string_view, 14> known_routes = {
 
 } // namespace
 
-server_metrics::server_metrics() : seconds_(actors::bucket_histogram::latency_bounds()) {}
+server_metrics::server_metrics() : seconds_(bucket_histogram::latency_bounds()) {}
 
 void server_metrics::connection_accepted() {
   accepted_.fetch_add(1, std::memory_order_relaxed);

@@ -5,8 +5,8 @@
 // workers come and go, never per query.
 // Thread contract: any thread.
 
-#include <canopy/actors/bucket_histogram.hpp>
 #include <canopy/backends/backend.hpp>
+#include <canopy/bucket_histogram.hpp>
 #include <canopy/cache/enum_names.hpp>
 #include <canopy/engine_stats.hpp>
 #include <canopy/messages/errors.hpp>

@@ -2,8 +2,8 @@
 
 #include "api/row_reader.hpp"
 
-#include <canopy/actors/sampling.hpp>
 #include <canopy/messages/errors.hpp>
+#include <canopy/sampling.hpp>
 
 #include <caf/actor_system.hpp>
 #include <caf/stateful_actor.hpp>
@@ -36,7 +36,7 @@ struct open_job {
   std::int32_t priority = 0;
   caf::timespan timeout{0};
   std::string partition;                              // every query's cache partition
-  std::optional<actors::sampling_run> run;            // sample
+  std::optional<sampling_run> run;                    // sample
   std::optional<std::size_t> top_logprobs;            // sample: score with this many
   std::function<bool(const sampled_token&)> on_token; // sample
 };

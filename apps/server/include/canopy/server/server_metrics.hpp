@@ -2,7 +2,7 @@
 // The transport's own counters, exported on /metrics beside the engine's.
 // Thread contract: every member function from any thread.
 
-#include <canopy/actors/bucket_histogram.hpp>
+#include <canopy/bucket_histogram.hpp>
 #include <canopy/engine_stats.hpp>
 #include <canopy/server/transport/byte_budget.hpp>
 
@@ -62,7 +62,7 @@ public:
 private:
   std::atomic<std::uint64_t> open_{0}, accepted_{0}, refused_{0}, in_{0}, out_{0},
       cancelled_{0};
-  actors::bucket_histogram seconds_;
+  bucket_histogram seconds_;
   mutable std::mutex mutex_;
   std::map<std::pair<std::string, int>, std::uint64_t> requests_; // guarded by mutex_
   struct watched {

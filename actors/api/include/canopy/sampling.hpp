@@ -13,7 +13,7 @@
 #include <utility>
 #include <vector>
 
-namespace canopy::actors {
+namespace canopy {
 
 /// The random stream of sequence `index` under `seed`.
 std::mt19937_64 sampling_stream(std::uint64_t seed, std::uint64_t index);
@@ -59,4 +59,4 @@ private:
   double top_p_;
 };
 
-} // namespace canopy::actors
+} // namespace canopy

@@ -1,10 +1,10 @@
-#include <canopy/actors/sampling.hpp>
+#include <canopy/sampling.hpp>
 
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
-namespace canopy::actors {
+namespace canopy {
 
 std::mt19937_64 sampling_stream(std::uint64_t seed, std::uint64_t index) {
   std::seed_seq sequence{
@@ -106,4 +106,4 @@ void sampling_run::advance(std::size_t i, const float* logprobs, std::size_t voc
     stopped_[i] = true;
 }
 
-} // namespace canopy::actors
+} // namespace canopy

@@ -11,7 +11,7 @@
 #include <memory>
 #include <vector>
 
-namespace canopy::actors {
+namespace canopy {
 
 class bucket_histogram {
 public:
@@ -31,4 +31,4 @@ private:
   std::atomic<std::uint64_t> sum_micros_{0}; // sum in millionths, so it stays atomic
 };
 
-} // namespace canopy::actors
+} // namespace canopy

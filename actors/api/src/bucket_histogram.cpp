@@ -1,9 +1,9 @@
-#include <canopy/actors/bucket_histogram.hpp>
+#include <canopy/bucket_histogram.hpp>
 
 #include <algorithm>
 #include <cmath>
 
-namespace canopy::actors {
+namespace canopy {
 
 bucket_histogram::bucket_histogram(std::vector<double> upper_bounds)
     : bounds_(std::move(upper_bounds)),
@@ -43,4 +43,4 @@ std::vector<double> bucket_histogram::size_bounds() {
   return bounds;
 }
 
-} // namespace canopy::actors
+} // namespace canopy

@@ -4,8 +4,8 @@
 #include <canopy/actors/engine_actors.hpp>
 #include <canopy/actors/model_tokenizer.hpp>
 #include <canopy/actors/remote_workers.hpp>
-#include <canopy/actors/sampling.hpp>
 #include <canopy/messages/errors.hpp>
+#include <canopy/sampling.hpp>
 
 #include <ATen/ATen.h>
 #include <caf/actor_system.hpp>
@@ -223,7 +223,7 @@ std::vector<token_seq>
 engine::batch_sample(const std::vector<token_seq>& prompts, std::size_t max_tokens,
                      const std::vector<std::int32_t>& eos_token_ids, double temperature,
                      std::uint64_t seed, const query_options& options) {
-  actors::sampling_run run(prompts, max_tokens, eos_token_ids, temperature, seed);
+  sampling_run run(prompts, max_tokens, eos_token_ids, temperature, seed);
   while (!run.finished()) {
     std::vector<std::pair<std::size_t, std::future<at::Tensor>>> asked;
     for (auto& [i, context] : run.next_queries())
