@@ -12,6 +12,7 @@
 #include "cli_args.hpp"
 #include "commands.hpp"
 #include "http_load/http_load_command.hpp"
+#include "option_table.hpp"
 
 #include <canopy/backends/backend.hpp>
 
@@ -60,70 +61,67 @@ const char* const usage =
     "instead ('canopy bench --target URL --help' lists those options); with --encode\n"
     "FILE the tokenizer's encoding speed ('canopy bench --encode FILE --help').\n";
 
-std::vector<flag_spec> bench_flags() {
-  const workload_options d;
-  const auto dflt = [](auto value) { return " (default " + std::to_string(value) + ")"; };
-  return {
-      {"workload", "LIST", "smc, decode, scoring, hits, misses or all, comma-separated"},
-      {"variants", "LIST",
-       "full, futures, no-cache, no-kv, no-batching, direct or all, comma-separated "
-       "(futures: full, asked through engine futures, as hosts do, instead of "
-       "callbacks)"},
-      {"particles", "N", "smc: particles" + dflt(d.particles)},
-      {"steps", "T",
-       "smc: sampled tokens per particle; decode: tokens decoded" + dflt(d.steps)},
-      {"prompt-length", "L",
-       "smc, decode: tokens of the random prompt" + dflt(d.prompt_length)},
-      {"sequences", "S",
-       "scoring: random sequences; hits: warmed sequences; misses: warmed prompts, or "
-       "ceil(queries / vocab_size) if more" +
-           dflt(d.sequences)},
-      {"sequence-length", "L",
-       "scoring, hits: tokens per sequence; misses: per prompt" +
-           dflt(d.sequence_length)},
-      {"queries", "N",
-       "hits and misses: measured queries (default " + std::to_string(d.queries) +
-           " for hits, " + std::to_string(d.miss_queries) + " for misses)"},
-      {"miss-tokens", "K",
-       "misses: new tokens per query after its prompt" + dflt(d.miss_tokens)},
-      {"in-flight", "N",
-       "hits and misses: queries in flight at most" + dflt(d.in_flight)},
-      {"seed", "S", "seed of prompts, sequences and sampling" + dflt(d.seed)},
-      {"spawn-workers", "LIST",
-       "run everything on N `canopy worker` processes the bench starts on loopback, for "
-       "each N of the comma-separated list (0: the engine's own in-process workers), "
-       "with "
-       "the bench's engine settings"},
-      {"json", "", "print one JSON document instead of the table"},
-      {"profile", "",
-       "instead of the table, where a lone query's time goes: the decode workload "
-       "through "
-       "the engine, through the actors on the zero-cost mock, and on the bare backend "
-       "part "
-       "by part (actor hops, trie, each layer, LM head, row copy)"},
-      {"tier-probe", "",
-       "instead of the table, when the KV host tier pays: a prompt's KV (--prompt-length "
-       "tokens) demoted and promoted on the bare backend, against recomputing it; the "
-       "host "
-       "tier defaults to the device's budget"},
-  };
+/// The workload options, read by the table; the rest (workloads and variants, whose
+/// defaults depend on the backend, --queries, which sets one count for hits and one for
+/// misses, and the modes) the command reads itself.
+const option_table<workload_options>& bench_options() {
+  using o = workload_options;
+  const o d;
+  static const auto table =
+      option_table<o>()
+          .other({"workload", "LIST",
+                  "smc, decode, scoring, hits, misses or all, comma-separated"})
+          .other(
+              {"variants", "LIST",
+               "full, futures, no-cache, no-kv, no-batching, direct or all, "
+               "comma-separated (futures: full, asked through engine futures, as hosts "
+               "do, instead of callbacks)"})
+          .count("particles", "N", "smc: particles", &o::particles, 1)
+          .count("steps", "T", "smc: sampled tokens per particle; decode: tokens decoded",
+                 &o::steps, 1)
+          .count("prompt-length", "L", "smc, decode: tokens of the random prompt",
+                 &o::prompt_length, 1)
+          .count("sequences", "S",
+                 "scoring: random sequences; hits: warmed sequences; misses: warmed "
+                 "prompts, or ceil(queries / vocab_size) if more",
+                 &o::sequences, 1)
+          .count("sequence-length", "L",
+                 "scoring, hits: tokens per sequence; misses: per prompt",
+                 &o::sequence_length, 1)
+          .other({"queries", "N",
+                  "hits and misses: measured queries (default " +
+                      std::to_string(d.queries) + " for hits, " +
+                      std::to_string(d.miss_queries) + " for misses)"})
+          .count("miss-tokens", "K", "misses: new tokens per query after its prompt",
+                 &o::miss_tokens, 1)
+          .count("in-flight", "N", "hits and misses: queries in flight at most",
+                 &o::in_flight, 2)
+          .count("seed", "S", "seed of prompts, sequences and sampling", &o::seed)
+          .other({"spawn-workers", "LIST",
+                  "run everything on N `canopy worker` processes the bench starts on "
+                  "loopback, for each N of the comma-separated list (0: the engine's own "
+                  "in-process workers), with the bench's engine settings"})
+          .other({"json", "", "print one JSON document instead of the table"})
+          .other({"profile", "",
+                  "instead of the table, where a lone query's time goes: the decode "
+                  "workload through the engine, through the actors on the zero-cost "
+                  "mock, and on the bare backend part by part (actor hops, trie, each "
+                  "layer, LM head, row copy)"})
+          .other({"tier-probe", "",
+                  "instead of the table, when the KV host tier pays: a prompt's KV "
+                  "(--prompt-length tokens) demoted and promoted on the bare backend, "
+                  "against recomputing it; the host tier defaults to the device's "
+                  "budget"});
+  return table;
 }
 
 workload_options workload_options_of(const parsed_args& args,
                                      const std::vector<workload_kind>& workloads,
                                      const backends::model_info& model) {
-  const workload_options d;
   workload_options o;
-  o.particles = args.count("particles", d.particles, 1);
-  o.steps = args.count("steps", d.steps, 1);
-  o.prompt_length = args.count("prompt-length", d.prompt_length, 1);
-  o.sequences = args.count("sequences", d.sequences, 1);
-  o.sequence_length = args.count("sequence-length", d.sequence_length, 1);
-  o.queries = args.count("queries", d.queries, 1);
-  o.miss_queries = args.count("queries", d.miss_queries, 1);
-  o.miss_tokens = args.count("miss-tokens", d.miss_tokens, 1);
-  o.in_flight = args.count("in-flight", d.in_flight, 2);
-  o.seed = args.count("seed", d.seed);
+  bench_options().apply(args, o);
+  o.queries = args.count("queries", o.queries, 1);
+  o.miss_queries = args.count("queries", o.miss_queries, 1);
   // Checked here, so that a workload too long for the model is a usage error rather
   // than a run failing midway.
   const auto context = static_cast<std::size_t>(model.context_length);
@@ -250,7 +248,7 @@ int bench_command(const std::vector<std::string>& argv) {
     return http_load_command(argv);
   if (names_encode_bench(argv))
     return encode_bench_command(argv);
-  const auto args = parse_command_line(argv, usage, bench_flags());
+  const auto args = parse_command_line(argv, usage, bench_options().flags());
   if (args.help)
     return 0;
   const bool mock = args.config.backend == "mock";

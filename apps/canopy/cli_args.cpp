@@ -192,6 +192,19 @@ std::vector<std::string> parsed_args::names(std::string_view flag,
   }
 }
 
+std::vector<std::size_t> parsed_args::positive_counts(std::string_view flag) const {
+  std::vector<std::size_t> out;
+  for (const auto& piece : names(flag, "")) {
+    std::size_t n = 0;
+    const char* end = piece.data() + piece.size();
+    auto [stop, ec] = std::from_chars(piece.data(), end, n);
+    if (piece.empty() || ec != std::errc{} || stop != end || n == 0)
+      throw usage_error(flag_name(flag) + ": '" + piece + "' is not a positive integer");
+    out.push_back(n);
+  }
+  return out;
+}
+
 parsed_args parse_command_line(const std::vector<std::string>& args,
                                std::string_view usage, const std::vector<flag_spec>& own,
                                engine_settings settings) {

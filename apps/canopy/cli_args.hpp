@@ -51,6 +51,8 @@ public:
   double number(std::string_view flag, double fallback) const;
   /// A required, non-empty, comma-separated list of token ids ("1,403,407").
   std::vector<std::int32_t> ids(std::string_view flag) const;
+  /// A comma-separated list of positive integers ("1,64,512").
+  std::vector<std::size_t> positive_counts(std::string_view flag) const;
   /// A comma-separated list of names.
   std::vector<std::string> names(std::string_view flag, std::string_view fallback) const;
 

@@ -5,6 +5,7 @@
 #include "cli_args.hpp"
 #include "commands.hpp"
 #include "open_file_limit.hpp"
+#include "option_table.hpp"
 
 #include <canopy/actor_system_setup.hpp>
 #include <canopy/engine.hpp>
@@ -39,55 +40,71 @@ const char* const usage =
     "SIGTERM or SIGINT: stops accepting, answers what is in flight (for\n"
     "--drain-timeout-ms at most; a second signal: at once), exits 0.\n";
 
-std::vector<flag_spec> serve_flags() {
-  return {
-      {"host", "H", "address to bind (default 127.0.0.1: this machine only)"},
-      {"port", "P", "port to bind (default 8080; 0: any free port, printed)"},
-      {"auth-token-file", "FILE",
-       "require 'Authorization: Bearer <token>' on every request but GET /healthz, with "
-       "a "
-       "token of the file (one per line; with several, each is a tenant, and tenants "
-       "share no cache entry)"},
-      {"io-threads", "N", "threads running the connections (default 1)"},
-      {"handler-threads", "N",
-       "threads that parse and tokenize request bodies, off the connections' (default "
-       "2)"},
-      {"gateways", "N", "gateway actors turning requests into queries (default: cores)"},
-      {"max-body-bytes", "N", "larger request bodies get 413 unread (default 16 MiB)"},
-      {"max-header-bytes", "N", "larger header sections get 431 (default 16 KiB)"},
-      {"header-timeout-ms", "MS",
-       "a header section must arrive within this (default 10000)"},
-      {"body-timeout-ms", "MS", "a body must arrive within this (default 60000)"},
-      {"idle-timeout-ms", "MS",
-       "an idle keep-alive connection is closed after (default 120000)"},
-      {"write-stall-timeout-ms", "MS",
-       "a connection whose answer's write makes no progress this long is closed (default "
-       "10000)"},
-      {"drain-timeout-ms", "MS",
-       "after SIGTERM, answers in flight get this long before every connection is closed "
-       "(default 10000; a second signal closes them at once)"},
-      {"max-connections", "N",
-       "connections beyond this are closed at once (default 10000)"},
-      {"max-batch", "N", "sequences in one request (default 1024)"},
-      {"max-rows", "N", "log-prob rows in one answer (default 16384)"},
-      {"max-answer-bytes", "N",
-       "bytes one answer may take, encoded; larger ones get 413 before computing "
-       "(default "
-       "256 MiB)"},
-      {"answer-budget-bytes", "N",
-       "bytes all answers being computed or written may take; past it, 503 (default 1 "
-       "GiB)"},
-      {"body-budget-bytes", "N",
-       "bytes all request bodies being read may take; past it, 503 (default 256 MiB)"},
-      {"max-sample-tokens", "N", "max_tokens of one sample request (default 4096)"},
-      {"max-generated-tokens", "N",
-       "prompts x n x max_tokens of one sample or completion request (default 262144)"},
-      {"generation-budget-tokens", "N",
-       "those of every sample and completion in flight; past it, 503 (default 1048576)"},
-      {"served-model-name", "NAME",
-       "the model's id in the OpenAI routes (/v1/models, /v1/completions' \"model\"); "
-       "default: the model's file or folder name"},
-  };
+/// The options that set server_options members, read by the table; --auth-token-file
+/// (a file to load) and --gateways (engine side) are read by hand.
+const option_table<server::server_options>& serve_options() {
+  using o = server::server_options;
+  constexpr auto bytes = shown_as::bytes;
+  static const auto table =
+      option_table<o>()
+          .text("host", "H", "address to bind", &o::host, "this machine only")
+          .count("port", "P", "port to bind", &o::port, 0, shown_as::plain,
+                 "0: any free port, printed")
+          .other({"auth-token-file", "FILE",
+                  "require 'Authorization: Bearer <token>' on every request but GET "
+                  "/healthz, with a token of the file (one per line; with several, each "
+                  "is a tenant, and tenants share no cache entry)"})
+          .count("io-threads", "N", "threads running the connections", &o::io_threads, 1)
+          .count("handler-threads", "N",
+                 "threads that parse and tokenize request bodies, off the connections'",
+                 &o::handler_threads, 1)
+          .other({"gateways", "N",
+                  "gateway actors turning requests into queries (default: cores)"})
+          .count("max-body-bytes", "N", "larger request bodies get 413 unread",
+                 &o::max_body_bytes, 1, bytes)
+          .count("max-header-bytes", "N", "larger header sections get 431",
+                 &o::max_header_bytes, 256, bytes)
+          .milliseconds("header-timeout-ms", "a header section must arrive within this",
+                        &o::header_timeout)
+          .milliseconds("body-timeout-ms", "a body must arrive within this",
+                        &o::body_timeout)
+          .milliseconds("idle-timeout-ms",
+                        "an idle keep-alive connection is closed after", &o::idle_timeout)
+          .milliseconds("write-stall-timeout-ms",
+                        "a connection whose answer's write makes no progress this long "
+                        "is closed",
+                        &o::write_stall_timeout)
+          .milliseconds("drain-timeout-ms",
+                        "after SIGTERM, answers in flight get this long before every "
+                        "connection is closed",
+                        &o::drain_timeout, "a second signal closes them at once")
+          .count("max-connections", "N", "connections beyond this are closed at once",
+                 &o::max_connections, 1)
+          .count("max-batch", "N", "sequences in one request", &o::max_batch, 1)
+          .count("max-rows", "N", "log-prob rows in one answer", &o::max_rows, 1)
+          .count("max-answer-bytes", "N",
+                 "bytes one answer may take, encoded; larger ones get 413 before "
+                 "computing",
+                 &o::max_answer_bytes, 1, bytes)
+          .count("answer-budget-bytes", "N",
+                 "bytes all answers being computed or written may take; past it, 503",
+                 &o::answer_budget_bytes, 1, bytes)
+          .count("body-budget-bytes", "N",
+                 "bytes all request bodies being read may take; past it, 503",
+                 &o::body_budget_bytes, 1, bytes)
+          .count("max-sample-tokens", "N", "max_tokens of one sample request",
+                 &o::max_sample_tokens, 1)
+          .count("max-generated-tokens", "N",
+                 "prompts x n x max_tokens of one sample or completion request",
+                 &o::max_generated_tokens, 1)
+          .count("generation-budget-tokens", "N",
+                 "those of every sample and completion in flight; past it, 503",
+                 &o::generation_budget_tokens, 1)
+          .text("served-model-name", "NAME",
+                "the model's id in the OpenAI routes (/v1/models, /v1/completions' "
+                "\"model\")",
+                &o::served_model_name, "the model's file or folder name");
+  return table;
 }
 
 /// Fewer characters than this in an auth token get a warning at start.
@@ -121,37 +138,9 @@ std::vector<std::string> read_token_file(const std::string& path) {
 
 server::server_options options_from(const parsed_args& args) {
   server::server_options o;
-  o.host = args.text("host", o.host);
-  auto port = args.count("port", o.port);
-  if (port > 65535)
-    throw usage_error("--port: " + std::to_string(port) + " is not a port (0..65535)");
-  o.port = static_cast<std::uint16_t>(port);
+  serve_options().apply(args, o);
   if (args.has("auth-token-file"))
     o.auth_tokens = read_token_file(args.text("auth-token-file", ""));
-  o.io_threads = static_cast<std::uint32_t>(args.count("io-threads", o.io_threads, 1));
-  o.handler_threads =
-      static_cast<std::uint32_t>(args.count("handler-threads", o.handler_threads, 1));
-  o.max_body_bytes = args.count("max-body-bytes", o.max_body_bytes, 1);
-  o.max_header_bytes = args.count("max-header-bytes", o.max_header_bytes, 256);
-  auto ms = [&](const char* flag, std::chrono::milliseconds fallback) {
-    return std::chrono::milliseconds(args.count(flag, fallback.count(), 1));
-  };
-  o.header_timeout = ms("header-timeout-ms", o.header_timeout);
-  o.body_timeout = ms("body-timeout-ms", o.body_timeout);
-  o.idle_timeout = ms("idle-timeout-ms", o.idle_timeout);
-  o.write_stall_timeout = ms("write-stall-timeout-ms", o.write_stall_timeout);
-  o.drain_timeout = ms("drain-timeout-ms", o.drain_timeout);
-  o.max_connections = args.count("max-connections", o.max_connections, 1);
-  o.max_batch = args.count("max-batch", o.max_batch, 1);
-  o.max_rows = args.count("max-rows", o.max_rows, 1);
-  o.max_answer_bytes = args.count("max-answer-bytes", o.max_answer_bytes, 1);
-  o.answer_budget_bytes = args.count("answer-budget-bytes", o.answer_budget_bytes, 1);
-  o.body_budget_bytes = args.count("body-budget-bytes", o.body_budget_bytes, 1);
-  o.max_sample_tokens = args.count("max-sample-tokens", o.max_sample_tokens, 1);
-  o.max_generated_tokens = args.count("max-generated-tokens", o.max_generated_tokens, 1);
-  o.generation_budget_tokens =
-      args.count("generation-budget-tokens", o.generation_budget_tokens, 1);
-  o.served_model_name = args.text("served-model-name", o.served_model_name);
   return o;
 }
 
@@ -167,7 +156,7 @@ std::size_t core_count() {
 } // namespace
 
 int serve_command(const std::vector<std::string>& argv) {
-  const auto args = parse_command_line(argv, usage, serve_flags());
+  const auto args = parse_command_line(argv, usage, serve_options().flags());
   if (args.help)
     return 0;
   const auto options = options_from(args);

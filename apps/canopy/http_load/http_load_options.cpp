@@ -1,5 +1,7 @@
 #include "http_load/http_load_options.hpp"
 
+#include "option_table.hpp"
+
 #include <algorithm>
 #include <charconv>
 #include <fstream>
@@ -40,19 +42,6 @@ http_target parse_target(const std::string& url) {
   return {std::string(scheme) + std::string(rest), std::string(host), std::string(port)};
 }
 
-std::vector<std::size_t> parse_counts(const parsed_args& args, std::string_view flag,
-                                      std::string_view fallback) {
-  std::vector<std::size_t> out;
-  for (const auto& name : args.names(flag, fallback)) {
-    const auto n = parse_positive(name);
-    if (n == 0)
-      throw usage_error("--" + std::string(flag) + ": '" + name +
-                        "' is not a positive integer");
-    out.push_back(n);
-  }
-  return out;
-}
-
 /// The first line of the file, as the server reads its own token file.
 std::string read_token(const std::string& path) {
   std::ifstream in(path);
@@ -76,51 +65,50 @@ std::string_view to_string(http_payload p) {
   return name_of(http_payload_names, p);
 }
 
+const option_table<http_load_options>& http_load_table() {
+  using o = http_load_options;
+  static const auto table =
+      option_table<o>()
+          .other({"target", "URL",
+                  "the running `canopy serve` to measure: http://HOST:PORT"})
+          .enum_list("workload", "hits, misses, comma-separated", http_workload_names,
+                     &o::workloads)
+          .enum_list(
+              "payload",
+              "json, binary (POST /v1/logprobs), completions (POST /v1/completions "
+              "scoring every prompt token), prefill (POST /v1/completions, one "
+              "token generated, no scores), comma-separated",
+              http_payload_names, &o::payloads)
+          .count_list("connections",
+                      "keep-alive connections of each run, comma-separated",
+                      &o::connections)
+          .number("duration-s", "S", "seconds each run sends requests", &o::duration_s)
+          .count("sequence-length", "L", "tokens per request", &o::sequence_length, 1)
+          .count("sequences", "S", "hits: sequences warmed, then asked for at random",
+                 &o::hit_sequences, 1)
+          .count("seed", "S", "seed of the hits set and its choices", &o::seed)
+          .other({"auth-token-file", "F",
+                  "send 'Authorization: Bearer <the file's first line>'"})
+          .count("vocab-size", "V",
+                 "measure a server without GET /v1/model (another OpenAI server, with "
+                 "the completions payloads): random tokens are drawn below V",
+                 &o::vocab_size, 0, shown_as::plain, "0: the served model's, read there")
+          .on_off("json", "print one JSON document instead of the table", &o::json);
+  return table;
+}
+
 std::vector<flag_spec> http_load_flags() {
-  const http_load_options d;
-  return {
-      {"target", "URL", "the running `canopy serve` to measure: http://HOST:PORT"},
-      {"workload", "LIST", "hits, misses, comma-separated (default both)"},
-      {"payload", "LIST",
-       "json, binary (POST /v1/logprobs), completions (POST /v1/completions scoring "
-       "every prompt token), prefill (POST /v1/completions, one token generated, no "
-       "scores), comma-separated (default json,binary)"},
-      {"connections", "LIST",
-       "keep-alive connections of each run, comma-separated (default 1,64,512)"},
-      {"duration-s", "S", "seconds each run sends requests (default 3)"},
-      {"sequence-length", "L",
-       "tokens per request (default " + std::to_string(d.sequence_length) + ")"},
-      {"sequences", "S",
-       "hits: sequences warmed, then asked for at random (default " +
-           std::to_string(d.hit_sequences) + ")"},
-      {"seed", "S", "seed of the hits set and its choices (default 1)"},
-      {"auth-token-file", "F", "send 'Authorization: Bearer <the file's first line>'"},
-      {"vocab-size", "V",
-       "measure a server without GET /v1/model (another OpenAI server, with the "
-       "completions payloads): random tokens are drawn below V"},
-      {"json", "", "print one JSON document instead of the table"},
-  };
+  return http_load_table().flags();
 }
 
 http_load_options http_load_options_of(const parsed_args& args) {
-  const http_load_options d;
   http_load_options o;
+  http_load_table().apply(args, o);
   o.target = parse_target(args.text("target", ""));
-  o.workloads = parse_enum_list(args, "workload", http_workload_names,
-                                values_of(http_workload_names));
-  o.payloads = parse_enum_list(args, "payload", http_payload_names,
-                               {http_payload::json, http_payload::binary});
-  o.connections = parse_counts(args, "connections", "1,64,512");
-  o.duration_s = args.number("duration-s", d.duration_s);
   if (!(o.duration_s > 0))
     throw usage_error("--duration-s: must be more than 0");
-  o.sequence_length = args.count("sequence-length", d.sequence_length, 1);
-  o.hit_sequences = args.count("sequences", d.hit_sequences, 1);
-  o.seed = args.count("seed", d.seed);
   if (args.has("auth-token-file"))
     o.auth_token = read_token(args.text("auth-token-file", ""));
-  o.vocab_size = args.count("vocab-size", 0);
-  o.json = args.has("json");
   return o;
 }
 

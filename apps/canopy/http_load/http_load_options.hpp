@@ -46,17 +46,17 @@ struct http_target {
 
 struct http_load_options {
   http_target target;
-  std::vector<http_workload> workloads;
-  std::vector<http_payload> payloads;
-  std::vector<std::size_t> connections; // one run per count, in the order given
-  double duration_s = 3;                // of each run
-  std::size_t sequence_length = 16;     // tokens per request
-  std::size_t hit_sequences = 256;      // hits: the set asked for again and again
-  std::uint64_t seed = 1;               // of the hits set and of the choices among it
-  std::string auth_token;               // empty: no Authorization header
-  std::size_t vocab_size = 0;           // 0: from GET /v1/model; else a server without
-                                        // it (another OpenAI server), tokens below it
-  bool json = false;                    // one JSON document instead of the table
+  std::vector<http_workload> workloads = {http_workload::hits, http_workload::misses};
+  std::vector<http_payload> payloads = {http_payload::json, http_payload::binary};
+  std::vector<std::size_t> connections = {1, 64, 512}; // one run per count, in order
+  double duration_s = 3;                               // of each run
+  std::size_t sequence_length = 16;                    // tokens per request
+  std::size_t hit_sequences = 256; // hits: the set asked for again and again
+  std::uint64_t seed = 1;          // of the hits set and of the choices among it
+  std::string auth_token;          // empty: no Authorization header
+  std::size_t vocab_size = 0;      // 0: from GET /v1/model; else a server without
+                                   // it (another OpenAI server), tokens below it
+  bool json = false;               // one JSON document instead of the table
 };
 
 /// The load generator's own flags (engine settings do not apply to a remote server).
