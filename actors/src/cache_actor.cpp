@@ -142,26 +142,7 @@ void cache_state::after_change() {
     caf::anon_send(workers[w].handle, demote_kv_atom::value, std::move(handles));
   for (auto& [w, handles] : released)
     caf::anon_send(workers[w].handle, free_kv_atom::value, std::move(handles));
-  const auto& s = trie->stats();
-  auto set = [](std::atomic<std::uint64_t>& gauge, std::uint64_t v) {
-    gauge.store(v, std::memory_order_relaxed);
-  };
-  set(metrics->logprob_evictions, s.logprob_evictions);
-  set(metrics->kv_evictions, s.kv_evictions);
-  set(metrics->kv_demotions, s.kv_demotions);
-  set(metrics->kv_demoted_bytes, s.kv_demoted_bytes);
-  set(metrics->kv_promotions, s.kv_promotions);
-  set(metrics->kv_promoted_bytes, s.kv_promoted_bytes);
-  set(metrics->nodes_removed, s.nodes_removed);
-  set(metrics->locked_nodes, s.locked_nodes);
-  set(metrics->refused_attaches, s.refused_attaches);
-  set(metrics->logprob_entries, s.logprob_entries);
-  set(metrics->logprob_bytes, s.logprob_bytes);
-  for (cache::worker_id w = 0; w < s.kv_bytes.size(); ++w) {
-    set(metrics->worker(w).kv_bytes, s.kv_bytes[w]);
-    set(metrics->worker(w).kv_peak_bytes, s.kv_peak_bytes[w]);
-    set(metrics->worker(w).kv_host_bytes, s.kv_host_bytes[w]);
-  }
+  metrics->publish(trie->stats());
 }
 
 cache_actor::behavior_type cache(cache_actor::stateful_pointer<cache_state> self,
@@ -192,8 +173,8 @@ cache_actor::behavior_type cache(cache_actor::stateful_pointer<cache_state> self
             return;
           }
           leaf = st.lock_miss(q, m);
-          st.metrics->locked_nodes.store(st.trie->stats().locked_nodes,
-                                         std::memory_order_relaxed);
+          st.metrics->cache_count<&engine_stats::locked_nodes>().store(
+              st.trie->stats().locked_nodes, std::memory_order_relaxed);
         }
         self->send(st.batcher, enqueue_atom::value, std::move(q), ticket, sink, leaf);
       },

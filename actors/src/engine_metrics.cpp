@@ -111,6 +111,19 @@ void engine_metrics::count_error(messages::errc code) {
   bump(errors_by_code[index]);
 }
 
+void engine_metrics::publish(const cache::trie_stats& stats) {
+  auto set = [](std::atomic<std::uint64_t>& gauge, std::uint64_t v) {
+    gauge.store(v, std::memory_order_relaxed);
+  };
+  for (std::size_t i = 0; i < cache_counters.size(); ++i)
+    set(cache_counts[i], stats.*cache_counters[i].in_trie);
+  for (std::size_t w = 0; w < stats.kv_bytes.size(); ++w) {
+    set(workers_[w].kv_bytes, stats.kv_bytes[w]);
+    set(workers_[w].kv_peak_bytes, stats.kv_peak_bytes[w]);
+    set(workers_[w].kv_host_bytes, stats.kv_host_bytes[w]);
+  }
+}
+
 engine_stats engine_metrics::snapshot() const {
   auto get = [](const std::atomic<std::uint64_t>& c) {
     return c.load(std::memory_order_relaxed);
@@ -133,17 +146,8 @@ engine_stats engine_metrics::snapshot() const {
   s.tokens_computed = get(tokens_computed);
   s.matmul_flops = get(matmul_flops);
   s.compute_seconds = double(get(compute_ns)) * 1e-9;
-  s.logprob_evictions = get(logprob_evictions);
-  s.kv_evictions = get(kv_evictions);
-  s.kv_demotions = get(kv_demotions);
-  s.kv_demoted_bytes = get(kv_demoted_bytes);
-  s.kv_promotions = get(kv_promotions);
-  s.kv_promoted_bytes = get(kv_promoted_bytes);
-  s.nodes_removed = get(nodes_removed);
-  s.locked_nodes = get(locked_nodes);
-  s.refused_attaches = get(refused_attaches);
-  s.logprob_entries = get(logprob_entries);
-  s.logprob_bytes = get(logprob_bytes);
+  for (std::size_t i = 0; i < cache_counters.size(); ++i)
+    s.*cache_counters[i].in_stats = get(cache_counts[i]);
   const auto now = heartbeat_clock_ns();
   auto age_ms = [now](std::int64_t at) {
     return at == 0 ? -1.0 : double(now - at) * 1e-6;

@@ -387,14 +387,18 @@ TEST_F(batcher_test, eviction_under_pressure_never_changes_an_answer) {
       sched.run();
       ASSERT_TRUE(matches_reference(r, tokens))
           << "sequence " << ::testing::PrintToString(tokens);
-      ASSERT_LE(actors.metrics->logprob_bytes, config.logprob_budget_bytes);
+      ASSERT_LE(
+          actors.metrics->cache_count<&canopy::engine_stats::logprob_bytes>().load(),
+          config.logprob_budget_bytes);
       ASSERT_LE(actors.metrics->worker(0).kv_bytes, config.kv_budget_bytes);
     }
   };
   check();
   check(); // the same queries again, after their rows and KV were evicted
-  EXPECT_GT(actors.metrics->logprob_evictions, 0u);
-  EXPECT_GT(actors.metrics->kv_evictions, 0u);
+  EXPECT_GT(
+      actors.metrics->cache_count<&canopy::engine_stats::logprob_evictions>().load(), 0u);
+  EXPECT_GT(actors.metrics->cache_count<&canopy::engine_stats::kv_evictions>().load(),
+            0u);
 }
 
 } // namespace

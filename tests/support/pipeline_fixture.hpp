@@ -102,7 +102,9 @@ struct pipeline_fixture : deterministic_system {
   }
 
   /// Trie nodes the cache holds locked for queries in the batcher.
-  std::uint64_t locked_nodes() const { return actors.metrics->locked_nodes.load(); }
+  std::uint64_t locked_nodes() const {
+    return actors.metrics->cache_count<&canopy::engine_stats::locked_nodes>().load();
+  }
 
   // Every test ends with its queries answered, so whatever path they took (merged,
   // cancelled, failed, timed out, deferred, evicted around), each lock a lookup took

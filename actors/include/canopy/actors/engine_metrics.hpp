@@ -8,6 +8,7 @@
 #include <canopy/backends/backend.hpp>
 #include <canopy/bucket_histogram.hpp>
 #include <canopy/cache/enum_names.hpp>
+#include <canopy/cache/token_trie.hpp>
 #include <canopy/engine_stats.hpp>
 #include <canopy/messages/errors.hpp>
 
@@ -18,6 +19,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -77,6 +79,37 @@ private:
 /// The time now as worker_metrics::last_heartbeat_ns counts it.
 std::int64_t heartbeat_clock_ns();
 
+/// One of the trie's counters the engine reports: its field in the trie's statistics and
+/// in engine_stats. The table below names each once; the cache actor publishes them and
+/// snapshot() reads them back by it.
+struct cache_counter {
+  std::uint64_t cache::trie_stats::*in_trie;
+  std::uint64_t engine_stats::*in_stats;
+};
+
+inline constexpr std::array<cache_counter, 11> cache_counters{{
+    {&cache::trie_stats::logprob_evictions, &engine_stats::logprob_evictions},
+    {&cache::trie_stats::kv_evictions, &engine_stats::kv_evictions},
+    {&cache::trie_stats::kv_demotions, &engine_stats::kv_demotions},
+    {&cache::trie_stats::kv_demoted_bytes, &engine_stats::kv_demoted_bytes},
+    {&cache::trie_stats::kv_promotions, &engine_stats::kv_promotions},
+    {&cache::trie_stats::kv_promoted_bytes, &engine_stats::kv_promoted_bytes},
+    {&cache::trie_stats::nodes_removed, &engine_stats::nodes_removed},
+    {&cache::trie_stats::locked_nodes, &engine_stats::locked_nodes},
+    {&cache::trie_stats::refused_attaches, &engine_stats::refused_attaches},
+    {&cache::trie_stats::logprob_entries, &engine_stats::logprob_entries},
+    {&cache::trie_stats::logprob_bytes, &engine_stats::logprob_bytes},
+}};
+
+/// The place of engine_stats' `field` among cache_counters (a compile error when it is
+/// none of them, where it is used as a constant).
+constexpr std::size_t cache_counter_index(std::uint64_t engine_stats::*field) {
+  for (std::size_t i = 0; i < cache_counters.size(); ++i)
+    if (cache_counters[i].in_stats == field)
+      return i;
+  throw std::invalid_argument("not a cache counter");
+}
+
 struct engine_metrics {
   /// `nodes`: the remote worker nodes' addresses, in remote_workers order.
   explicit engine_metrics(const std::vector<std::string>& nodes = {});
@@ -88,10 +121,8 @@ struct engine_metrics {
       merged_duplicates{0}, batches{0}, batched_queries{0}, deferred{0}, failed_passes{0},
       tokens_requested{0}, tokens_computed{0}, matmul_flops{0}, compute_ns{0};
   // Written by the cache actor after each operation that changes them (its trie's
-  // accounting).
-  std::atomic<std::uint64_t> logprob_evictions{0}, kv_evictions{0}, nodes_removed{0},
-      refused_attaches{0}, logprob_entries{0}, logprob_bytes{0}, locked_nodes{0},
-      kv_demotions{0}, kv_demoted_bytes{0}, kv_promotions{0}, kv_promoted_bytes{0};
+  // accounting): [cache_counters].
+  std::array<std::atomic<std::uint64_t>, cache_counters.size()> cache_counts{};
   latency_histogram latency;
   latency_histogram pass_round_trip; // a pass sent to a worker until its answer is back
   // Gauge written by the batcher. (Queries in flight need none: every query counts
@@ -102,6 +133,14 @@ struct engine_metrics {
   bucket_histogram batch_size{bucket_histogram::size_bounds()};
 
   engine_stats snapshot() const;
+  /// The cache counter engine_stats calls `field`.
+  template <std::uint64_t engine_stats::*field>
+  std::atomic<std::uint64_t>& cache_count() {
+    return cache_counts[cache_counter_index(field)];
+  }
+  /// Copies the trie's counters and its workers' KV bytes (the cache actor, after each
+  /// change).
+  void publish(const cache::trie_stats& stats);
   /// Counts what a finished pass on `worker` computed.
   void count_pass(std::uint32_t worker, std::uint64_t tokens, std::uint64_t matmul_flops,
                   std::uint64_t compute_ns);
