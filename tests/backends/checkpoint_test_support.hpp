@@ -1,15 +1,19 @@
 #pragma once
 // Helpers for the checkpoint tests (scratch files from scratch_files.hpp): a llama2.c
 // encoder (the inverse of the loader, to build .bin files from synthetic weights), and
-// an assertion that a call throws checkpoint_error whose message names what it must.
+// an assertion that a call throws checkpoint_error whose message names what it must, and
+// the HF directory tests' writers and comparisons.
 // Thread contract: test-thread only.
 
 #include <canopy/backends/checkpoints/checkpoint.hpp>
+#include <canopy/backends/checkpoints/checkpoint_writer.hpp>
+#include <canopy/backends/checkpoints/hf_config.hpp>
 #include <canopy/backends/checkpoints/synthetic_checkpoint.hpp>
 
 #include "scratch_files.hpp"
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <atomic>
 #include <cstdint>
@@ -18,6 +22,7 @@
 #include <fstream>
 #include <initializer_list>
 #include <iterator>
+#include <map>
 #include <string>
 #include <unistd.h>
 
@@ -95,6 +100,61 @@ inline backends::checkpoint small_checkpoint(backends::architecture arch,
   spec.context = 12;
   spec.seed = seed;
   return backends::make_synthetic_checkpoint(spec);
+}
+
+/// Every field of two model configurations is the same.
+inline void expect_same_config(const backends::model_config& a,
+                               const backends::model_config& b) {
+  EXPECT_EQ(a.arch, b.arch);
+  EXPECT_EQ(a.hidden_size, b.hidden_size);
+  EXPECT_EQ(a.intermediate_size, b.intermediate_size);
+  EXPECT_EQ(a.num_layers, b.num_layers);
+  EXPECT_EQ(a.num_heads, b.num_heads);
+  EXPECT_EQ(a.num_kv_heads, b.num_kv_heads);
+  EXPECT_EQ(a.head_dim, b.head_dim);
+  EXPECT_EQ(a.vocab_size, b.vocab_size);
+  EXPECT_EQ(a.context_length, b.context_length);
+  EXPECT_EQ(a.norm_eps, b.norm_eps);
+  EXPECT_EQ(a.rope_theta, b.rope_theta);
+  EXPECT_EQ(a.rope, b.rope);
+  EXPECT_EQ(a.tied_embeddings, b.tied_embeddings);
+  EXPECT_EQ(a.scaling.type, b.scaling.type);
+  EXPECT_EQ(a.scaling.factor, b.scaling.factor);
+  EXPECT_EQ(a.scaling.low_freq_factor, b.scaling.low_freq_factor);
+  EXPECT_EQ(a.scaling.high_freq_factor, b.scaling.high_freq_factor);
+  EXPECT_EQ(a.scaling.original_context, b.scaling.original_context);
+  EXPECT_EQ(a.qkv_bias, b.qkv_bias);
+  EXPECT_EQ(a.qk_norm, b.qk_norm);
+  EXPECT_EQ(a.sliding_window, b.sliding_window);
+  EXPECT_EQ(a.bos_token_id, b.bos_token_id);
+  EXPECT_EQ(a.eos_token_id, b.eos_token_id);
+}
+
+/// The same tensors, names, dtypes, shapes and bytes.
+inline void expect_same_tensors(const backends::checkpoint& a,
+                                const backends::checkpoint& b) {
+  ASSERT_EQ(a.tensors.size(), b.tensors.size());
+  for (const auto& [name, view] : a.tensors) {
+    auto it = b.tensors.find(name);
+    ASSERT_NE(it, b.tensors.end()) << name;
+    EXPECT_EQ(view.dtype, it->second.dtype) << name;
+    EXPECT_EQ(view.shape, it->second.shape) << name;
+    EXPECT_EQ(view_bytes(view), view_bytes(it->second)) << name;
+  }
+}
+
+/// Writes config.json from `config` (edited by the test) and model.safetensors from
+/// `tensors` (edited by the test) into `dir`.
+inline void write_dir(const std::filesystem::path& dir, const nlohmann::json& config,
+                      const std::map<std::string, backends::tensor_view>& tensors) {
+  write_bytes(dir / "config.json", config.dump());
+  backends::write_safetensors_file(dir / "model.safetensors", tensors);
+}
+
+/// The config.json write_hf_checkpoint would write for `ckpt`.
+inline nlohmann::json config_json(const backends::checkpoint& ckpt) {
+  return nlohmann::json::parse(
+      backends::hf_config_json(ckpt.config, backends::weight_dtype::f32));
 }
 
 } // namespace canopy::testing
