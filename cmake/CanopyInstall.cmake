@@ -34,6 +34,7 @@ endif()
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/cache/include/
                   ${PROJECT_SOURCE_DIR}/backends/include/
                   ${PROJECT_SOURCE_DIR}/messages/include/
+                  ${PROJECT_SOURCE_DIR}/actors/types/include/
                   ${PROJECT_SOURCE_DIR}/actors/api/include/
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(EXPORT canopyTargets NAMESPACE canopy:: DESTINATION ${CANOPY_CMAKE_DIR})
