@@ -100,10 +100,8 @@ public:
       o.*member = parse_enum_list(args, flag, names, o.*member);
     };
     auto text = [&names, member](const Options& o) {
-      std::string out;
-      for (const auto value : o.*member)
-        out += (out.empty() ? "" : ",") + std::string(name_of(names, value));
-      return out;
+      return comma_separated(
+          o.*member, [&](Enum value) { return std::string(name_of(names, value)); });
     };
     return add(std::move(flag), "LIST", std::move(help), read, text, {});
   }
@@ -116,10 +114,7 @@ public:
         o.*member = args.positive_counts(flag);
     };
     auto text = [member](const Options& o) {
-      std::string out;
-      for (const auto n : o.*member)
-        out += (out.empty() ? "" : ",") + std::to_string(n);
-      return out;
+      return comma_separated(o.*member, [](std::size_t n) { return std::to_string(n); });
     };
     return add(std::move(flag), "LIST", std::move(help), read, text, {});
   }
@@ -167,6 +162,15 @@ public:
   }
 
 private:
+  /// "a,b,c": each value as `text` writes it.
+  template <class Value, class Text>
+  static std::string comma_separated(const std::vector<Value>& values, Text text) {
+    std::string out;
+    for (const auto& value : values)
+      out += (out.empty() ? "" : ",") + text(value);
+    return out;
+  }
+
   struct entry {
     flag_spec spec;
     std::function<void(const parsed_args&, Options&)> read; // null: the command's own

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <numeric>
 #include <stdexcept>
 
 namespace canopy::backends {
@@ -110,7 +109,7 @@ double byte_masses::max_log(std::size_t first, std::size_t last) const {
 next_byte_distribution byte_masses::next_byte(std::string_view prefix,
                                               byte_reduce reduce) const {
   const bool summing = reduce == byte_reduce::sum;
-  // The value of a range: a mass, or a log max.
+  // The value of a range: a mass, or a log max (0 or none for an empty range).
   auto value = [&](std::size_t first, std::size_t last) {
     return summing ? sum(first, last) : max_log(first, last);
   };
@@ -134,20 +133,16 @@ next_byte_distribution byte_masses::next_byte(std::string_view prefix,
       else
         hi = mid;
     }
-    const std::size_t stop = lo;
-    child[x] = stop > at ? value(at, stop) : (summing ? 0.0 : none);
-    at = stop;
+    child[x] = value(at, lo);
+    at = lo;
   }
-  const double exact =
-      exact_end > first ? value(first, exact_end) : (summing ? 0.0 : none);
+  const double exact = value(first, exact_end);
   const bool empty = prefix.empty();
   if (summing) {
     const double z = sum(first, last) + (empty ? eos_sum_ : 0.0);
     out.log_mass = log_of(z);
     const double log_z = out.log_mass;
-    auto normalized = [&](double mass) {
-      return mass > 0 && z > 0 ? std::log(mass) - log_z : none;
-    };
+    auto normalized = [&](double mass) { return z > 0 ? log_of(mass) - log_z : none; };
     for (int x = 0; x < 256; ++x)
       out.logprobs[x] = normalized(child[x]);
     out.end_of_token = empty ? none : normalized(exact);

@@ -136,7 +136,8 @@ struct engine_metrics {
   /// The cache counter engine_stats calls `field`.
   template <std::uint64_t engine_stats::*field>
   std::atomic<std::uint64_t>& cache_count() {
-    return cache_counts[cache_counter_index(field)];
+    constexpr auto index = cache_counter_index(field); // evaluated while compiling
+    return cache_counts[index];
   }
   /// Copies the trie's counters and its workers' KV bytes (the cache actor, after each
   /// change).
