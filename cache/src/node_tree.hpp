@@ -61,9 +61,10 @@ static_assert(sizeof(node) <= 64, "a node's walked part must fit one cache line"
 
 struct holding {
   row_ptr row;
-  // row->bytes(), kept here because locking a path accounts the bytes of every row on
-  // it: reading them from the rows would be a cache (and TLB) miss per node, as rows
-  // lie scattered over the whole budget.
+  row_extra_ptr extra; // beside the row, dropped with it
+  // row->bytes() plus extra->bytes(), kept here because locking a path accounts the bytes
+  // of every row on it: reading them from the rows would be a cache (and TLB) miss per
+  // node, as rows lie scattered over the whole budget.
   std::size_t row_bytes = 0;
   candidate_set::iterator row_slot; // its element of row candidates while a candidate
   std::vector<kv_entry> kv;         // at most one entry per worker

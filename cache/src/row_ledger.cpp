@@ -17,19 +17,19 @@ void row_ledger::account_lock(node_id id, bool locking) {
   locked_rows_ = locking ? locked_rows_ + 1 : locked_rows_ - 1;
 }
 
-bool row_ledger::room(std::size_t used_bytes, std::size_t used_rows,
-                      std::size_t bytes) const {
+bool row_ledger::room(std::size_t used_bytes, std::size_t used_rows, std::size_t bytes,
+                      bool extra) const {
   const std::size_t max_rows = tree_.config.logprob_max_entries;
   return fits_in(used_bytes, bytes, tree_.config.logprob_budget_bytes) &&
-         (max_rows == 0 || used_rows < max_rows);
+         (extra || max_rows == 0 || used_rows < max_rows);
 }
 
-bool row_ledger::fits(std::size_t bytes) const {
-  return room(tree_.stats.logprob_bytes, tree_.stats.logprob_entries, bytes);
+bool row_ledger::fits(std::size_t bytes, bool extra) const {
+  return room(tree_.stats.logprob_bytes, tree_.stats.logprob_entries, bytes, extra);
 }
 
-bool row_ledger::feasible(std::size_t bytes) const {
-  return room(locked_bytes_, locked_rows_, bytes);
+bool row_ledger::feasible(std::size_t bytes, bool extra) const {
+  return room(locked_bytes_, locked_rows_, bytes, extra);
 }
 
 void row_ledger::add(node_id id, row_ptr row) {
@@ -46,6 +46,17 @@ void row_ledger::add(node_id id, row_ptr row) {
   refresh(id);
 }
 
+void row_ledger::add_extra(node_id id, row_extra_ptr extra) {
+  holding& h = tree_.held[id];
+  const std::size_t bytes = extra->bytes();
+  h.extra = std::move(extra);
+  h.row_bytes += bytes;
+  tree_.stats.logprob_bytes += bytes;
+  ++tree_.stats.row_extras;
+  if (tree_.nodes[id].locks != 0)
+    locked_bytes_ += bytes;
+}
+
 void row_ledger::drop(node_id id) {
   node& x = tree_.nodes[id];
   holding& h = tree_.held[id];
@@ -54,7 +65,10 @@ void row_ledger::drop(node_id id) {
   --tree_.stats.logprob_entries;
   if (x.locks != 0)
     account_lock(id, false);
+  if (h.extra)
+    --tree_.stats.row_extras;
   h.row.reset();
+  h.extra.reset();
   h.row_bytes = 0;
   --tree_.nodes[x.parent].row_children;
   refresh(x.parent);
@@ -72,7 +86,7 @@ void row_ledger::evict() {
 void row_ledger::check() const {
   const auto& nodes = tree_.nodes;
   std::vector<std::uint32_t> row_child_count(nodes.size());
-  std::uint64_t rows = 0, bytes = 0, locked_bytes = 0, locked_rows = 0;
+  std::uint64_t rows = 0, extras = 0, bytes = 0, locked_bytes = 0, locked_rows = 0;
   std::size_t members = 0;
   for (node_id id = 0; id < nodes.size(); ++id) {
     const node& x = nodes[id];
@@ -81,13 +95,18 @@ void row_ledger::check() const {
       continue;
     if (id != root_node)
       row_child_count[x.parent] += h.row ? 1 : 0;
-    if (h.row_bytes != (h.row ? h.row->bytes() : 0))
-      violation(node_name(id) + ": kept row size differs from its row's");
+    if (h.extra && !h.row)
+      violation(node_name(id) + ": an extra without its row");
+    const std::size_t held_bytes =
+        (h.row ? h.row->bytes() : 0) + (h.extra ? h.extra->bytes() : 0);
+    if (h.row_bytes != held_bytes)
+      violation(node_name(id) + ": kept row size differs from its row's and extra's");
     if (h.row) {
       ++rows;
-      bytes += h.row->bytes();
+      extras += h.extra ? 1 : 0;
+      bytes += held_bytes;
       if (x.locks != 0) {
-        locked_bytes += h.row->bytes();
+        locked_bytes += held_bytes;
         ++locked_rows;
       }
     }
@@ -108,7 +127,8 @@ void row_ledger::check() const {
       violation(node_name(id) + ": count of children holding log-probs is wrong");
   if (candidates_.size() != members)
     violation("log-prob candidate set holds non-candidates");
-  if (tree_.stats.logprob_entries != rows || tree_.stats.logprob_bytes != bytes)
+  if (tree_.stats.logprob_entries != rows || tree_.stats.logprob_bytes != bytes ||
+      tree_.stats.row_extras != extras)
     violation("log-prob statistics disagree with the nodes");
   if (locked_bytes_ != locked_bytes || locked_rows_ != locked_rows)
     violation("locked log-prob totals disagree with the nodes");

@@ -26,11 +26,14 @@ public:
   // evicted.
   void account_lock(node_id id, bool locking);
 
-  // A row of `bytes` fits now / would fit once every unlocked row were evicted.
-  bool fits(std::size_t bytes) const;
-  bool feasible(std::size_t bytes) const;
+  // A row of `bytes` fits now / would fit once every unlocked row were evicted; with
+  // extra, `bytes` joins a row already counted (no new entry).
+  bool fits(std::size_t bytes, bool extra = false) const;
+  bool feasible(std::size_t bytes, bool extra = false) const;
 
   void add(node_id id, row_ptr row);
+  // Keeps `extra` beside the node's row (which it must hold, with no extra yet).
+  void add_extra(node_id id, row_extra_ptr extra);
   void drop(node_id id);
   // Drops the first candidate's row (and prunes its node when that leaves it empty).
   void evict();
@@ -39,7 +42,8 @@ public:
   void check() const;
 
 private:
-  bool room(std::size_t used_bytes, std::size_t used_rows, std::size_t bytes) const;
+  bool room(std::size_t used_bytes, std::size_t used_rows, std::size_t bytes,
+            bool extra) const;
 
   node_tree& tree_;
   candidate_set candidates_;

@@ -133,6 +133,14 @@ struct token_trie::impl {
         [&] { rows.evict(); }, [&] { rows.add(id, std::move(row)); });
   }
 
+  bool attach_extra(node_id id, row_extra_ptr extra) {
+    const std::size_t need = extra->bytes();
+    return attach_with_room(
+        id, false, [&] { return rows.fits(need, true); },
+        [&] { return rows.feasible(need, true); }, [&] { rows.evict(); },
+        [&] { rows.add_extra(id, std::move(extra)); });
+  }
+
   bool attach_kv(node_id id, worker_id worker, kv_handle handle, std::size_t bytes) {
     return attach_with_room(
         id, true, [&] { return kv.fits(worker, bytes); },
@@ -169,8 +177,10 @@ struct token_trie::impl {
       touch_window(cur, priority, true);
     result.node = cur;
     result.length = depth;
-    if (depth == n)
+    if (depth == n) {
       result.logprobs = tree.held[cur].row;
+      result.extra = tree.held[cur].extra;
+    }
     kv.collect(kv_end, result.kv);
     return result;
   }
@@ -322,6 +332,16 @@ bool token_trie::attach_logprobs(node_id node, row_ptr row) {
   return impl_->attach_logprobs(node, std::move(row));
 }
 
+bool token_trie::attach_extra(node_id node, const row_ptr& row, row_extra_ptr extra) {
+  impl_->tree.checked(node);
+  if (!row || !extra)
+    throw std::invalid_argument("token_trie::attach_extra: null row or extra");
+  const holding& h = impl_->tree.held[node];
+  if (h.row != row || h.extra)
+    return false;
+  return impl_->attach_extra(node, std::move(extra));
+}
+
 bool token_trie::attach_kv(node_id node, worker_id worker, kv_handle handle,
                            std::size_t bytes) {
   impl_->tree.checked(node);
@@ -342,6 +362,11 @@ std::uint32_t token_trie::promote_kv(node_id node, worker_id worker) {
 row_ptr token_trie::logprobs(node_id node) const {
   impl_->tree.checked(node);
   return impl_->tree.held[node].row;
+}
+
+row_extra_ptr token_trie::extra(node_id node) const {
+  impl_->tree.checked(node);
+  return impl_->tree.held[node].extra;
 }
 
 kv_handle token_trie::kv(node_id node, worker_id worker) const {

@@ -5,6 +5,7 @@
 
 #include <canopy/backends/tokenizers/next_byte.hpp>
 #include <canopy/backends/tokenizers/tokenizer.hpp>
+#include <canopy/cache/logprob_row.hpp>
 
 #include "shared_fixtures.hpp"
 
@@ -108,6 +109,18 @@ std::vector<float> random_row(std::size_t size, std::mt19937_64& rng) {
   return row;
 }
 
+std::shared_ptr<const byte_order> order_of(const vocab& v,
+                                           std::vector<std::int32_t> eos) {
+  return std::make_shared<const byte_order>(v, std::move(eos));
+}
+
+byte_masses
+masses_of(std::shared_ptr<const byte_order> order, const std::vector<float>& row,
+          canopy::cache::row_dtype dtype = canopy::cache::row_dtype::float32) {
+  return byte_masses(std::move(order),
+                     canopy::cache::logprob_row::encode(row.data(), row.size(), dtype));
+}
+
 // Tokens 0 and 1: control and EOS; "a" twice (shared byte strings count each); bytes
 // above 0x7f; "b" alone.
 const vocab small{
@@ -116,11 +129,11 @@ const vocab small{
     std::string()};
 
 TEST(next_byte, sums_follow_the_contract_on_a_small_vocabulary) {
-  const byte_order order(small, {1});
+  const auto order = order_of(small, {1});
   std::vector<float> row = {std::log(0.05f), std::log(0.1f),  std::log(0.2f),
                             std::log(0.1f),  std::log(0.15f), std::log(0.05f),
                             std::log(0.25f), std::log(0.05f), std::log(0.05f)};
-  const byte_masses masses(order, row.data(), row.size());
+  const auto masses = masses_of(order, row);
   const auto root = masses.next_byte("", byte_reduce::sum);
   // Z = every token with bytes, plus EOS: 0.9 (the control token and the empty one out).
   EXPECT_NEAR(root.log_mass, std::log(0.9), 1e-6);
@@ -147,9 +160,8 @@ TEST(next_byte, sums_follow_the_contract_on_a_small_vocabulary) {
 }
 
 TEST(next_byte, maxima_are_the_best_token_under_each_byte) {
-  const byte_order order(small, {1});
   const std::vector<float> row = {-1, -2, -3, -0.5f, -4, -5, -6, -7, -0.1f};
-  const byte_masses masses(order, row.data(), row.size());
+  const auto masses = masses_of(order_of(small, {1}), row);
   const auto root = masses.next_byte("", byte_reduce::max);
   EXPECT_EQ(root.logprobs['a'], -0.5);
   EXPECT_EQ(root.logprobs[0xff], -6.0);
@@ -165,9 +177,35 @@ TEST(next_byte, maxima_are_the_best_token_under_each_byte) {
 TEST(next_byte, eos_ids_are_a_set_inside_the_vocabulary_and_a_row_must_fit_it) {
   EXPECT_THROW(byte_order(small, {9}), std::invalid_argument);
   EXPECT_EQ(byte_order(small, {1, 1}).eos_ids(), std::vector<std::int32_t>{1});
-  const byte_order order(small, {1});
   const std::vector<float> row(3, 0.0f);
-  EXPECT_THROW(byte_masses(order, row.data(), row.size()), std::invalid_argument);
+  EXPECT_THROW(masses_of(order_of(small, {1}), row), std::invalid_argument);
+}
+
+TEST(next_byte, half_precision_rows_are_read_as_their_decoded_values) {
+  std::vector<float> row = {-1, -2, -3.1f, -0.51f, -4, -5, -6, -7, -0.1f};
+  const auto order = order_of(small, {1});
+  const auto half = masses_of(order, row, canopy::cache::row_dtype::float16);
+  // The reference gets the values the row holds: float16 roundings of the originals.
+  for (auto& x : row)
+    x = canopy::cache::half_to_float(canopy::cache::float_to_half(x));
+  for (const auto reduce : {byte_reduce::sum, byte_reduce::max}) {
+    const auto got = half.next_byte("a", reduce);
+    const auto want = masses_of(order, row).next_byte("a", reduce);
+    EXPECT_EQ(got.logprobs['b'], want.logprobs['b']);
+    EXPECT_EQ(got.end_of_token, want.end_of_token);
+  }
+}
+
+TEST(next_byte, masses_take_a_fraction_of_their_rows_memory) {
+  vocab v;
+  for (int i = 0; i < 100000; ++i)
+    v.push_back(std::to_string(i));
+  const std::vector<float> row(v.size(), -11.5f);
+  const auto masses = masses_of(order_of(v, {}), row);
+  // Two trees of 8- and 4-byte entries over one leaf per block_tokens tokens.
+  const double per_token = double(masses.bytes()) / double(v.size());
+  EXPECT_LE(per_token, 2 * 12.0 / byte_masses::block_tokens + 0.01);
+  EXPECT_LT(masses.bytes(), row.size() * sizeof(float) / 2);
 }
 
 class next_byte_on_shared : public ::testing::TestWithParam<const char*> {};
@@ -183,11 +221,11 @@ TEST_P(next_byte_on_shared, random_rows_match_the_reference_at_every_kind_of_pre
     if (!v[t] || v[t]->empty())
       eos.push_back(static_cast<std::int32_t>(t));
   eos.push_back(static_cast<std::int32_t>(v.size() - 1));
-  const byte_order order(v, eos);
+  const auto order = order_of(v, eos);
   std::mt19937_64 rng(7);
   for (int r = 0; r < 2; ++r) {
     const auto row = random_row(v.size(), rng);
-    const byte_masses masses(order, row.data(), row.size());
+    const auto masses = masses_of(order, row);
     // The empty prefix, then prefixes of random tokens (every length of each), and one
     // byte string no token starts with.
     std::vector<std::string> prefixes{""};

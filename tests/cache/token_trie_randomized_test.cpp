@@ -36,6 +36,15 @@ constexpr std::uint32_t max_workers = 5;
 const std::string_view partition_names[] = {"", "a", "ab"};
 constexpr std::size_t partition_count = 3;
 
+class sized_extra final : public row_extra {
+public:
+  explicit sized_extra(std::size_t bytes) : bytes_(bytes) {}
+  std::size_t bytes() const override { return bytes_; }
+
+private:
+  std::size_t bytes_;
+};
+
 struct lock_record {
   node_id node = root_node;
   token_seq seq;
@@ -200,8 +209,10 @@ private:
       lock();
     else if (op < 56)
       unlock();
-    else if (op < 72)
+    else if (op < 68)
       attach_logprobs();
+    else if (op < 72)
+      attach_extra();
     else if (op < 92)
       attach_kv();
     else if (op < 94 && config_.kv_host_budget_bytes != 0)
@@ -307,7 +318,7 @@ private:
     std::size_t protected_bytes = 0, protected_rows = 0;
     for (node_id p : protected_nodes(n))
       if (const row_ptr held = trie_.logprobs(p)) {
-        protected_bytes += held->bytes();
+        protected_bytes += held_bytes(p);
         ++protected_rows;
       }
     const std::size_t max_rows = config_.logprob_max_entries;
@@ -330,6 +341,34 @@ private:
     for (lock_record& r : locks_)
       if (r.node == n)
         r.row = after;
+  }
+
+  // A node's row and extra bytes.
+  std::size_t held_bytes(node_id n) const {
+    const row_extra_ptr extra = trie_.extra(n);
+    return trie_.logprobs(n)->bytes() + (extra ? extra->bytes() : 0);
+  }
+
+  // An extra of up to a row's bytes beside the row the target holds, if any.
+  void attach_extra() {
+    const auto [n, s] = target();
+    const row_ptr row = trie_.logprobs(n);
+    if (!row)
+      return;
+    const bool had_extra = trie_.extra(n) != nullptr;
+    std::size_t protected_bytes = 0;
+    for (node_id p : protected_nodes(n))
+      if (trie_.logprobs(p))
+        protected_bytes += held_bytes(p);
+    const auto extra = std::make_shared<sized_extra>(1 + pick(row->bytes()));
+    const bool room =
+        fits_in(protected_bytes, extra->bytes(), config_.logprob_budget_bytes);
+    const bool ok = trie_.attach_extra(n, row, extra);
+    ASSERT_EQ(ok, !had_extra && room);
+    EXPECT_EQ(trie_.logprobs(n), row) << "an extra's attach replaced its row";
+    if (ok) {
+      EXPECT_EQ(trie_.extra(n), extra);
+    }
   }
 
   // Mostly one token past a KV prefix that exists, where an attach can succeed.

@@ -56,54 +56,90 @@ std::pair<std::size_t, std::size_t> byte_order::range(std::string_view prefix) c
           static_cast<std::size_t>(last - bytes_.begin())};
 }
 
-byte_masses::byte_masses(const byte_order& order, const float* logprobs, std::size_t size)
-    : order_(order), eos_max_log_(none) {
-  if (size != order.vocab_size())
-    throw std::invalid_argument("a row of " + std::to_string(size) +
+byte_masses::byte_masses(std::shared_ptr<const byte_order> order, cache::row_ptr row)
+    : order_(std::move(order)), row_(std::move(row)), values_(row_->float32_data()),
+      eos_max_log_(none) {
+  if (row_->vocab() != order_->vocab_size())
+    throw std::invalid_argument("a row of " + std::to_string(row_->vocab()) +
                                 " for a vocabulary of " +
-                                std::to_string(order.vocab_size()));
-  const auto& tokens = order.tokens();
-  leaves_ = 1;
-  while (leaves_ < std::max<std::size_t>(tokens.size(), 1))
-    leaves_ *= 2;
-  sums_.assign(2 * leaves_, 0.0);
-  maxima_.assign(2 * leaves_, none);
-  for (std::size_t i = 0; i < tokens.size(); ++i) {
-    const double lp = logprobs[tokens[i]];
-    sums_[leaves_ + i] = std::exp(lp);
-    maxima_[leaves_ + i] = lp;
+                                std::to_string(order_->vocab_size()));
+  const auto n = order_->tokens().size();
+  blocks_ = (n + block_tokens - 1) / block_tokens;
+  sums_.assign(2 * blocks_, 0.0);
+  maxima_.assign(2 * blocks_, -std::numeric_limits<float>::infinity());
+  for (std::size_t i = 0; i < n; ++i) {
+    const float lp = log_at(i);
+    const auto leaf = blocks_ + i / block_tokens;
+    sums_[leaf] += std::exp(static_cast<double>(lp));
+    maxima_[leaf] = std::max(maxima_[leaf], lp);
   }
-  for (std::size_t i = leaves_ - 1; i >= 1; --i) {
+  for (std::size_t i = blocks_; i-- > 1;) {
     sums_[i] = sums_[2 * i] + sums_[2 * i + 1];
     maxima_[i] = std::max(maxima_[2 * i], maxima_[2 * i + 1]);
   }
-  for (const auto id : order.eos_ids()) {
-    const double lp = logprobs[id];
+  for (const auto id : order_->eos_ids()) {
+    const double lp = values_ ? values_[id] : row_->at(static_cast<std::size_t>(id));
     eos_sum_ += std::exp(lp);
     eos_max_log_ = std::max(eos_max_log_, lp);
   }
 }
 
-double byte_masses::sum(std::size_t first, std::size_t last) const {
-  double total = 0;
-  for (first += leaves_, last += leaves_; first < last; first /= 2, last /= 2) {
-    if (first & 1)
-      total += sums_[first++];
-    if (last & 1)
-      total += sums_[--last];
+std::size_t byte_masses::bytes() const {
+  return sizeof(*this) + sums_.capacity() * sizeof(double) +
+         maxima_.capacity() * sizeof(float);
+}
+
+float byte_masses::log_at(std::size_t i) const {
+  const auto t = static_cast<std::size_t>(order_->tokens()[i]);
+  return values_ ? values_[t] : row_->at(t);
+}
+
+namespace {
+
+/// Folds `combine` over the tokens [first, last) of byte order: the partial blocks at
+/// its ends token by token (`leaf`), the whole blocks through `tree` (a tree over
+/// `blocks` leaves at blocks + b, node i over 2i and 2i + 1: any count works, since
+/// both folds commute).
+template <class T, class Leaf, class Combine>
+T fold_range(std::size_t first, std::size_t last, std::size_t blocks,
+             const std::vector<T>& tree, T total, Leaf leaf, Combine combine) {
+  constexpr auto block = byte_masses::block_tokens;
+  auto scan = [&](std::size_t from, std::size_t to) {
+    for (; from < to; ++from)
+      total = combine(total, leaf(from));
+  };
+  const auto block_first = (first + block - 1) / block;
+  const auto block_last = last / block;
+  if (first >= last || block_first >= block_last) { // no whole block inside
+    scan(first, last);
+    return total;
+  }
+  scan(first, block_first * block);
+  scan(block_last * block, last);
+  for (auto lo = block_first + blocks, hi = block_last + blocks; lo < hi;
+       lo /= 2, hi /= 2) {
+    if (lo & 1)
+      total = combine(total, tree[lo++]);
+    if (hi & 1)
+      total = combine(total, tree[--hi]);
   }
   return total;
 }
 
+} // namespace
+
+double byte_masses::sum(std::size_t first, std::size_t last) const {
+  return fold_range(
+      first, last, blocks_, sums_, 0.0,
+      [&](std::size_t i) { return std::exp(static_cast<double>(log_at(i))); },
+      [](double a, double b) { return a + b; });
+}
+
 double byte_masses::max_log(std::size_t first, std::size_t last) const {
-  double best = none;
-  for (first += leaves_, last += leaves_; first < last; first /= 2, last /= 2) {
-    if (first & 1)
-      best = std::max(best, maxima_[first++]);
-    if (last & 1)
-      best = std::max(best, maxima_[--last]);
-  }
-  return best;
+  return fold_range(
+      first, last, blocks_, maxima_, -std::numeric_limits<float>::infinity(),
+      [&](std::size_t i) { return log_at(i); },
+      [](float a, float b) { return std::max(a, b); });
 }
 
 next_byte_distribution byte_masses::next_byte(std::string_view prefix,
@@ -113,11 +149,12 @@ next_byte_distribution byte_masses::next_byte(std::string_view prefix,
   auto value = [&](std::size_t first, std::size_t last) {
     return summing ? sum(first, last) : max_log(first, last);
   };
-  auto [first, last] = order_.range(prefix);
+  const auto& order = *order_;
+  auto [first, last] = order.range(prefix);
   // The tokens whose bytes are the prefix come first in its range; then each next
   // byte's, in byte order.
   std::size_t exact_end = first;
-  while (exact_end < last && order_.bytes_at(exact_end).size() == prefix.size())
+  while (exact_end < last && order.bytes_at(exact_end).size() == prefix.size())
     ++exact_end;
   next_byte_distribution out;
   std::array<double, 256> child{};
@@ -128,7 +165,7 @@ next_byte_distribution byte_masses::next_byte(std::string_view prefix,
     std::size_t lo = at, hi = last;
     while (lo < hi) {
       const auto mid = lo + (hi - lo) / 2;
-      if (static_cast<unsigned char>(order_.bytes_at(mid)[prefix.size()]) <= byte)
+      if (static_cast<unsigned char>(order.bytes_at(mid)[prefix.size()]) <= byte)
         lo = mid + 1;
       else
         hi = mid;

@@ -48,6 +48,7 @@
 
 #include <canopy/cache/eviction_policy.hpp>
 #include <canopy/cache/logprob_row.hpp>
+#include <canopy/cache/row_extra.hpp>
 #include <canopy/cache/types.hpp>
 
 #include <cstddef>
@@ -83,6 +84,7 @@ struct match_result {
                              // has no nodes yet (insert then, not extend)
   std::uint32_t length = 0;  // its depth: how many leading tokens exist in the trie
   row_ptr logprobs;          // row after the WHOLE sequence, when stored
+  row_extra_ptr extra;       // what is kept beside that row, if anything
   std::vector<kv_prefix> kv; // [workers]
 };
 
@@ -100,7 +102,8 @@ struct trie_stats {
   std::uint64_t nodes = 0;                    // including the root
   std::uint64_t locked_nodes = 0;             // nodes in use (non-zero lock count)
   std::uint64_t logprob_entries = 0;          // nodes holding a row
-  std::uint64_t logprob_bytes = 0;            // sum of their row bytes
+  std::uint64_t logprob_bytes = 0;            // sum of their row and extra bytes
+  std::uint64_t row_extras = 0;               // rows with an extra beside them
   std::vector<std::uint64_t> kv_entries;      // [workers]
   std::vector<std::uint64_t> kv_bytes;        // [workers]
   std::vector<std::uint64_t> kv_peak_bytes;   // [workers] the most kv_bytes has been
@@ -185,6 +188,13 @@ public:
   /// ancestors) until it fits. False when it cannot fit; a row already present is kept.
   bool attach_logprobs(node_id node, row_ptr row);
 
+  /// Keeps `extra` beside the node's row, charged to the log-prob budget with it and
+  /// dropped with it, evicting candidates (never `node` or its ancestors) until it
+  /// fits. False when the node no longer holds `row` (the very object the extra was
+  /// computed from: it was evicted, or another was stored), holds an extra already,
+  /// or the extra cannot fit; the row stays either way.
+  bool attach_extra(node_id node, const row_ptr& row, row_extra_ptr extra);
+
   /// Stores the KV handle of the node's token on `worker`, which costs `bytes` of that
   /// worker's budget, evicting KV candidates of that worker (never `node` or the
   /// prefix it continues) until it fits. False (and the caller still owns the handle)
@@ -203,6 +213,7 @@ public:
   std::uint32_t promote_kv(node_id node, worker_id worker);
 
   row_ptr logprobs(node_id node) const;
+  row_extra_ptr extra(node_id node) const;               // null when none
   kv_handle kv(node_id node, worker_id worker) const;    // no_kv when absent
   bool kv_on_host(node_id node, worker_id worker) const; // false when absent
 
