@@ -169,7 +169,8 @@ cache_actor::behavior_type cache(cache_actor::stateful_pointer<cache_state> self
               m.length == q.tokens.size() ? st.answerable(m.node, q.require_kv) : nullptr;
           if (row) {
             bump(st.metrics->cache_hits);
-            self->send(sink, answer_atom::value, ticket, shared_logprobs{std::move(row)});
+            self->send(sink, answer_atom::value, ticket,
+                       shared_logprobs{std::move(row), m.extra});
             return;
           }
           leaf = st.lock_miss(q, m);
@@ -202,6 +203,17 @@ cache_actor::behavior_type cache(cache_actor::stateful_pointer<cache_state> self
           return make_error(errc::backend_failure,
                             std::string("storing a pass: ") + e.what());
         }
+      },
+      [=](keep_atom, const std::string& partition, const cache::token_seq& tokens,
+          shared_logprobs& answer) {
+        auto& st = self->state;
+        if (!st.options.enabled || !answer.row || !answer.extra)
+          return;
+        const auto node = st.trie->find(partition, tokens.data(), tokens.size());
+        if (node == cache::no_node)
+          return;
+        st.trie->attach_extra(node, answer.row, std::move(answer.extra));
+        st.after_change();
       },
       [=](release_atom, const std::vector<cache::node_id>& leaves) {
         auto& st = self->state;

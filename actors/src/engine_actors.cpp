@@ -122,9 +122,10 @@ spawn_local_workers(caf::actor_system& sys, const engine_config& config,
   return out;
 }
 
-engine_actors spawn_engine_actors(caf::actor_system& sys, const engine_config& config,
-                                  backends::model_info model,
-                                  std::vector<worker_binding> workers) {
+engine_actors
+spawn_engine_actors(caf::actor_system& sys, const engine_config& config,
+                    backends::model_info model, std::vector<worker_binding> workers,
+                    std::shared_ptr<const backends::byte_order> byte_order) {
   for (const auto& w : workers)
     if (auto problem = admission_problem(model, w.description); !problem.empty())
       throw canopy::error(errc::invalid_config, problem);
@@ -171,6 +172,7 @@ engine_actors spawn_engine_actors(caf::actor_system& sys, const engine_config& c
 
   request_options request_opts;
   request_opts.query_timeout = from_ms(config.query_timeout_ms);
+  request_opts.byte_order = std::move(byte_order);
   // On 2 cores one front answered cache hits ~30% faster than two; more cores want more.
   const auto fronts = config.request_actors != 0
                           ? config.request_actors

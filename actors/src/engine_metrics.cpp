@@ -136,6 +136,8 @@ engine_stats engine_metrics::snapshot() const {
   s.queries = get(queries);
   s.in_flight = s.queries - std::min(s.queries, s.answered + s.failed);
   s.cache_hits = get(cache_hits);
+  s.next_byte_queries = get(next_byte_queries);
+  s.next_byte_masses_made = get(next_byte_masses_made);
   s.merged_duplicates = get(merged_duplicates);
   s.batches = get(batches);
   s.batched_queries = get(batched_queries);
@@ -231,6 +233,10 @@ std::string engine_stats::to_json() const {
         {"promoted_bytes", kv_promoted_bytes}}},
       {"refused_attaches", refused_attaches},
       {"logprob_entries", logprob_entries},
+      {"next_byte",
+       {{"queries", next_byte_queries},
+        {"masses_made", next_byte_masses_made},
+        {"masses_kept", next_byte_masses_kept}}},
       {"locked_nodes", locked_nodes},
       {"bytes",
        {{"logprobs", logprob_bytes},

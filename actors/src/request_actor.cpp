@@ -151,9 +151,49 @@ void ask_uncached(request_pointer self, const cache::token_seq& tokens,
              caf::actor_cast<answer_sink>(self));
 }
 
+using next_byte_fn = std::function<void(caf::expected<backends::next_byte_distribution>)>;
+
+/// A next-byte query: its sequence's row, found or computed as a query's, and then the
+/// distribution from the masses beside it. A row that came without masses gets them
+/// made here (request actors share that work; the cache actor only keeps them) and
+/// sent to the cache to be kept beside it (Note [masses beside rows] in next_byte.hpp).
+void ask_next_byte(request_pointer self, next_byte_query nq, next_byte_fn answer,
+                   std::optional<caller_key> caller = std::nullopt) {
+  auto& st = self->state;
+  bump(st.metrics->next_byte_queries);
+  auto order = st.options.byte_order;
+  // The sequence is copied: the masses are kept by the partition and sequence.
+  answer_fn on_row = [self, order, prefix = std::move(nq.prefix), reduce = nq.reduce,
+                      partition = nq.tokens.partition, tokens = nq.tokens.tokens,
+                      answer = std::move(answer)](caf::expected<shared_logprobs> row) {
+    if (!row)
+      return answer(row.error());
+    auto masses = std::dynamic_pointer_cast<const backends::byte_masses>(row->extra);
+    if (!masses) {
+      try {
+        masses = std::make_shared<const backends::byte_masses>(order, row->row);
+      } catch (const std::invalid_argument& e) { // a row that does not fit the order
+        return answer(make_error(errc::backend_failure, e.what()));
+      }
+      bump(self->state.metrics->next_byte_masses_made);
+      self->send(self->state.cache, keep_atom::value, partition, tokens,
+                 shared_logprobs{row->row, masses});
+    }
+    answer(masses->next_byte(prefix, reduce));
+  };
+  if (!order)
+    return reject(self,
+                  make_error(errc::no_tokenizer, "the model " + st.model.name +
+                                                     " has no tokenizer: next-byte "
+                                                     "queries need its token bytes"),
+                  on_row);
+  ask(self, std::move(nq.tokens), std::move(on_row), std::move(caller));
+}
+
 /// Adapts a response promise to an answer function.
-answer_fn to_promise(caf::typed_response_promise<shared_logprobs> promise) {
-  return [promise](caf::expected<shared_logprobs> result) mutable {
+template <class T>
+std::function<void(caf::expected<T>)> to_promise(caf::typed_response_promise<T> promise) {
+  return [promise](caf::expected<T> result) mutable {
     if (result)
       promise.deliver(std::move(*result));
     else
@@ -162,8 +202,10 @@ answer_fn to_promise(caf::typed_response_promise<shared_logprobs> promise) {
 }
 
 /// Answers (answer_atom, id, ...) to a sink.
-answer_fn to_sink(request_pointer self, answer_sink sink, std::uint64_t id) {
-  return [self, sink = std::move(sink), id](caf::expected<shared_logprobs> result) {
+template <class T, class Sink>
+std::function<void(caf::expected<T>)> to_sink(request_pointer self, Sink sink,
+                                              std::uint64_t id) {
+  return [self, sink = std::move(sink), id](caf::expected<T> result) {
     if (result)
       self->send(sink, answer_atom::value, id, std::move(*result));
     else
@@ -171,13 +213,13 @@ answer_fn to_sink(request_pointer self, answer_sink sink, std::uint64_t id) {
   };
 }
 
-void cancel_for(request_pointer self, const answer_sink& sink,
+void cancel_for(request_pointer self, const caf::actor_addr& sink,
                 const std::vector<std::uint64_t>& ids) {
   auto& st = self->state;
   std::vector<std::uint64_t> tickets;
   std::vector<query> keys;
   for (auto id : ids) {
-    auto it = st.by_caller.find(caller_key{sink.address(), id});
+    auto it = st.by_caller.find(caller_key{sink, id});
     if (it == st.by_caller.end())
       continue; // answered already
     tickets.push_back(it->second.ticket);
@@ -241,10 +283,29 @@ engine_actor::behavior_type request_actor(request_pointer self, request_options 
         ask(self, std::move(q), std::move(callback.fn));
       },
       [=](logprobs_atom, query& q, std::uint64_t id, const answer_sink& sink) {
-        ask(self, std::move(q), to_sink(self, sink, id), caller_key{sink.address(), id});
+        ask(self, std::move(q), to_sink<shared_logprobs>(self, sink, id),
+            caller_key{sink.address(), id});
+      },
+      [=](next_byte_atom, next_byte_query& q) {
+        auto promise = self->make_response_promise<backends::next_byte_distribution>();
+        ask_next_byte(self, std::move(q), to_promise(promise));
+        return promise;
+      },
+      [=](next_byte_atom, next_byte_query& q, next_byte_reply& callback) {
+        ask_next_byte(self, std::move(q), std::move(callback.fn));
+      },
+      [=](next_byte_atom, next_byte_query& q, std::uint64_t id,
+          const next_byte_sink& sink) {
+        ask_next_byte(self, std::move(q),
+                      to_sink<backends::next_byte_distribution>(self, sink, id),
+                      caller_key{sink.address(), id});
       },
       [=](cancel_atom, const answer_sink& sink, const std::vector<std::uint64_t>& ids) {
-        cancel_for(self, sink, ids);
+        cancel_for(self, sink.address(), ids);
+      },
+      [=](cancel_atom, const next_byte_sink& sink,
+          const std::vector<std::uint64_t>& ids) {
+        cancel_for(self, sink.address(), ids);
       },
       [=](uncached_atom, const cache::token_seq& tokens) {
         auto promise = self->make_response_promise<shared_logprobs>();

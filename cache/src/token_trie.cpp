@@ -244,6 +244,17 @@ match_result token_trie::match(std::string_view partition, const token_id* token
   return impl_->match(impl_->tree.partition_root(partition), tokens, n, priority, kv_cap);
 }
 
+node_id token_trie::find(std::string_view partition, const token_id* tokens,
+                         std::size_t n) {
+  auto& tree = impl_->tree;
+  node_id cur = tree.partition_root(partition);
+  for (std::size_t i = 0; i < n && cur != no_node; ++i) {
+    const node_id child = tree.find_child(cur, tokens[i]);
+    cur = child == root_node ? no_node : child;
+  }
+  return cur;
+}
+
 std::vector<kv_prefix> token_trie::kv_prefixes(node_id node) const {
   impl_->tree.checked(node);
   std::vector<kv_prefix> kv(workers());

@@ -151,5 +151,19 @@ TEST(token_trie_extra, on_a_locked_node_is_kept_by_its_lock) {
   t.check_invariants();
 }
 
+TEST(token_trie_extra, find_locates_a_sequence_without_refreshing_it) {
+  token_trie t(budget_of(2 * row_bytes));
+  const auto old = put_row(t, {1});
+  put_row(t, {2});
+  const token_seq s{1};
+  EXPECT_EQ(t.find("", s.data(), s.size()), old.node);
+  const token_seq missing{1, 7};
+  EXPECT_EQ(t.find("", missing.data(), missing.size()), no_node);
+  EXPECT_EQ(t.find("tenant", s.data(), s.size()), no_node);
+  put_row(t, {3}); // {1} is still the least recently used: find did not refresh it
+  EXPECT_EQ(match(t, {1}).logprobs, nullptr);
+  EXPECT_NE(match(t, {2}).logprobs, nullptr);
+}
+
 } // namespace
 } // namespace canopy::cache

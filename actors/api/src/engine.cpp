@@ -76,8 +76,12 @@ struct engine::impl {
     special = actors::load_special_tokens(config, model.vocab_size,
                                           tokenizer ? &*tokenizer : nullptr);
     auto workers = actors::spawn_local_workers(sys, config, std::move(backends));
-    actors =
-        actors::spawn_engine_actors(sys, config, std::move(model), std::move(workers));
+    std::shared_ptr<const backends::byte_order> byte_order; // none without a tokenizer
+    if (tokenizer)
+      byte_order = std::make_shared<const backends::byte_order>(tokenizer->byte_vocab,
+                                                                special.eos);
+    actors = actors::spawn_engine_actors(sys, config, std::move(model),
+                                         std::move(workers), byte_order);
     // The in-process workers join with messages; once the batcher answers a ping sent
     // after them, they are in, and stats() (and GET /v1/model) list them from the start.
     {
@@ -111,22 +115,38 @@ struct engine::impl {
     caf::anon_send(front(), atom, std::forward<Ts>(xs)..., std::move(reply));
   }
 
+  /// An outcome function (a result or the error) that fulfils `promise`.
+  template <class T> static auto fulfilling(std::shared_ptr<std::promise<T>> promise) {
+    return [promise = std::move(promise)](std::variant<T, canopy::error> result) {
+      if (auto* t = std::get_if<T>(&result))
+        promise->set_value(std::move(*t));
+      else
+        promise->set_exception(std::make_exception_ptr(std::get<canopy::error>(result)));
+    };
+  }
+
   /// The same, answered through a future. A reply dropped unanswered destroys the
   /// promise, so the future still gets an error.
   template <class Atom, class... Ts>
   std::future<at::Tensor> future_query(Atom atom, Ts&&... xs) {
     auto promise = std::make_shared<std::promise<at::Tensor>>();
     auto future = promise->get_future();
-    send_query(
-        [promise = std::move(promise)](logprobs_result result) {
-          if (auto* t = std::get_if<at::Tensor>(&result))
-            promise->set_value(std::move(*t));
-          else
-            promise->set_exception(
-                std::make_exception_ptr(std::get<canopy::error>(result)));
-        },
-        atom, std::forward<Ts>(xs)...);
+    send_query(fulfilling(std::move(promise)), atom, std::forward<Ts>(xs)...);
     return future;
+  }
+
+  /// A next-byte query whose outcome (a next_byte_result) goes to `on_result`, on an
+  /// actor thread.
+  template <class OnResult> void send_next_byte(next_byte_query q, OnResult on_result) {
+    auto* sys = system;
+    next_byte_reply reply{[sys, on_result = std::move(on_result)](
+                              caf::expected<backends::next_byte_distribution> result) {
+      if (result)
+        on_result(std::move(*result));
+      else
+        on_result(to_exception(*sys, result.error()));
+    }};
+    caf::anon_send(front(), next_byte_atom::value, std::move(q), std::move(reply));
   }
 
   /// Asks a front actor something with a bool answer and waits for it.
@@ -205,6 +225,35 @@ at::Tensor engine::batch_next_token_logprobs(const std::vector<token_seq>& batch
   if (rows.empty())
     return at::empty({0, vocab_size()}, at::kFloat);
   return at::stack(rows);
+}
+
+namespace {
+
+next_byte_query make_next_byte_query(token_seq tokens, std::string prefix,
+                                     backends::byte_reduce reduce,
+                                     const query_options& options) {
+  return {make_query(std::move(tokens), options), std::move(prefix), reduce};
+}
+
+} // namespace
+
+std::future<backends::next_byte_distribution>
+engine::next_byte_logprobs(token_seq tokens, std::string prefix,
+                           backends::byte_reduce reduce, query_options options) {
+  auto promise = std::make_shared<std::promise<backends::next_byte_distribution>>();
+  auto future = promise->get_future();
+  impl_->send_next_byte(
+      make_next_byte_query(std::move(tokens), std::move(prefix), reduce, options),
+      impl::fulfilling(std::move(promise)));
+  return future;
+}
+
+void engine::next_byte_logprobs(token_seq tokens, std::string prefix,
+                                backends::byte_reduce reduce, next_byte_callback callback,
+                                query_options options) {
+  impl_->send_next_byte(
+      make_next_byte_query(std::move(tokens), std::move(prefix), reduce, options),
+      std::move(callback));
 }
 
 at::Tensor engine::next_token_logprobs_uncached(token_seq tokens) {

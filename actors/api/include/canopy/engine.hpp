@@ -22,6 +22,7 @@
 // waiting with errc::shutting_down.
 
 #include <canopy/backends/tokenizers/chat_template.hpp>
+#include <canopy/backends/tokenizers/next_byte.hpp>
 #include <canopy/backends/tokenizers/tokenizer.hpp>
 #include <canopy/engine_config.hpp>
 #include <canopy/engine_stats.hpp>
@@ -62,6 +63,9 @@ struct query_options {
 /// A query's outcome for the callback overloads: the row, or the error.
 using logprobs_result = std::variant<at::Tensor, canopy::error>;
 using logprobs_callback = std::function<void(logprobs_result)>;
+/// A next-byte call's outcome for the callback overload.
+using next_byte_result = std::variant<backends::next_byte_distribution, canopy::error>;
+using next_byte_callback = std::function<void(next_byte_result)>;
 
 class engine {
 public:
@@ -83,6 +87,20 @@ public:
                                        const query_options& options = {});
   /// The reference path: no cache, no batching, no KV kept.
   at::Tensor next_token_logprobs_uncached(token_seq tokens);
+
+  /// The distribution over the next byte after `tokens` and `prefix`, the bytes of a
+  /// token being spelled (backends/tokenizers/next_byte.hpp has the contract; EOS is
+  /// eos_token_ids()). It comes from the sequence's row, found or computed as
+  /// next_token_logprobs does (the same options, cache and batching), and the masses
+  /// the cache keeps beside that row: a repeated call costs neither a pass nor a walk
+  /// over the vocabulary. errc::no_tokenizer without a tokenizer.
+  std::future<backends::next_byte_distribution>
+  next_byte_logprobs(token_seq tokens, std::string prefix = {},
+                     backends::byte_reduce reduce = backends::byte_reduce::sum,
+                     query_options options = {});
+  void next_byte_logprobs(token_seq tokens, std::string prefix,
+                          backends::byte_reduce reduce, next_byte_callback callback,
+                          query_options options = {});
 
   /// Extends `prompt` by up to max_tokens tokens, stopping after an EOS id. Temperature
   /// 0 takes the argmax; otherwise draws from softmax(logprobs / temperature) with a

@@ -9,6 +9,7 @@
 #include <canopy/actors/engine_metrics.hpp>
 #include <canopy/backends/backend.hpp>
 #include <canopy/backends/backend_factory.hpp>
+#include <canopy/backends/tokenizers/next_byte.hpp>
 #include <canopy/engine_config.hpp>
 #include <canopy/messages/actor_interfaces.hpp>
 
@@ -54,10 +55,13 @@ spawn_local_workers(caf::actor_system& system, const engine_config& config,
 /// The composition root. `model` is what the engine serves (a worker's description, or
 /// describe_model's when it runs none). Every binding joins before any query can
 /// arrive; throws canopy::error(errc::invalid_config) naming a worker that does not
-/// serve `model`. Workers may join later (remote_workers' links do).
-engine_actors spawn_engine_actors(caf::actor_system& system, const engine_config& config,
-                                  backends::model_info model,
-                                  std::vector<worker_binding> workers);
+/// serve `model`. Workers may join later (remote_workers' links do). `byte_order`: the
+/// model's vocabulary in byte order, for next-byte queries (null: the model has no
+/// tokenizer, and they are refused).
+engine_actors
+spawn_engine_actors(caf::actor_system& system, const engine_config& config,
+                    backends::model_info model, std::vector<worker_binding> workers,
+                    std::shared_ptr<const backends::byte_order> byte_order = nullptr);
 
 /// The description of the backend `config` asks for on `device`.
 backends::backend_spec backend_spec_for(const engine_config& config,

@@ -87,7 +87,7 @@ struct cache_counter {
   std::uint64_t engine_stats::*in_stats;
 };
 
-inline constexpr std::array<cache_counter, 11> cache_counters{{
+inline constexpr std::array<cache_counter, 12> cache_counters{{
     {&cache::trie_stats::logprob_evictions, &engine_stats::logprob_evictions},
     {&cache::trie_stats::kv_evictions, &engine_stats::kv_evictions},
     {&cache::trie_stats::kv_demotions, &engine_stats::kv_demotions},
@@ -99,6 +99,7 @@ inline constexpr std::array<cache_counter, 11> cache_counters{{
     {&cache::trie_stats::refused_attaches, &engine_stats::refused_attaches},
     {&cache::trie_stats::logprob_entries, &engine_stats::logprob_entries},
     {&cache::trie_stats::logprob_bytes, &engine_stats::logprob_bytes},
+    {&cache::trie_stats::row_extras, &engine_stats::next_byte_masses_kept},
 }};
 
 /// The place of engine_stats' `field` among cache_counters (a compile error when it is
@@ -119,7 +120,8 @@ struct engine_metrics {
 
   std::atomic<std::uint64_t> queries{0}, answered{0}, failed{0}, cache_hits{0},
       merged_duplicates{0}, batches{0}, batched_queries{0}, deferred{0}, failed_passes{0},
-      tokens_requested{0}, tokens_computed{0}, matmul_flops{0}, compute_ns{0};
+      tokens_requested{0}, tokens_computed{0}, matmul_flops{0}, compute_ns{0},
+      next_byte_queries{0}, next_byte_masses_made{0};
   // Written by the cache actor after each operation that changes them (its trie's
   // accounting): [cache_counters].
   std::array<std::atomic<std::uint64_t>, cache_counters.size()> cache_counts{};

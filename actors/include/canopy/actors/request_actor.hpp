@@ -22,6 +22,7 @@
 #include <canopy/actors/earliest_timer.hpp>
 #include <canopy/actors/engine_metrics.hpp>
 #include <canopy/backends/backend.hpp>
+#include <canopy/backends/tokenizers/next_byte.hpp>
 #include <canopy/messages/actor_interfaces.hpp>
 
 #include <caf/actor_addr.hpp>
@@ -39,6 +40,9 @@ namespace canopy::actors {
 
 struct request_options {
   caf::timespan query_timeout{0}; // 0: none
+  /// The model's vocabulary in byte order, for next-byte queries; null without a
+  /// tokenizer (they are answered errc::no_tokenizer).
+  std::shared_ptr<const backends::byte_order> byte_order;
 };
 
 /// A query a sink asked for under its own id.

@@ -70,9 +70,12 @@ struct engine_stats {
   std::uint64_t nodes_removed = 0;
   std::uint64_t refused_attaches = 0; // rows or KV not stored for lack of room
   std::uint64_t logprob_entries = 0;
-  std::uint64_t locked_nodes = 0; // trie nodes held by waiting or computing queries
-                                  // (0 once every query is answered)
-  std::uint64_t logprob_bytes = 0;
+  std::uint64_t next_byte_queries = 0;     // next-byte calls (also in queries)
+  std::uint64_t next_byte_masses_made = 0; // ... that found no masses beside their row
+  std::uint64_t next_byte_masses_kept = 0; // rows with next-byte masses beside them
+  std::uint64_t locked_nodes = 0;  // trie nodes held by waiting or computing queries
+                                   // (0 once every query is answered)
+  std::uint64_t logprob_bytes = 0; // rows and the masses beside them
   std::uint64_t logprob_budget_bytes = 0;
   std::vector<std::uint64_t> kv_bytes; // [workers]
   std::vector<worker_stats> workers;   // [workers]

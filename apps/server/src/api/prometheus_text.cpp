@@ -227,9 +227,18 @@ void append_engine(exposition& x, const engine_stats& e) {
            "Rows or KV not stored for lack of room.", e.refused_attaches);
   x.single("canopy_logprob_cache_entries", gauge, "Stored log-prob rows.",
            e.logprob_entries);
+  x.single("canopy_next_byte_queries_total", counter,
+           "Next-byte calls, accepted or rejected (also in canopy_queries_total).",
+           e.next_byte_queries);
+  x.single("canopy_next_byte_masses_made_total", counter,
+           "Next-byte calls whose row had no masses beside it yet.",
+           e.next_byte_masses_made);
+  x.single("canopy_next_byte_masses_kept", gauge,
+           "Cached rows with next-byte masses beside them.", e.next_byte_masses_kept);
   x.single("canopy_cache_locked_nodes", gauge,
            "Trie nodes held by waiting or computing queries.", e.locked_nodes);
-  x.single("canopy_logprob_cache_bytes", gauge, "Bytes of stored log-prob rows.",
+  x.single("canopy_logprob_cache_bytes", gauge,
+           "Bytes of stored log-prob rows and the next-byte masses beside them.",
            e.logprob_bytes);
   x.single("canopy_logprob_cache_budget_bytes", gauge, "Budget of stored log-prob rows.",
            e.logprob_budget_bytes);

@@ -141,6 +141,10 @@ public:
                      std::int32_t priority = 0,
                      std::uint32_t kv_cap = std::numeric_limits<std::uint32_t>::max());
 
+  /// The node of tokens[0..n) in the named partition, with no statistics refreshed
+  /// (a look that is no use); no_node when it does not exist (n == 0: the root).
+  node_id find(std::string_view partition, const token_id* tokens, std::size_t n);
+
   /// Creates the missing nodes of tokens[0..n) (n >= 1) and returns the last one.
   node_id insert(const token_id* tokens, std::size_t n, std::int32_t priority = 0);
   /// insert() in the named partition, making its root when it has none.

@@ -17,6 +17,7 @@
 #include <canopy/messages/atoms.hpp>
 #include <canopy/messages/batch_messages.hpp>
 #include <canopy/messages/computed_pass.hpp>
+#include <canopy/messages/next_byte_messages.hpp>
 #include <canopy/messages/pass_messages.hpp>
 #include <canopy/messages/query.hpp>
 #include <canopy/messages/reply_callback.hpp>
@@ -157,6 +158,9 @@ using cache_actor = caf::typed_actor<
     // Stores a pass's rows and KV on the batch's locked paths; answers the rows of
     // every item.
     caf::replies_to<store_atom, store_request>::with<std::vector<shared_logprobs>>,
+    // Keeps the answer's extra (next-byte masses a request actor made) beside the
+    // row of the partition's sequence, when that node still holds the very row.
+    caf::reacts_to<keep_atom, std::string, cache::token_seq, shared_logprobs>,
     // Gives back locks taken by lookups (one per element).
     caf::reacts_to<release_atom, std::vector<cache::node_id>>,
     // A worker was lost: its KV handles are void.
@@ -193,9 +197,22 @@ using engine_actor = answer_sink::extend<
     // response handler per query: for callers with thousands in flight (the HTTP
     // gateway). Ids are the caller's own.
     caf::reacts_to<logprobs_atom, query, std::uint64_t, answer_sink>,
+    // The distribution over the next byte after the sequence and a byte prefix
+    // (next_byte_messages.hpp): the sequence's row is found or computed as a query's,
+    // then answered from the masses kept beside it (made and kept on the first call).
+    // errc::no_tokenizer when the model has none.
+    caf::replies_to<next_byte_atom,
+                    next_byte_query>::with<backends::next_byte_distribution>,
+    // The same, answered through a callback (in-process callers only).
+    caf::reacts_to<next_byte_atom, next_byte_query, next_byte_reply>,
+    // The same, answered to the caller's sink under its own id, cancellable by it with
+    // the cancel message below (the sink's address is what names it).
+    caf::reacts_to<next_byte_atom, next_byte_query, std::uint64_t, next_byte_sink>,
     // Cancels the sink's queries with these ids: each is answered errc::cancelled now,
     // and one nobody else waits for is not computed.
     caf::reacts_to<cancel_atom, answer_sink, std::vector<std::uint64_t>>,
+    // The same for a next-byte sink's queries.
+    caf::reacts_to<cancel_atom, next_byte_sink, std::vector<std::uint64_t>>,
     // The reference path: no cache, no batching, no KV kept.
     caf::replies_to<uncached_atom, cache::token_seq>::with<shared_logprobs>,
     // The reference path, answered through a callback.

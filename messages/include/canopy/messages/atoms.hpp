@@ -6,12 +6,14 @@
 
 namespace canopy::messages {
 
-using logprobs_atom = caf::atom_constant<caf::atom("logprobs")>; // a caller's query
-using uncached_atom = caf::atom_constant<caf::atom("uncached")>; // the reference path
-using lookup_atom = caf::atom_constant<caf::atom("lookup")>;     // request -> cache
+using logprobs_atom = caf::atom_constant<caf::atom("logprobs")>;   // a caller's query
+using next_byte_atom = caf::atom_constant<caf::atom("next_byte")>; // a byte query
+using uncached_atom = caf::atom_constant<caf::atom("uncached")>;   // the reference path
+using lookup_atom = caf::atom_constant<caf::atom("lookup")>;       // request -> cache
 using enqueue_atom = caf::atom_constant<caf::atom("enqueue")>; // cache -> batcher (miss)
 using prepare_atom = caf::atom_constant<caf::atom("prepare")>; // batcher -> cache
 using store_atom = caf::atom_constant<caf::atom("store")>;     // batcher -> cache
+using keep_atom = caf::atom_constant<caf::atom("keep")>;       // request -> cache
 using release_atom = caf::atom_constant<caf::atom("release")>; // batcher -> cache
 using forget_atom = caf::atom_constant<caf::atom("forget")>;   // batcher -> cache
 using run_atom = caf::atom_constant<caf::atom("run")>;         // -> worker

@@ -4,6 +4,7 @@
 // Thread contract: the row is immutable; the handle is a plain value.
 
 #include <canopy/cache/logprob_row.hpp>
+#include <canopy/cache/row_extra.hpp>
 
 #include <caf/error.hpp>
 #include <caf/meta/load_callback.hpp>
@@ -19,6 +20,9 @@ namespace canopy::messages {
 
 struct shared_logprobs {
   cache::row_ptr row; // null only where a field is optional (prepared_entry::hit)
+  // What the trie keeps beside the row (the next-byte masses), when a hit found one.
+  // In-process only: not serialized (a receiver computes its own).
+  cache::row_extra_ptr extra{};
 };
 
 /// The rows of several queries of one request actor, sent as one message.
