@@ -153,6 +153,27 @@ void ask_uncached(request_pointer self, const cache::token_seq& tokens,
 
 using next_byte_fn = std::function<void(caf::expected<backends::next_byte_distribution>)>;
 
+/// Masses of a row this actor made and someone still holds, or null.
+std::shared_ptr<const backends::byte_masses> made_masses_of(request_pointer self,
+                                                            const cache::row_ptr& row) {
+  auto& made = self->state.made_masses;
+  const auto it = made.find(row.get());
+  return it == made.end() ? nullptr : it->second.lock();
+}
+
+/// Remembers masses made for `row`; sweeps the dead entries whenever the map has doubled
+/// since the last sweep, so it holds about as many entries as masses are alive.
+void remember_masses(request_pointer self, const cache::row_ptr& row,
+                     const std::shared_ptr<const backends::byte_masses>& masses) {
+  auto& st = self->state;
+  st.made_masses[row.get()] = masses;
+  if (st.made_masses.size() < 2 * st.made_masses_pruned_at + 16)
+    return;
+  for (auto it = st.made_masses.begin(); it != st.made_masses.end();)
+    it = it->second.expired() ? st.made_masses.erase(it) : std::next(it);
+  st.made_masses_pruned_at = st.made_masses.size();
+}
+
 /// A next-byte query: its sequence's row, found or computed as a query's, and then the
 /// distribution from the masses beside it. A row that came without masses gets them
 /// made here (request actors share that work; the cache actor only keeps them) and
@@ -169,6 +190,8 @@ void ask_next_byte(request_pointer self, next_byte_query nq, next_byte_fn answer
     if (!row)
       return answer(row.error());
     auto masses = std::dynamic_pointer_cast<const backends::byte_masses>(row->extra);
+    if (!masses)
+      masses = made_masses_of(self, row->row);
     if (!masses) {
       try {
         masses = std::make_shared<const backends::byte_masses>(order, row->row);
@@ -176,6 +199,7 @@ void ask_next_byte(request_pointer self, next_byte_query nq, next_byte_fn answer
         return answer(make_error(errc::backend_failure, e.what()));
       }
       bump(self->state.metrics->next_byte_masses_made);
+      remember_masses(self, row->row, masses);
       self->send(self->state.cache, keep_atom::value, partition, tokens,
                  shared_logprobs{row->row, masses});
     }

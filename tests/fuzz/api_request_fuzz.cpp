@@ -65,6 +65,14 @@ void check(const sample_request& r) {
   expect(std::isfinite(r.temperature) && r.temperature >= 0);
 }
 
+void check(const next_byte_request& r) {
+  expect(!r.items.empty() && r.items.size() <= limits.max_batch);
+  expect(r.batch || r.items.size() == 1);
+  for (const next_byte_item& item : r.items)
+    expect(!item.tokens.empty());
+  expect(std::isfinite(r.deadline_ms) && r.deadline_ms >= 0);
+}
+
 void check(const completion_request& r) {
   expect(!r.prompts.empty() && r.n >= 1 && r.prompts.size() * r.n <= limits.max_batch);
   for (const sequence_input& s : r.prompts)
@@ -99,6 +107,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const std::string_view body(reinterpret_cast<const char*>(data), size);
   check_result(parse_logprobs_request(body, limits));
   check_result(parse_sample_request(body, limits));
+  check_result(parse_next_byte_request(body, limits));
   check_result(parse_completion_request(body, limits));
   check_result(parse_tokenize_request(body));
   check_result(parse_detokenize_request(body));

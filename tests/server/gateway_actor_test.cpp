@@ -1,6 +1,9 @@
 // The gateway actor against a real engine on the mock backend: a job's rows equal the
 // engine's own answers, sampling draws what engine::batch_sample draws, the first
-// error ends a job exactly once, and a cancelled job is neither answered nor computed.
+// error ends a job exactly once, and a cancelled job is neither answered nor computed;
+// next-byte jobs likewise, their answers those of engine::next_byte_logprobs.
+
+#include "shared_fixtures.hpp"
 
 #include <canopy/engine.hpp>
 #include <canopy/messages/registration.hpp>
@@ -85,6 +88,16 @@ struct gateway_test : ::testing::Test {
     job.all_positions = all_positions;
     job.done = probe.done();
     caf::anon_send(gateway, msg::logprobs_atom::value, id, std::move(job));
+  }
+
+  /// Sends a next-byte job for `items` as request `id`; `probe` gets its reply.
+  void send_next_byte(request_id id, std::vector<next_byte_item> items,
+                      reply_probe& probe) {
+    next_byte_job job;
+    job.items = std::move(items);
+    job.reduce = canopy::backends::byte_reduce::max;
+    job.done = probe.done();
+    caf::anon_send(gateway, msg::next_byte_atom::value, id, std::move(job));
   }
 
   /// The engine's own row after `tokens`, decoded.
@@ -254,6 +267,54 @@ TEST_F(gateway_test, stopping_the_gateway_answers_its_open_jobs) {
   ASSERT_TRUE(reply.error);
   EXPECT_EQ(reply.error->code, "shutting_down");
   EXPECT_EQ(reply.error->status, 503);
+}
+
+TEST_F(gateway_test, a_next_byte_job_without_a_tokenizer_fails_by_name) {
+  start();
+  reply_probe probe;
+  send_next_byte(request_id{9}, {{{1, 2}, "a"}}, probe);
+  auto reply = probe.get();
+  ASSERT_TRUE(reply.error);
+  EXPECT_EQ(reply.error->code, "no_tokenizer");
+}
+
+TEST_F(gateway_test, a_next_byte_job_answers_every_item_as_the_engine_does) {
+  CANOPY_SHARED_PATH_OR_SKIP(tokenizer, "models/tokenizers/llama3/tokenizer.json");
+  config.tokenizer = tokenizer.string();
+  start();
+  // More items than a job asks at once, so later ones are asked as answers come back.
+  std::vector<next_byte_item> items;
+  for (std::int32_t i = 0; i < static_cast<std::int32_t>(rows_in_flight_per_job) + 6; ++i)
+    items.push_back({{1, 100 + i % 9}, i % 2 ? std::string(" ") : std::string()});
+  reply_probe probe;
+  send_next_byte(request_id{10}, items, probe);
+  auto reply = probe.get();
+  ASSERT_FALSE(reply.error) << reply.error->message;
+  ASSERT_EQ(reply.distributions.size(), items.size());
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    const auto want = lm->next_byte_logprobs(items[i].tokens, items[i].prefix,
+                                             canopy::backends::byte_reduce::max)
+                          .get();
+    EXPECT_EQ(reply.distributions[i].logprobs, want.logprobs) << "item " << i;
+    EXPECT_EQ(reply.distributions[i].eos, want.eos) << "item " << i;
+  }
+  EXPECT_EQ(lm->stats().next_byte_masses_made, 9u); // one per distinct sequence
+}
+
+TEST_F(gateway_test, a_cancelled_next_byte_job_is_neither_answered_nor_computed) {
+  CANOPY_SHARED_PATH_OR_SKIP(tokenizer, "models/tokenizers/llama3/tokenizer.json");
+  config.tokenizer = tokenizer.string();
+  config.flush_when_idle = false;
+  config.batch_timeout_ms = 300;
+  start();
+  reply_probe probe;
+  send_next_byte(request_id{11}, {{{9, 9, 9}, ""}, {{8}, "61"}}, probe);
+  caf::anon_send(gateway, msg::cancel_atom::value, request_id{11});
+  std::this_thread::sleep_for(600ms);
+  EXPECT_EQ(*probe.calls, 0);
+  auto stats = lm->stats();
+  EXPECT_EQ(stats.tokens_computed, 0u);
+  EXPECT_EQ(stats.in_flight, 0u);
 }
 
 } // namespace

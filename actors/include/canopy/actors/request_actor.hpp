@@ -93,6 +93,14 @@ struct request_state {
     caf::expected<messages::shared_logprobs> result;
   };
   std::vector<held_answer> held;
+  /// Next-byte masses this actor made, by the row they were made from, while anyone
+  /// holds them: equal next-byte queries answered together (merged into one row) make
+  /// them once, not once each, before the cache keeps them. A live entry keeps its row
+  /// alive, so no other row can have its address.
+  std::unordered_map<const cache::logprob_row*,
+                     std::weak_ptr<const backends::byte_masses>>
+      made_masses;
+  std::size_t made_masses_pruned_at = 0; // its size after the last sweep of dead entries
 
   static inline const char* name = "canopy.request";
 };

@@ -2,6 +2,8 @@
 
 #include "api/json_fields.hpp"
 
+#include <canopy/backends/tokenizers/hex_bytes.hpp>
+
 #include <limits>
 #include <utility>
 
@@ -80,6 +82,66 @@ wire_dtype read_dtype(const json& value) {
   refuse(invalid_request, "dtype must be \"float32\" or \"float16\"");
 }
 
+/// "priority" and "deadline_ms", shared by the requests that run queries.
+void read_scheduling(const json& object, std::int32_t& priority, double& deadline_ms) {
+  if (const json* v = member(object, "priority"))
+    priority = read_int32(*v, "priority", invalid_request);
+  if (const json* v = member(object, "deadline_ms")) {
+    deadline_ms = read_number(*v, "deadline_ms");
+    if (!(deadline_ms > 0))
+      refuse(invalid_request, "deadline_ms must be greater than 0");
+  }
+}
+
+/// A prefix in hex (`field`); absent: "".
+std::string read_prefix(const json& object, const std::string& field) {
+  const json* v = member(object, "prefix");
+  if (v == nullptr)
+    return {};
+  auto bytes = backends::parse_hex_bytes(read_string(*v, field));
+  if (!bytes)
+    refuse(invalid_request, field + " is not hex (two digits per byte)");
+  return std::move(*bytes);
+}
+
+backends::byte_reduce read_reduce(const json& value) {
+  const std::string name = read_string(value, "reduce");
+  if (name == "sum")
+    return backends::byte_reduce::sum;
+  if (name == "max")
+    return backends::byte_reduce::max;
+  refuse(invalid_request, "reduce must be \"sum\" or \"max\"");
+}
+
+/// "batch" of a next-byte request: a non-empty list of {"tokens", "prefix"} objects.
+std::vector<next_byte_item> read_next_byte_batch(const json& list,
+                                                 const request_limits& limits) {
+  if (!list.is_array())
+    refuse(invalid_request, "batch is not a list");
+  if (list.empty())
+    refuse(invalid_request, "batch is empty");
+  if (list.size() > limits.max_batch)
+    refuse("batch_too_large", "batch has " + std::to_string(list.size()) +
+                                  " entries, more than the limit of " +
+                                  std::to_string(limits.max_batch));
+  std::vector<next_byte_item> items;
+  items.reserve(list.size());
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    const std::string field = "batch[" + std::to_string(i) + "]";
+    if (!list[i].is_object())
+      refuse(invalid_request, field + " is not an object with tokens and prefix");
+    for (const auto& [name, value] : list[i].items())
+      if (name != "tokens" && name != "prefix")
+        refuse(invalid_request, field + " has an unknown field: " + name);
+    const json* tokens = member(list[i], "tokens");
+    if (tokens == nullptr)
+      refuse(invalid_request, field + ".tokens is required");
+    items.push_back({read_tokens(*tokens, field + ".tokens", false),
+                     read_prefix(list[i], field + ".prefix")});
+  }
+  return items;
+}
+
 } // namespace
 
 parsed<logprobs_request> parse_logprobs_request(std::string_view body,
@@ -94,13 +156,7 @@ parsed<logprobs_request> parse_logprobs_request(std::string_view body,
       request.all_positions = read_bool(*v, "all_positions");
     if (const json* v = member(object, "top_k"))
       request.top_k = read_count(*v, "top_k", 1, std::numeric_limits<std::size_t>::max());
-    if (const json* v = member(object, "priority"))
-      request.priority = read_int32(*v, "priority", invalid_request);
-    if (const json* v = member(object, "deadline_ms")) {
-      request.deadline_ms = read_number(*v, "deadline_ms");
-      if (!(request.deadline_ms > 0))
-        refuse(invalid_request, "deadline_ms must be greater than 0");
-    }
+    read_scheduling(object, request.priority, request.deadline_ms);
     if (const json* v = member(object, "dtype"))
       request.dtype = read_dtype(*v);
     request.cache_salt = read_cache_salt(object);
@@ -127,6 +183,31 @@ parsed<sample_request> parse_sample_request(std::string_view body,
       request.seed = read_uint64(*v, "seed");
     if (const json* v = member(object, "eos_token_ids"))
       request.eos_token_ids = read_tokens(*v, "eos_token_ids", true);
+    request.cache_salt = read_cache_salt(object);
+    return request;
+  });
+}
+
+parsed<next_byte_request> parse_next_byte_request(std::string_view body,
+                                                  const request_limits& limits) {
+  return catching<next_byte_request>([&] {
+    const json object = parse_object(body, false);
+    allow_only(object, {"tokens", "prefix", "batch", "reduce", "priority", "deadline_ms",
+                        "cache_salt"});
+    next_byte_request request;
+    const std::string_view name = exactly_one(object, {"tokens", "batch"});
+    request.batch = name == "batch";
+    if (request.batch) {
+      if (member(object, "prefix") != nullptr)
+        refuse(invalid_request, "prefix goes inside each batch entry");
+      request.items = read_next_byte_batch(object.at("batch"), limits);
+    } else {
+      request.items.push_back({read_tokens(object.at("tokens"), "tokens", false),
+                               read_prefix(object, "prefix")});
+    }
+    if (const json* v = member(object, "reduce"))
+      request.reduce = read_reduce(*v);
+    read_scheduling(object, request.priority, request.deadline_ms);
     request.cache_salt = read_cache_salt(object);
     return request;
   });

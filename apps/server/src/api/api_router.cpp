@@ -163,10 +163,14 @@ void api_router::dispatch(request_id id, http_request& request, respond_fn& resp
     std::string_view method;
     void (*run)(api_router&, request_id, http_request&, respond_fn&);
   };
-  static const std::array<route_entry, 14> routes{{
+  static const std::array<route_entry, 15> routes{{
       {"/v1/logprobs", "POST",
        [](api_router& r, request_id id, http_request& q, respond_fn& a) {
          r.logprobs(id, q, std::move(a));
+       }},
+      {"/v1/next_byte", "POST",
+       [](api_router& r, request_id id, http_request& q, respond_fn& a) {
+         r.next_byte(id, q, std::move(a));
        }},
       {"/v1/sample", "POST",
        [](api_router& r, request_id id, http_request& q, respond_fn& a) {

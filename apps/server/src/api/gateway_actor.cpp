@@ -19,7 +19,7 @@ namespace {
 using namespace messages;
 using steady = std::chrono::steady_clock;
 
-enum class job_kind { logprobs, sample, cache_kv };
+enum class job_kind { logprobs, next_byte, sample, cache_kv };
 
 /// A job in flight, with the ids of its queries sent and not answered.
 struct open_job {
@@ -27,9 +27,12 @@ struct open_job {
   gateway_done done;
   steady::time_point started;
   std::unordered_set<std::uint64_t> outstanding;
-  std::vector<scored_sequence> answers; // logprobs
-  // logprobs: the next row to ask for (sequence, row in it); at most
-  // rows_in_flight_per_job are asked at once (Note [rows in flight])
+  std::vector<scored_sequence> answers;                        // logprobs
+  std::vector<next_byte_item> byte_items;                      // next_byte
+  std::vector<backends::next_byte_distribution> distributions; // next_byte: [byte_items]
+  backends::byte_reduce reduce = backends::byte_reduce::sum;   // next_byte
+  // logprobs: the next row to ask for (sequence, row in it); next_byte: the next item.
+  // At most rows_in_flight_per_job are asked at once (Note [rows in flight])
   std::uint32_t next_sequence = 0;
   std::uint32_t next_row = 0;
   bool all_positions = false;
@@ -66,13 +69,20 @@ api_error to_api_error(const caf::error& e) {
   return from_engine_error(code, message_of(e));
 }
 
-void send_query(gateway_pointer self, request_id request, open_job& job, query q,
-                std::uint32_t sequence, std::uint32_t row) {
+/// A new query id whose answer goes to (sequence, row) of the request's job.
+std::uint64_t new_query_id(gateway_pointer self, request_id request, open_job& job,
+                           std::uint32_t sequence, std::uint32_t row) {
   auto& st = self->state;
   auto id = st.next_query++;
   st.queries.emplace(id, query_slot{request, sequence, row});
   job.outstanding.insert(id);
-  self->send(st.engine, logprobs_atom::value, std::move(q), id,
+  return id;
+}
+
+void send_query(gateway_pointer self, request_id request, open_job& job, query q,
+                std::uint32_t sequence, std::uint32_t row) {
+  const auto id = new_query_id(self, request, job, sequence, row);
+  self->send(self->state.engine, logprobs_atom::value, std::move(q), id,
              caf::actor_cast<answer_sink>(self));
 }
 
@@ -162,6 +172,33 @@ void start_logprobs(gateway_pointer self, request_id request, logprobs_job& in) 
   ask_more_rows(self, request, job);
 }
 
+/// Asks for the job's next distributions, up to rows_in_flight_per_job in flight.
+void ask_more_bytes(gateway_pointer self, request_id request, open_job& job) {
+  while (job.outstanding.size() < rows_in_flight_per_job &&
+         job.next_sequence < job.byte_items.size()) {
+    const auto i = job.next_sequence++;
+    const auto& item = job.byte_items[i];
+    const auto id = new_query_id(self, request, job, i, 0);
+    self->send(self->state.engine, next_byte_atom::value,
+               next_byte_query{
+                   query{item.tokens, job.priority, false, job.timeout, job.partition},
+                   item.prefix, job.reduce},
+               id, caf::actor_cast<next_byte_sink>(self));
+  }
+}
+
+void start_next_byte(gateway_pointer self, request_id request, next_byte_job& in) {
+  auto& job = open(self, request, job_kind::next_byte, std::move(in.done));
+  job.priority = in.priority;
+  job.timeout = std::chrono::duration_cast<caf::timespan>(
+      std::chrono::duration<double, std::milli>(in.deadline_ms));
+  job.partition = std::move(in.partition);
+  job.reduce = in.reduce;
+  job.byte_items = std::move(in.items);
+  job.distributions.resize(job.byte_items.size());
+  ask_more_bytes(self, request, job);
+}
+
 /// Sends the sampling run's next step, or finishes the job when every prompt is done.
 void step_sampling(gateway_pointer self, request_id request, open_job& job) {
   auto next = job.run->next_queries();
@@ -187,18 +224,43 @@ void start_sample(gateway_pointer self, request_id request, sample_job& in) {
   step_sampling(self, request, job);
 }
 
-void on_row(gateway_pointer self, std::uint64_t query_id, const shared_logprobs& answer) {
+/// The job an answered query belongs to, with the query's slot (the query leaves it);
+/// nullptr when the job failed or was cancelled meanwhile.
+open_job* take_answered(gateway_pointer self, std::uint64_t query_id, query_slot& slot) {
   auto& st = self->state;
   auto slot_it = st.queries.find(query_id);
   if (slot_it == st.queries.end())
-    return; // its job failed or was cancelled
-  auto slot = slot_it->second;
+    return nullptr;
+  slot = slot_it->second;
   st.queries.erase(slot_it);
   auto it = st.jobs.find(slot.request);
   if (it == st.jobs.end())
+    return nullptr;
+  it->second.outstanding.erase(query_id);
+  return &it->second;
+}
+
+void on_distribution(gateway_pointer self, std::uint64_t query_id,
+                     const backends::next_byte_distribution& answer) {
+  query_slot slot;
+  auto* job = take_answered(self, query_id, slot);
+  if (job == nullptr)
     return;
-  auto& job = it->second;
-  job.outstanding.erase(query_id);
+  job->distributions[slot.sequence] = answer;
+  ask_more_bytes(self, slot.request, *job);
+  if (job->outstanding.empty()) {
+    gateway_reply reply;
+    reply.distributions = std::move(job->distributions);
+    finish(self, slot.request, std::move(reply));
+  }
+}
+
+void on_row(gateway_pointer self, std::uint64_t query_id, const shared_logprobs& answer) {
+  query_slot slot;
+  auto* found = take_answered(self, query_id, slot);
+  if (found == nullptr)
+    return;
+  auto& job = *found;
   switch (job.kind) {
   case job_kind::logprobs:
     job.answers[slot.sequence].rows[slot.row] = answer.row;
@@ -239,6 +301,8 @@ void on_row(gateway_pointer self, std::uint64_t query_id, const shared_logprobs&
   case job_kind::cache_kv:
     finish(self, slot.request, gateway_reply{});
     break;
+  case job_kind::next_byte: // answered by on_distribution
+    break;
   }
 }
 
@@ -276,12 +340,18 @@ gateway_actor::behavior_type gateway(gateway_pointer self, engine_actor engine) 
         on_row(self, id, row);
       },
       [=](answer_atom, std::uint64_t id, const caf::error& e) { on_error(self, id, e); },
+      [=](answer_atom, std::uint64_t id, const backends::next_byte_distribution& answer) {
+        on_distribution(self, id, answer);
+      },
       [=](answer_atom, const answer_batch& batch) {
         for (std::size_t i = 0; i < batch.tickets.size(); ++i)
           on_row(self, batch.tickets[i], batch.rows[i]);
       },
       [=](logprobs_atom, request_id request, logprobs_job& job) {
         start_logprobs(self, request, job);
+      },
+      [=](next_byte_atom, request_id request, next_byte_job& job) {
+        start_next_byte(self, request, job);
       },
       [=](sample_atom, request_id request, sample_job& job) {
         start_sample(self, request, job);

@@ -9,6 +9,7 @@
 // any bytes are safe (not UTF-8 inside a string: malformed_json).
 // Thread contract: pure functions.
 
+#include <canopy/backends/tokenizers/next_byte.hpp>
 #include <canopy/cache/types.hpp>
 #include <canopy/server/api_error.hpp>
 
@@ -68,6 +69,24 @@ struct sample_request {
   std::string cache_salt;
 };
 
+/// One next-byte question: a token sequence and the bytes of the token being spelled.
+struct next_byte_item {
+  cache::token_seq tokens;
+  std::string prefix; // the bytes themselves (the request spells them in hex)
+};
+
+/// POST /v1/next_byte: "tokens" with "prefix" (hex, default ""), or "batch": a list of
+/// {"tokens", "prefix"} objects; "reduce" ("sum" | "max", default "sum"), "priority",
+/// "deadline_ms", "cache_salt" as for logprobs.
+struct next_byte_request {
+  std::vector<next_byte_item> items; // one unless `batch`
+  bool batch = false;
+  backends::byte_reduce reduce = backends::byte_reduce::sum;
+  std::int32_t priority = 0;
+  double deadline_ms = 0; // 0: none
+  std::string cache_salt;
+};
+
 /// POST /v1/tokenize: {"text": "...", "add_special_tokens": true}.
 struct tokenize_request {
   std::string text;
@@ -97,6 +116,8 @@ parsed<logprobs_request> parse_logprobs_request(std::string_view body,
                                                 const request_limits& limits);
 parsed<sample_request> parse_sample_request(std::string_view body,
                                             const request_limits& limits);
+parsed<next_byte_request> parse_next_byte_request(std::string_view body,
+                                                  const request_limits& limits);
 parsed<tokenize_request> parse_tokenize_request(std::string_view body);
 parsed<detokenize_request> parse_detokenize_request(std::string_view body);
 parsed<cache_kv_request> parse_cache_kv_request(std::string_view body);

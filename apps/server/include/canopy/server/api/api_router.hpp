@@ -1,7 +1,7 @@
 #pragma once
 // The API: routes each HTTP request to its handler. Requests that need the engine's
-// queries (logprobs, sample, completions, cache) become gateway jobs, answered when the
-// gateway's `done` runs (JSON, the binary row format or server-sent events, with
+// queries (logprobs, next_byte, sample, completions, cache) become gateway jobs, answered
+// when the gateway's `done` runs (JSON, the binary row format or server-sent events, with
 // Server-Timing); the rest (health, model, models, vocabulary, metrics, tokenize,
 // detokenize) are answered at once from the engine's own thread-safe methods and
 // answers prepared at start. Unknown paths get 404, known paths with the wrong method
@@ -41,6 +41,8 @@ private:
   const gateway_actor& gateway_of(request_id id) const;
   void logprobs(request_id id, const http_request& request, respond_fn respond);
   void sample(request_id id, const http_request& request, respond_fn respond);
+  /// POST /v1/next_byte (api_router_next_byte.cpp).
+  void next_byte(request_id id, const http_request& request, respond_fn respond);
   void cache_kv(request_id id, const http_request& request, respond_fn respond);
   /// POST /v1/completions (api_router_completions.cpp): with echo and logprobs, first
   /// a job for the prompts' rows, then a sample job for the completions.

@@ -4,11 +4,12 @@
 // front under its own query ids (answers come back as messages, with no response
 // handler per query), gathers the answers, and calls the job's `done` once: with
 // every row, the sampled tokens, or the first error (the job's other queries are
-// then cancelled). A request whose client went away is cancelled by its request id:
-// its queries are cancelled in the engine and `done` is never called. A few gateways
-// (one per scheduler thread) share the load; a request always goes to the same one.
-// Thread contract: jobs and cancellations are messages (send from any thread);
-// `done` runs on a gateway's actor thread, must not block, and owns its argument.
+// then cancelled); next-byte jobs get their distributions. A request whose client went
+// away is cancelled by its request id: its queries are cancelled in the engine and `done`
+// is never called. A few gateways (one per scheduler thread) share the load; a request
+// always goes to the same one. Thread contract: jobs and cancellations are messages (send
+// from any thread); `done` runs on a gateway's actor thread, must not block, and owns its
+// argument.
 
 #include <canopy/cache/types.hpp>
 #include <canopy/messages/actor_interfaces.hpp>
@@ -39,6 +40,7 @@ struct gateway_reply {
   std::vector<cache::token_seq> generated; // sample jobs: one per prompt
   std::vector<bool> stopped;               // sample jobs: per prompt, ended by an
                                            // EOS id or on_token (not max_tokens)
+  std::vector<backends::next_byte_distribution> distributions; // next-byte jobs: per item
   double engine_ms = 0;
 };
 
@@ -67,6 +69,17 @@ struct logprobs_job {
   std::int32_t priority = 0;
   double deadline_ms = 0; // 0: the engine's query_timeout_ms
   std::string partition;  // the queries' cache partition (cache_partition.hpp)
+  gateway_done done;
+};
+
+/// Next-byte distributions after each item's tokens and prefix (at most
+/// rows_in_flight_per_job asked at once, as a logprobs job's rows).
+struct next_byte_job {
+  std::vector<next_byte_item> items;
+  backends::byte_reduce reduce = backends::byte_reduce::sum;
+  std::int32_t priority = 0;
+  double deadline_ms = 0; // 0: the engine's query_timeout_ms
+  std::string partition;  // the queries' cache partition
   gateway_done done;
 };
 
@@ -113,8 +126,12 @@ struct clear_job {
 };
 
 using gateway_actor = messages::answer_sink::extend<
+    // A next-byte answer (the gateway is a messages::next_byte_sink too).
+    caf::reacts_to<messages::answer_atom, std::uint64_t,
+                   backends::next_byte_distribution>,
     // Runs a job for HTTP request `id`.
     caf::reacts_to<messages::logprobs_atom, request_id, logprobs_job>,
+    caf::reacts_to<messages::next_byte_atom, request_id, next_byte_job>,
     caf::reacts_to<sample_atom, request_id, sample_job>,
     caf::reacts_to<cache_kv_atom, request_id, cache_kv_job>,
     caf::reacts_to<messages::clear_atom, clear_job>,
@@ -127,6 +144,7 @@ gateway_actor spawn_gateway(caf::actor_system& system, messages::engine_actor en
 } // namespace canopy::server
 
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(canopy::server::logprobs_job)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(canopy::server::next_byte_job)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(canopy::server::sample_job)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(canopy::server::cache_kv_job)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(canopy::server::clear_job)
