@@ -72,6 +72,58 @@ class Stories260KTest(ServerTestCase):
             error = float(np.abs(row - self.oracle_rows(case)[i]).max())
             self.assertLessEqual(error, case["tolerance_abs"], f"{case['name']} row {i}")
 
+    def contract(self, row, prefix):
+        """Issue 30's sum contract over a row, token by token in float64: (children,
+        end_of_token, eos, Z) as masses."""
+        p = np.exp(np.asarray(row, dtype=np.float64))
+        eos = set(self.lm.model_info["eos_token_ids"])
+        control = set(self.lm.special_tokens)
+        child, exact = np.zeros(256), 0.0
+        for t, token in enumerate(self.lm.byte_vocab):
+            token = bytes(token)
+            if t in eos or t in control or not token.startswith(prefix):
+                continue
+            if len(token) == len(prefix):
+                exact += p[t]
+            else:
+                child[token[len(prefix)]] += p[t]
+        eos_mass = sum(p[t] for t in eos) if not prefix else 0.0
+        return child, exact, eos_mass, child.sum() + exact + eos_mass
+
+    def test_next_byte_follows_the_contract_over_the_served_row(self):
+        tokens = self.cases[0]["tokens"]
+        row = np.asarray(self.lm.next_token_logprobs_sync(tokens))
+        for prefix in (b"", b" ", b" t", b"\xff"):
+            with self.subTest(prefix=prefix):
+                got = asyncio.run(self.lm.next_byte_logprobs(tokens, prefix))
+                child, exact, eos_mass, z = self.contract(row, prefix)
+                with np.errstate(divide="ignore"):
+                    want = np.log(child) - np.log(z) if z > 0 else np.full(256, -np.inf)
+                np.testing.assert_allclose(np.asarray(got["logprobs"]), want, rtol=1e-9)
+                self.assertEqual(got["eos"] is None, bool(prefix))
+                if z > 0:
+                    self.assertAlmostEqual(got["log_mass"], float(np.log(z)), delta=1e-9)
+                    total = np.exp(np.asarray(got["logprobs"])).sum() + np.exp(got["end_of_token"])
+                    total += np.exp(got["eos"]) if got["eos"] is not None else 0.0
+                    self.assertAlmostEqual(total, 1.0, delta=1e-9)
+                else:
+                    self.assertEqual(got["log_mass"], float("-inf"))
+
+    def test_next_byte_batches_and_maxima_and_refusals(self):
+        tokens = self.cases[0]["tokens"]
+        row = np.asarray(self.lm.next_token_logprobs_sync(tokens), dtype=np.float64)
+        answers = asyncio.run(self.lm.batch_next_byte_logprobs(
+            [(tokens, b""), (tokens[:2], b" ")], reduce="max"))
+        self.assertEqual(len(answers), 2)
+        best_space = max(row[t] for t, token in enumerate(self.lm.byte_vocab)
+                         if t not in self.lm.special_tokens and bytes(token).startswith(b" ")
+                         and t not in self.lm.model_info["eos_token_ids"])
+        self.assertEqual(float(np.asarray(answers[0]["logprobs"])[0x20]), best_space)
+        with self.assertRaises(ValueError):
+            asyncio.run(self.lm.next_byte_logprobs(tokens, b"", reduce="mean"))
+        with self.assertRaises(TypeError):
+            asyncio.run(self.lm.next_byte_logprobs(tokens, " "))
+
     def test_tokenize_matches_the_oracle_ids(self):
         for case in self.cases:
             if "text" in case:

@@ -63,6 +63,42 @@ def sample_body(prompts, batch, max_tokens, eos_token_ids, temperature, seed):
     return body
 
 
+BYTE_REDUCTIONS = ("sum", "max")
+
+
+def next_byte_body(questions, batch, reduce):
+    """POST /v1/next_byte: ``questions`` are (token_ids, prefix bytes) pairs; one as
+    "tokens" and "prefix", several as "batch"."""
+    if reduce not in BYTE_REDUCTIONS:
+        raise ValueError(f"reduce must be one of {BYTE_REDUCTIONS}, not {reduce!r}")
+    items = []
+    for token_ids, prefix in questions:
+        if not isinstance(prefix, (bytes, bytearray)):
+            raise TypeError(f"prefix must be bytes, not {type(prefix).__name__}")
+        items.append({"tokens": token_list(token_ids), "prefix": bytes(prefix).hex()})
+    body = {"batch": items} if batch else dict(items[0])
+    body["reduce"] = reduce
+    return body
+
+
+def _log(value):
+    """A log value of a next-byte answer: null stands for log 0."""
+    return float("-inf") if value is None else float(value)
+
+
+def next_byte_answer(answer, to_array):
+    """One next-byte answer as a dict: ``logprobs`` (float64 ``[256]``, -inf for no
+    token), ``end_of_token``, ``eos`` (None after a non-empty prefix) and ``log_mass``."""
+    import numpy as np
+
+    return {
+        "logprobs": to_array(np.array([_log(x) for x in answer["logprobs"]], dtype=np.float64)),
+        "end_of_token": _log(answer["end_of_token"]),
+        "eos": None if answer["eos"] is None else float(answer["eos"]),
+        "log_mass": _log(answer["log_mass"]),
+    }
+
+
 def generated_ids(tokens, eos_token_ids):
     """The generated ids without the EOS that ended them.
 

@@ -155,6 +155,29 @@ class CanopyLM(_AsyncLM):
         until the end of their event-loop turn and are then sent, so there is nothing
         to drop."""
 
+    # -- next-byte distributions -----------------------------------------------------
+
+    async def next_byte_logprobs(self, token_ids, prefix=b"", reduce="sum"):
+        """The distribution over the next byte after ``token_ids`` and ``prefix``, the
+        bytes of a token being spelled (POST /v1/next_byte; docs/http-api.md has the
+        contract): a dict with ``logprobs`` (float64 ``[256]``, -inf for no token),
+        ``end_of_token``, ``eos`` (None after a non-empty prefix) and ``log_mass``.
+        ``reduce`` is "sum" (a distribution) or "max" (the best token's log-prob).
+        The server answers from the cached row and the masses beside it: 256 numbers
+        on the wire, not a row."""
+        body = api.next_byte_body([(token_ids, prefix)], False, reduce)
+        answer = await self._run_async(
+            self._post_json("/v1/next_byte", api.salted(body, self._cache_salt)))
+        return api.next_byte_answer(answer, self._to_array)
+
+    async def batch_next_byte_logprobs(self, questions, reduce="sum"):
+        """``next_byte_logprobs`` for each (token_ids, prefix) pair, in one request
+        (at most the server's --max-batch pairs)."""
+        body = api.next_byte_body(list(questions), True, reduce)
+        answer = await self._run_async(
+            self._post_json("/v1/next_byte", api.salted(body, self._cache_salt)))
+        return [api.next_byte_answer(result, self._to_array) for result in answer["results"]]
+
     # -- sampling --------------------------------------------------------------------
 
     async def sample(self, prompt_token_ids, max_tokens, eos_token_ids, temperature=1.0, seed=None):
