@@ -5,6 +5,7 @@
 #include "bench/bench_runner.hpp"
 #include "bench/encode_bench_command.hpp"
 #include "bench/matmul_ceiling.hpp"
+#include "bench/next_byte_probe.hpp"
 #include "bench/pass_breakdown.hpp"
 #include "bench/process_memory.hpp"
 #include "bench/tier_probe.hpp"
@@ -111,7 +112,12 @@ const option_table<workload_options>& bench_options() {
                   "instead of the table, when the KV host tier pays: a prompt's KV "
                   "(--prompt-length tokens) demoted and promoted on the bare backend, "
                   "against recomputing it; the host tier defaults to the device's "
-                  "budget"});
+                  "budget"})
+          .other({"next-byte", "",
+                  "instead of the table, next-byte distributions through the engine: "
+                  "cold and cached calls/s over --sequences random sequences and "
+                  "--queries calls, beside the row fetched and its masses built by the "
+                  "caller, and the bytes of an answer against a row's"});
   return table;
 }
 
@@ -274,6 +280,10 @@ int bench_command(const std::vector<std::string>& argv) {
       profiled.steps = std::min<std::size_t>(
           256, static_cast<std::size_t>(model.context_length) - profiled.prompt_length);
     run_pass_breakdown(args.config, profiled, std::cout);
+    return 0;
+  }
+  if (args.has("next-byte")) {
+    run_next_byte_probe(args.config, options, std::cout);
     return 0;
   }
   if (args.has("tier-probe")) {

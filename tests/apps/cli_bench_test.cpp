@@ -87,6 +87,27 @@ TEST(cli_bench, profile_on_the_mock_says_its_passes_have_no_parts) {
   EXPECT_NE(r.out.find("names no parts"), std::string::npos) << r.out;
 }
 
+TEST(cli_bench, next_byte_sets_cached_calls_against_the_row_and_makes_masses_once) {
+  CANOPY_SHARED_PATH_OR_SKIP(model, "models/stories260K/stories260K.bin");
+  const auto r = run_canopy({"bench", "--next-byte", "--model", model.string(),
+                             "--sequences", "4", "--sequence-length", "4", "--queries",
+                             "300", "--devices", R"(["cpu"])"});
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  for (const char* part :
+       {"vocabulary 512, 4 sequences of 4 tokens, 300 cached calls", "cold (a pass",
+        "cached (hit, masses beside the row)", "row + masses on the caller",
+        "wire per call: next-byte JSON", "binary float32 row 2100 bytes",
+        "masses made 4 for 4 sequences; 4 kept"})
+    EXPECT_NE(r.out.find(part), std::string::npos) << part << "\n" << r.out;
+}
+
+TEST(cli_bench, next_byte_without_a_tokenizer_is_a_clear_error) {
+  const auto r = run_canopy({"bench", "--next-byte", "--backend", "mock"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("--next-byte needs a model with a tokenizer"), std::string::npos)
+      << describe(r);
+}
+
 TEST(cli_bench, tier_probe_sets_moving_a_prompts_kv_against_recomputing_it) {
   CANOPY_SHARED_PATH_OR_SKIP(model, "models/stories260K/stories260K.bin");
   const auto r = run_canopy(
