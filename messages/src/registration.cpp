@@ -4,7 +4,6 @@
 #include <canopy/messages/batch_messages.hpp>
 #include <canopy/messages/computed_pass.hpp>
 #include <canopy/messages/errors.hpp>
-#include <canopy/messages/next_byte_messages.hpp>
 #include <canopy/messages/node_messages.hpp>
 #include <canopy/messages/pass_messages.hpp>
 #include <canopy/messages/query.hpp>
@@ -39,11 +38,6 @@ void add_message_types(caf::actor_system_config& config) {
   config.add_message_type<shared_logprobs>("canopy::shared_logprobs");
   config.add_message_type<std::vector<shared_logprobs>>("canopy::shared_logprobs_list");
   config.add_message_type<answer_batch>("canopy::answer_batch");
-  config.add_message_type<next_byte_query>("canopy::next_byte_query");
-  config.add_message_type<backends::byte_reduce>("canopy::byte_reduce");
-  config.add_message_type<backends::next_byte_distribution>(
-      "canopy::next_byte_distribution");
-  config.add_message_type<next_byte_sink>("canopy::next_byte_sink");
   config.add_message_type<backends::pass_item>("canopy::pass_item");
   config.add_message_type<backends::pass_request>("canopy::pass_request");
   config.add_message_type<backends::model_info>("canopy::model_info");
