@@ -3,6 +3,8 @@
 
 #include <canopy/server/api/api_requests.hpp>
 
+#include "parse_expectations.hpp"
+
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -13,30 +15,6 @@ namespace canopy::server {
 namespace {
 
 const request_limits limits{3, 100}; // max_batch 3, max_sample_tokens 100
-
-/// The accepted request (a copy: callers pass the parse result as a temporary).
-template <class T> T accepted(const parsed<T>& result) {
-  if (const auto* error = std::get_if<api_error>(&result)) {
-    ADD_FAILURE() << "refused: " << error->code << ": " << error->message;
-    return T{};
-  }
-  return std::get<T>(result);
-}
-
-/// A 400 with `code` whose message contains `text`.
-template <class T>
-::testing::AssertionResult refused(const parsed<T>& result, const std::string& code,
-                                   const std::string& text) {
-  const auto* error = std::get_if<api_error>(&result);
-  if (error == nullptr)
-    return ::testing::AssertionFailure() << "accepted, expected " << code;
-  if (error->status != 400 || error->code != code ||
-      error->message.find(text) == std::string::npos)
-    return ::testing::AssertionFailure()
-           << "got " << error->status << " " << error->code << ": \"" << error->message
-           << "\", expected 400 " << code << " containing \"" << text << "\"";
-  return ::testing::AssertionSuccess();
-}
 
 parsed<logprobs_request> logprobs(const std::string& body) {
   return parse_logprobs_request(body, limits);

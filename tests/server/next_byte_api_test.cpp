@@ -4,6 +4,8 @@
 #include <canopy/server/api/api_requests.hpp>
 #include <canopy/server/api/next_byte_encoding.hpp>
 
+#include "parse_expectations.hpp"
+
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -21,26 +23,12 @@ using backends::next_byte_distribution;
 const request_limits limits{3, 100}; // max_batch 3
 
 next_byte_request accepted(std::string_view body) {
-  auto result = parse_next_byte_request(body, limits);
-  if (const auto* error = std::get_if<api_error>(&result)) {
-    ADD_FAILURE() << "refused: " << error->code << ": " << error->message;
-    return {};
-  }
-  return std::get<next_byte_request>(result);
+  return accepted(parse_next_byte_request(body, limits));
 }
 
 ::testing::AssertionResult refused(std::string_view body, const std::string& code,
                                    const std::string& text) {
-  auto result = parse_next_byte_request(body, limits);
-  const auto* error = std::get_if<api_error>(&result);
-  if (error == nullptr)
-    return ::testing::AssertionFailure() << "accepted, expected " << code;
-  if (error->status != 400 || error->code != code ||
-      error->message.find(text) == std::string::npos)
-    return ::testing::AssertionFailure()
-           << "got " << error->code << ": \"" << error->message << "\", expected " << code
-           << " containing \"" << text << "\"";
-  return ::testing::AssertionSuccess();
+  return refused(parse_next_byte_request(body, limits), code, text);
 }
 
 TEST(next_byte_api, one_question_with_defaults) {

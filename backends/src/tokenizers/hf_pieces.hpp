@@ -5,6 +5,8 @@
 // byte vocabulary turns both into bytes. Internal to canopy_backends.
 // Thread contract: pure functions over constants.
 
+#include <canopy/backends/tokenizers/hex_bytes.hpp>
+
 #include <cstdio>
 #include <optional>
 #include <string>
@@ -23,21 +25,12 @@ inline std::string fallback_piece(unsigned b) {
 
 /// The byte a "<0xHH>" piece stands for (either case of hex digits, as HF reads it).
 inline std::optional<unsigned char> fallback_byte(std::string_view piece) {
-  const auto digit = [](char c) -> int {
-    if (c >= '0' && c <= '9')
-      return c - '0';
-    if (c >= 'a' && c <= 'f')
-      return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-      return c - 'A' + 10;
-    return -1;
-  };
   if (piece.size() != 6 || piece.substr(0, 3) != "<0x" || piece.back() != '>')
     return std::nullopt;
-  const int high = digit(piece[3]), low = digit(piece[4]);
-  if (high < 0 || low < 0)
+  const auto byte = parse_hex_bytes(piece.substr(3, 2));
+  if (!byte)
     return std::nullopt;
-  return static_cast<unsigned char>(high * 16 + low);
+  return static_cast<unsigned char>((*byte)[0]);
 }
 
 } // namespace canopy::backends::hf

@@ -44,16 +44,23 @@ sequence_input read_single(const json& body, std::string_view name) {
   return {std::nullopt, read_string(body.at("text"), "text")};
 }
 
-/// "batch": a non-empty list of token lists and texts, at most limits.max_batch.
-std::vector<sequence_input> read_batch(const json& list, const request_limits& limits) {
+/// Refuses a "batch" that is not a non-empty list of at most limits.max_batch `entries`
+/// (what the request calls them: "sequences", "entries").
+void check_batch_list(const json& list, const request_limits& limits,
+                      std::string_view entries) {
   if (!list.is_array())
     refuse(invalid_request, "batch is not a list");
   if (list.empty())
     refuse(invalid_request, "batch is empty");
   if (list.size() > limits.max_batch)
-    refuse("batch_too_large", "batch has " + std::to_string(list.size()) +
-                                  " sequences, more than the limit of " +
+    refuse("batch_too_large", "batch has " + std::to_string(list.size()) + " " +
+                                  std::string(entries) + ", more than the limit of " +
                                   std::to_string(limits.max_batch));
+}
+
+/// "batch": a non-empty list of token lists and texts, at most limits.max_batch.
+std::vector<sequence_input> read_batch(const json& list, const request_limits& limits) {
+  check_batch_list(list, limits, "sequences");
   std::vector<sequence_input> sequences;
   sequences.reserve(list.size());
   for (std::size_t i = 0; i < list.size(); ++i)
@@ -116,14 +123,7 @@ backends::byte_reduce read_reduce(const json& value) {
 /// "batch" of a next-byte request: a non-empty list of {"tokens", "prefix"} objects.
 std::vector<next_byte_item> read_next_byte_batch(const json& list,
                                                  const request_limits& limits) {
-  if (!list.is_array())
-    refuse(invalid_request, "batch is not a list");
-  if (list.empty())
-    refuse(invalid_request, "batch is empty");
-  if (list.size() > limits.max_batch)
-    refuse("batch_too_large", "batch has " + std::to_string(list.size()) +
-                                  " entries, more than the limit of " +
-                                  std::to_string(limits.max_batch));
+  check_batch_list(list, limits, "entries");
   std::vector<next_byte_item> items;
   items.reserve(list.size());
   for (std::size_t i = 0; i < list.size(); ++i) {
