@@ -94,7 +94,7 @@ struct gateway_test : ::testing::Test {
   void send_next_byte(request_id id, std::vector<next_byte_item> items,
                       reply_probe& probe) {
     next_byte_job job;
-    job.items = std::move(items);
+    job.items = std::make_shared<const std::vector<next_byte_item>>(std::move(items));
     job.reduce = canopy::backends::byte_reduce::max;
     job.done = probe.done();
     caf::anon_send(gateway, msg::next_byte_atom::value, id, std::move(job));

@@ -33,9 +33,9 @@ void api_router::next_byte(request_id id, const http_request& request,
   auto reserved = reserve_bytes(next_byte_json_bound(req->items), 0, queries, longest);
   if (auto* refusal = std::get_if<http_response>(&reserved))
     return respond(std::move(*refusal));
-  // The items stay with the answer (it echoes them); the job gets its own copy.
+  // The job and the answer (which echoes them) share the items.
   auto items = std::make_shared<const std::vector<next_byte_item>>(std::move(req->items));
-  job.items = *items;
+  job.items = items;
   job.done = answer_with(
       std::move(respond),
       [items, batch = req->batch,

@@ -27,8 +27,8 @@ struct open_job {
   gateway_done done;
   steady::time_point started;
   std::unordered_set<std::uint64_t> outstanding;
-  std::vector<scored_sequence> answers;                        // logprobs
-  std::vector<next_byte_item> byte_items;                      // next_byte
+  std::vector<scored_sequence> answers;                          // logprobs
+  std::shared_ptr<const std::vector<next_byte_item>> byte_items; // next_byte
   std::vector<backends::next_byte_distribution> distributions; // next_byte: [byte_items]
   backends::byte_reduce reduce = backends::byte_reduce::sum;   // next_byte
   // logprobs: the next row to ask for (sequence, row in it); next_byte: the next item.
@@ -175,9 +175,9 @@ void start_logprobs(gateway_pointer self, request_id request, logprobs_job& in) 
 /// Asks for the job's next distributions, up to rows_in_flight_per_job in flight.
 void ask_more_bytes(gateway_pointer self, request_id request, open_job& job) {
   while (job.outstanding.size() < rows_in_flight_per_job &&
-         job.next_sequence < job.byte_items.size()) {
+         job.next_sequence < job.byte_items->size()) {
     const auto i = job.next_sequence++;
-    const auto& item = job.byte_items[i];
+    const auto& item = (*job.byte_items)[i];
     const auto id = new_query_id(self, request, job, i, 0);
     self->send(self->state.engine, next_byte_atom::value,
                next_byte_query{
@@ -195,7 +195,7 @@ void start_next_byte(gateway_pointer self, request_id request, next_byte_job& in
   job.partition = std::move(in.partition);
   job.reduce = in.reduce;
   job.byte_items = std::move(in.items);
-  job.distributions.resize(job.byte_items.size());
+  job.distributions.resize(job.byte_items->size());
   ask_more_bytes(self, request, job);
 }
 

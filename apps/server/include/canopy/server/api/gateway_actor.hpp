@@ -24,6 +24,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -75,7 +76,8 @@ struct logprobs_job {
 /// Next-byte distributions after each item's tokens and prefix (at most
 /// rows_in_flight_per_job asked at once, as a logprobs job's rows).
 struct next_byte_job {
-  std::vector<next_byte_item> items;
+  // Shared with the answer, which echoes them: one copy of every item's tokens.
+  std::shared_ptr<const std::vector<next_byte_item>> items;
   backends::byte_reduce reduce = backends::byte_reduce::sum;
   std::int32_t priority = 0;
   double deadline_ms = 0; // 0: the engine's query_timeout_ms
