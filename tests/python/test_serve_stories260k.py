@@ -96,6 +96,9 @@ class Stories260KTest(ServerTestCase):
         for prefix in (b"", b" ", b" t", b"\xff"):
             with self.subTest(prefix=prefix):
                 got = asyncio.run(self.lm.next_byte_logprobs(tokens, prefix))
+                blocking = self.lm.next_byte_logprobs_sync(tokens, prefix)
+                np.testing.assert_array_equal(np.asarray(blocking["logprobs"]),
+                                              np.asarray(got["logprobs"]))
                 child, exact, eos_mass, z = self.contract(row, prefix)
                 with np.errstate(divide="ignore"):
                     want = np.log(child) - np.log(z) if z > 0 else np.full(256, -np.inf)

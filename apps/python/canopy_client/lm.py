@@ -165,18 +165,17 @@ class CanopyLM(_AsyncLM):
         ``reduce`` is "sum" (a distribution) or "max" (the best token's log-prob).
         The server answers from the cached row and the masses beside it: 256 numbers
         on the wire, not a row."""
-        body = api.next_byte_body([(token_ids, prefix)], False, reduce)
-        answer = await self._run_async(
-            self._post_json("/v1/next_byte", api.salted(body, self._cache_salt)))
-        return api.next_byte_answer(answer, self._to_array)
+        return (await self._run_async(self._next_bytes([(token_ids, prefix)], False, reduce)))[0]
+
+    def next_byte_logprobs_sync(self, token_ids, prefix=b"", reduce="sum"):
+        """``next_byte_logprobs``, blocking (from any thread, inside a running event loop
+        too)."""
+        return self._run(self._next_bytes([(token_ids, prefix)], False, reduce))[0]
 
     async def batch_next_byte_logprobs(self, questions, reduce="sum"):
         """``next_byte_logprobs`` for each (token_ids, prefix) pair, in one request
         (at most the server's --max-batch pairs)."""
-        body = api.next_byte_body(list(questions), True, reduce)
-        answer = await self._run_async(
-            self._post_json("/v1/next_byte", api.salted(body, self._cache_salt)))
-        return [api.next_byte_answer(result, self._to_array) for result in answer["results"]]
+        return await self._run_async(self._next_bytes(list(questions), True, reduce))
 
     # -- sampling --------------------------------------------------------------------
 
@@ -346,6 +345,12 @@ class CanopyLM(_AsyncLM):
         return await self._run_async(self._score_batch(sequences))
 
     # The coroutines below run on the client's loop.
+
+    async def _next_bytes(self, questions, batch, reduce):
+        body = api.next_byte_body(questions, batch, reduce)
+        answer = await self._post_json("/v1/next_byte", api.salted(body, self._cache_salt))
+        return [api.next_byte_answer(result, self._to_array)
+                for result in (answer["results"] if batch else [answer])]
 
     async def _score_batch(self, sequences):
         chunks = [sequences[i:i + self._max_batch]

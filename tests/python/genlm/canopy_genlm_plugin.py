@@ -4,7 +4,9 @@ genlm's tests build their models by name (``PromptedLLM.from_name("gpt2", backen
 ``load_model_by_name(...)``, llamppl's ``CachedCausalLM.from_pretrained``). This plugin
 changes only that: a ``canopy serve`` for the model in $CANOPY_GENLM_MODEL starts with the
 session, and every model genlm's code loads by name is a ``CanopyLM`` client of it (for
-llamppl, a ``CanopyCausalLM``, the client's documented way to run llamppl).
+llamppl, a ``CanopyCausalLM``, the client's documented way to run llamppl). With
+$CANOPY_GENLM_SERVE set to "mock", $CANOPY_GENLM_MODEL names a tokenizer folder and the
+server runs the mock model over it (a real vocabulary without weights).
 
 $CANOPY_GENLM_EXPECTED names a file of tests expected to fail for a reason that is not
 Canopy's, one per line: ``test id  # reason``. Each is marked xfail(strict), so a listed
@@ -49,7 +51,11 @@ def pytest_configure(config):
     route_csr_products_through_coo()
     hypothesis.settings.register_profile("canopy", derandomize=True, database=None)
     hypothesis.settings.load_profile("canopy")
-    _server = LocalServer("--model", os.environ["CANOPY_GENLM_MODEL"]).start()
+    model = os.environ["CANOPY_GENLM_MODEL"]
+    if os.environ.get("CANOPY_GENLM_SERVE") == "mock":
+        _server = LocalServer("--backend", "mock", "--tokenizer", model).start()
+    else:
+        _server = LocalServer("--model", model).start()
     import genlm.backend  # noqa: F401 (imports its loaders' modules)
     import genlm.control  # noqa: F401
 

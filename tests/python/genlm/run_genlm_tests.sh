@@ -4,6 +4,7 @@
 # run by pytest over CanopyLM: canopy_genlm_plugin.py serves MODEL with `canopy serve`
 # ($CANOPY_CLI) and hands genlm's model loaders a CanopyLM of it; EXPECTED lists the
 # tests expected to fail for reasons not Canopy's.
+# With CANOPY_GENLM_SERVE=mock, MODEL is a tokenizer folder that the mock model serves.
 #
 # ../shared/third_party is copied into WORK (prepare_genlm.sh). Without ../shared this
 # skips (77), or fails when CANOPY_REQUIRE_FIXTURES=1.
