@@ -259,6 +259,27 @@ TEST(http_load,
   EXPECT_NE(r.out.find("failed requests: 0"), std::string::npos) << r.out;
 }
 
+TEST(http_load, measures_next_byte_answers_cold_and_cached) {
+  CANOPY_SHARED_PATH_OR_SKIP(model, "models/stories260K/stories260K.bin");
+  running_server server({"--model", model.string()});
+  auto r = run_canopy({"bench", "--target", server.url, "--duration_s", "0.2",
+                       "--connections", "2", "--payload", "next_byte",
+                       "--sequence-length", "12", "--sequences", "8", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  auto doc = parse_json(r);
+  ASSERT_EQ(doc.at("results").size(), 2u) << doc.dump(); // hits and misses
+  for (const auto& row : doc.at("results")) {
+    EXPECT_EQ(row.at("payload"), "next_byte") << row.dump();
+    EXPECT_EQ(row.at("errors"), 0) << row.dump();
+    EXPECT_GT(row.at("requests"), 0) << row.dump();
+  }
+  // 256 values, whatever the vocabulary: far below stories260K's 512-value JSON row.
+  const auto answer_bytes = doc.at("row_bytes").at("next_byte_json").get<double>();
+  EXPECT_GT(answer_bytes, 256.0);
+  EXPECT_LT(answer_bytes, 256.0 * 24 + 200);
+  EXPECT_TRUE(doc.at("row_bytes").at("json").is_null()) << "no rows were asked for";
+}
+
 TEST(http_load, needs_the_servers_token_when_it_asks_for_one) {
   const auto token_file = unique_temp_path("canopy-token");
   std::ofstream(token_file) << "s3cret-token\n";

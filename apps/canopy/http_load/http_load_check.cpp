@@ -215,6 +215,8 @@ std::string check_answer(const answer& a, http_payload payload,
     return check_binary(a.body, tokens, vocab);
   case http_payload::json:
     return check_json(a.body, tokens, vocab);
+  case http_payload::next_byte:
+    return check_json(a.body, tokens, 256); // one value per byte
   case http_payload::completions:
     return check_completion(a.body, tokens.size(), true);
   case http_payload::prefill:

@@ -1,8 +1,9 @@
 #pragma once
 // Whether an answer to POST /v1/logprobs is what was asked: status 200, the media type
 // asked for, and a well-formed body holding exactly one full-vocabulary row after
-// exactly the tokens sent (docs/http-api.md: "HTTP API", "Binary log-prob format"). An
-// answer to POST /v1/completions must score every prompt token sent. Checking the echoed
+// exactly the tokens sent (docs/http-api.md: "HTTP API", "Binary log-prob format"); one
+// to POST /v1/next_byte, 256 values after them. An answer to POST /v1/completions must
+// score every prompt token sent. Checking the echoed
 // tokens catches an answer delivered to the wrong request on a keep-alive connection.
 // Every answer is checked, so the row checks allocate nothing when they pass. Thread
 // contract: pure functions.

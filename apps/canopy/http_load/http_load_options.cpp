@@ -77,7 +77,8 @@ const option_table<http_load_options>& http_load_table() {
               "payload",
               "json, binary (POST /v1/logprobs), completions (POST /v1/completions "
               "scoring every prompt token), prefill (POST /v1/completions, one "
-              "token generated, no scores), comma-separated",
+              "token generated, no scores), next_byte (POST /v1/next_byte), "
+              "comma-separated",
               http_payload_names, &o::payloads)
           .count_list("connections",
                       "keep-alive connections of each run, comma-separated",

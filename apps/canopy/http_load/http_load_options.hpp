@@ -20,18 +20,20 @@ enum class http_workload { hits, misses };
 /// format; POST /v1/completions scoring every prompt token (echo, logprobs 0,
 /// max_tokens 0), as OpenAI clients score a text; or (prefill) POST /v1/completions
 /// reading the prompt and generating one token, no scores: what any OpenAI server
-/// answers, for a peer that cannot echo.
-enum class http_payload { json, binary, completions, prefill };
+/// answers, for a peer that cannot echo; or (next_byte) POST /v1/next_byte, the
+/// distribution over the first byte of the next token (256 values instead of a row).
+enum class http_payload { json, binary, completions, prefill, next_byte };
 
 inline constexpr std::array<enum_name<http_workload>, 2> http_workload_names{{
     {http_workload::hits, "hits"},
     {http_workload::misses, "misses"},
 }};
-inline constexpr std::array<enum_name<http_payload>, 4> http_payload_names{{
+inline constexpr std::array<enum_name<http_payload>, 5> http_payload_names{{
     {http_payload::json, "json"},
     {http_payload::binary, "binary"},
     {http_payload::completions, "completions"},
     {http_payload::prefill, "prefill"},
+    {http_payload::next_byte, "next_byte"},
 }};
 
 std::string_view to_string(http_workload w);

@@ -57,9 +57,9 @@ void print_http_table_row(std::ostream& out, const http_load_result& r) {
 
 void print_http_table_legend(std::ostream& out) {
   out << "requests: valid answers (status 200, the payload asked for, one full row after "
-         "the tokens sent;\ncompletions: every prompt token sent scored; prefill: one "
-         "choice after "
-         "the prompt sent);\np50/p99: latency from writing a request to reading its "
+         "the tokens sent;\nnext_byte: 256 values after them; completions: every prompt "
+         "token sent scored;\nprefill: one choice after the prompt sent);\np50/p99: "
+         "latency from writing a request to reading its "
          "answer; ovh: that latency minus the\nengine's time (Server-Timing engine;dur), "
          "so the server's HTTP, JSON and queueing cost plus the\nloopback; eng: the "
          "engine's time; B/answer: bytes of an answer on the wire (headers and body);\n"
@@ -118,8 +118,12 @@ void print_row_sizes(std::ostream& out, const std::vector<http_load_result>& res
                      const served_model& model, std::size_t sequence_length) {
   const double binary = mean_body_bytes(results, http_payload::binary);
   const double json = mean_body_bytes(results, http_payload::json);
+  const double next_byte = mean_body_bytes(results, http_payload::next_byte);
+  if (next_byte > 0)
+    out << "one next-byte answer (256 values), answer body: JSON " << fixed(next_byte, 0)
+        << " bytes\n";
   if (binary == 0 && json == 0)
-    return; // only completions ran
+    return; // only completions or next-byte answers ran
   const auto shown = [](double bytes) {
     return bytes > 0 ? fixed(bytes, 0) + " bytes" : std::string("not measured");
   };
@@ -140,7 +144,8 @@ nlohmann::json row_sizes_json(const std::vector<http_load_result>& results,
   return {{"vocab_size", model.vocab_size},
           {"sequence_length", sequence_length},
           {"binary_float32", bytes(http_payload::binary)},
-          {"json", bytes(http_payload::json)}};
+          {"json", bytes(http_payload::json)},
+          {"next_byte_json", bytes(http_payload::next_byte)}};
 }
 
 std::vector<target_check>

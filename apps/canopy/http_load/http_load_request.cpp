@@ -29,8 +29,11 @@ request_writer::request_writer(const http_load_options& options, http_payload pa
                                const std::string& model) {
   const bool completions =
       payload == http_payload::completions || payload == http_payload::prefill;
-  head_ = std::string("POST ") + (completions ? "/v1/completions" : "/v1/logprobs") +
-          " HTTP/1.1\r\n" + common_headers(options) + "Accept: " +
+  const char* route = completions                          ? "/v1/completions"
+                      : payload == http_payload::next_byte ? "/v1/next_byte"
+                                                           : "/v1/logprobs";
+  head_ = std::string("POST ") + route + " HTTP/1.1\r\n" + common_headers(options) +
+          "Accept: " +
           (payload == http_payload::binary ? "application/octet-stream"
                                            : "application/json") +
           "\r\nContent-Type: application/json\r\n";

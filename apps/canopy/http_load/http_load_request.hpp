@@ -13,15 +13,17 @@
 
 namespace canopy::app {
 
-/// Renders one payload's request (POST /v1/logprobs, or POST /v1/completions for the
-/// OpenAI model id `model`); Host and Authorization come from the options.
+/// Renders one payload's request (POST /v1/logprobs, POST /v1/next_byte, or POST
+/// /v1/completions for the OpenAI model id `model`); Host and Authorization come from
+/// the options.
 class request_writer {
 public:
   request_writer(const http_load_options& options, http_payload payload,
                  const std::string& model);
 
-  /// The request for `tokens` (the row after them; completions: every prompt token
-  /// scored), written over `out` (its capacity kept).
+  /// The request for `tokens` (the row after them; next_byte: the first byte of the
+  /// token after them; completions: every prompt token scored), written over `out`
+  /// (its capacity kept).
   void write(std::string& out, const std::vector<std::int32_t>& tokens) const;
 
 private:
