@@ -21,15 +21,11 @@ the HTTP requests, the model's passes and the seconds the backend computed.
 import argparse
 import asyncio
 import os
-import platform
-import re
 import statistics
-import subprocess
-import sys
 import time
-import urllib.request
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from genlm_bench_support import ROOT, cpu_name, import_genlm, metric_totals, requests_on
+
 VARIANTS = ("instant", "per-request", "coalesced")
 
 
@@ -49,39 +45,17 @@ def parse_args():
     return p.parse_args()
 
 
-def import_genlm(args):
-    """Puts genlm's packages (a prepared copy) and the client on sys.path."""
-    path = subprocess.run(["sh", os.path.join(ROOT, "tests/python/genlm/prepare_genlm.sh"),
-                           args.work, args.shared, sys.executable],
-                          check=True, capture_output=True, text=True).stdout.strip()
-    sys.path[:0] = path.split(":")
-
-
-def cpu_name():
-    with open("/proc/cpuinfo") as info:
-        for line in info:
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    return platform.processor()
-
-
 def server_counters(url):
     """(logprobs requests, passes, compute seconds) from the server's /metrics."""
-    with urllib.request.urlopen(url + "/metrics", timeout=30) as response:
-        text = response.read().decode()
-
-    def total(pattern):
-        return sum(float(v) for v in re.findall(pattern, text, re.M))
-
-    return (total(r'^canopy_http_requests_total\{[^}]*route="/v1/logprobs"[^}]*\} (\S+)'),
-            total(r"^canopy_worker_passes_total\{[^}]*\} (\S+)"),
-            total(r"^canopy_compute_seconds_total (\S+)"))
+    return metric_totals(url, (requests_on("/v1/logprobs"),
+                               r"^canopy_worker_passes_total\{[^}]*\} (\S+)",
+                               r"^canopy_compute_seconds_total (\S+)"))
 
 
 def main():
     args = parse_args()
     variants = args.variants.split(",")
-    import_genlm(args)
+    import_genlm(args.work, args.shared)
     from canopy_client import CanopyLM
     from canopy_client.local_server import LocalServer
     from genlm.control import PromptedLLM, direct_token_sampler

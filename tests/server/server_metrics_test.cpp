@@ -1,5 +1,6 @@
 // The transport's counters: route labels and what a snapshot reports.
 
+#include <canopy/server/api_paths.hpp>
 #include <canopy/server/server_metrics.hpp>
 
 #include <gtest/gtest.h>
@@ -8,13 +9,10 @@ namespace canopy::server {
 namespace {
 
 TEST(server_metrics, route_label_keeps_known_paths_without_query_and_folds_the_rest) {
-  for (const char* route :
-       {"/v1/logprobs", "/v1/sample", "/v1/tokenize", "/v1/detokenize", "/v1/vocab",
-        "/v1/model", "/v1/cache/kv", "/v1/cache/clear", "/healthz", "/metrics",
-        "/v1/completions", "/v1/models", "/v1/tokenizer/merges",
-        "/v1/tokenizer/chat_templates"}) {
+  for (const auto route : api_paths) {
     EXPECT_EQ(server_metrics::route_label(route), route);
     EXPECT_EQ(server_metrics::route_label(std::string(route) + "?a=1&b"), route);
+    EXPECT_EQ(server_metrics::route_label(std::string(route) + "/"), "other");
   }
   for (const char* other : {"", "/", "/v1", "/v1/logprobs/", "/V1/model", "/v1/modelx",
                             "/wp-admin.php", "?/v1/model", "*"})

@@ -1,30 +1,8 @@
 #include <canopy/server/server_metrics.hpp>
 
-#include <algorithm>
-#include <array>
+#include <canopy/server/api_paths.hpp>
 
 namespace canopy::server {
-
-namespace {
-
-// The API's paths: the only route labels besides "other", so the label set is fixed.
-constexpr std::array<std::string_view, 14> known_routes = {
-    "/v1/logprobs",
-    "/v1/sample",
-    "/v1/tokenize",
-    "/v1/detokenize",
-    "/v1/vocab",
-    "/v1/model",
-    "/v1/cache/kv",
-    "/v1/cache/clear",
-    "/healthz",
-    "/metrics",
-    "/v1/completions",
-    "/v1/models",
-    "/v1/tokenizer/merges",
-    "/v1/tokenizer/chat_templates"};
-
-} // namespace
 
 server_metrics::server_metrics() : seconds_(bucket_histogram::latency_bounds()) {}
 
@@ -78,9 +56,8 @@ void server_metrics::watch_budget(std::string name, std::string unit,
 }
 
 std::string server_metrics::route_label(std::string_view target) {
-  auto path = target.substr(0, target.find('?'));
-  auto known = std::find(known_routes.begin(), known_routes.end(), path);
-  return std::string(known != known_routes.end() ? *known : "other");
+  const auto path = target.substr(0, target.find('?'));
+  return std::string(is_api_path(path) ? path : "other");
 }
 
 } // namespace canopy::server

@@ -5,7 +5,7 @@
 # then prints the PYTHONPATH that imports them with CanopyLM: the client, genlm's
 # folders, and the stand-ins for what Debian lacks (stand_ins/). Copies again only when
 # SHARED/third_party changed; concurrent runs wait for one copy.
-# Used by run_genlm_tests.sh and scripts/bench_genlm_smc.py.
+# Used by run_genlm_tests.sh and the genlm benchmarks (scripts/genlm_bench_support.py).
 set -eu
 work=$1 shared=$2 python=${3:-/usr/bin/python3}
 here=$(cd "$(dirname "$0")" && pwd)

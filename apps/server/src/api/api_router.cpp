@@ -5,6 +5,7 @@
 #include <canopy/backends/tokenizers/hex_bytes.hpp>
 #include <canopy/server/api/cache_partition.hpp>
 #include <canopy/server/api/prometheus_text.hpp>
+#include <canopy/server/api_paths.hpp>
 
 #include <caf/send.hpp>
 #include <nlohmann/json.hpp>
@@ -16,6 +17,26 @@
 namespace canopy::server {
 
 namespace {
+
+/// One route of the API: its path, its method and what answers it.
+struct route_entry {
+  std::string_view path;
+  std::string_view method;
+  void (*run)(api_router&, request_id, http_request&, respond_fn&);
+};
+
+/// Whether the routes are api_paths, each once (with as many routes as paths).
+template <std::size_t N>
+constexpr bool every_route_is_an_api_path(const std::array<route_entry, N>& routes) {
+  for (std::size_t i = 0; i < N; ++i) {
+    if (!is_api_path(routes[i].path))
+      return false;
+    for (std::size_t j = 0; j < i; ++j)
+      if (routes[j].path == routes[i].path)
+        return false;
+  }
+  return N == api_paths.size();
+}
 
 using json = nlohmann::json;
 using namespace detail;
@@ -158,12 +179,7 @@ void api_router::handle(request_id id, http_request request, respond_fn respond)
 }
 
 void api_router::dispatch(request_id id, http_request& request, respond_fn& respond) {
-  struct route_entry {
-    std::string_view path;
-    std::string_view method;
-    void (*run)(api_router&, request_id, http_request&, respond_fn&);
-  };
-  static const std::array<route_entry, 15> routes{{
+  static constexpr std::array<route_entry, api_paths.size()> routes{{
       {"/v1/logprobs", "POST",
        [](api_router& r, request_id id, http_request& q, respond_fn& a) {
          r.logprobs(id, q, std::move(a));
@@ -224,6 +240,8 @@ void api_router::dispatch(request_id id, http_request& request, respond_fn& resp
       {"/metrics", "GET",
        [](api_router& r, request_id, http_request&, respond_fn& a) { a(r.metrics()); }},
   }};
+  static_assert(every_route_is_an_api_path(routes),
+                "a route missing from api_paths.hpp would be counted as \"other\"");
   auto path = path_of(request.target);
   for (const auto& route : routes) {
     if (route.path != path)
