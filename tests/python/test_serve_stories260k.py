@@ -127,6 +127,32 @@ class Stories260KTest(ServerTestCase):
         with self.assertRaises(TypeError):
             asyncio.run(self.lm.next_byte_logprobs(tokens, " "))
 
+    def test_next_byte_calls_of_one_turn_share_a_request_and_batches_are_split(self):
+        tokens = self.cases[0]["tokens"]
+        questions = [(tokens[:n], prefix) for n in (1, 2, 3) for prefix in (b"", b" ")]
+
+        def next_byte_requests():
+            status, _, body = self.server.fetch("GET", "/metrics")
+            return sum(float(line.rsplit(" ", 1)[1]) for line in body.decode().splitlines()
+                       if line.startswith('canopy_http_requests_total{route="/v1/next_byte"'))
+
+        async def one_turn(lm):
+            return await asyncio.gather(*(lm.next_byte_logprobs(t, p) for t, p in questions))
+
+        before = next_byte_requests()
+        together = asyncio.run(one_turn(self.lm))
+        self.assertEqual(next_byte_requests() - before, 1)
+        with CanopyLM(self.server.url, array="numpy", timeout=60, max_batch=4) as small:
+            before = next_byte_requests()
+            split = asyncio.run(small.batch_next_byte_logprobs(questions))
+            self.assertEqual(next_byte_requests() - before, 2)  # 4 + 2 questions
+        with CanopyLM(self.server.url, array="numpy", timeout=60, coalesce=False) as alone:
+            singles = [alone.next_byte_logprobs_sync(t, p) for t, p in questions]
+        for a, b, c in zip(together, split, singles):
+            np.testing.assert_array_equal(np.asarray(a["logprobs"]), c["logprobs"])
+            np.testing.assert_array_equal(np.asarray(b["logprobs"]), c["logprobs"])
+            self.assertEqual((a["log_mass"], b["log_mass"]), (c["log_mass"], c["log_mass"]))
+
     def test_tokenize_matches_the_oracle_ids(self):
         for case in self.cases:
             if "text" in case:

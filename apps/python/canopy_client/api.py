@@ -66,15 +66,21 @@ def sample_body(prompts, batch, max_tokens, eos_token_ids, temperature, seed):
 BYTE_REDUCTIONS = ("sum", "max")
 
 
+def check_next_byte_question(prefix, reduce):
+    """Raises for a prefix that is not bytes or an unknown reduction: the caller's
+    mistake, found before anything is sent."""
+    if reduce not in BYTE_REDUCTIONS:
+        raise ValueError(f"reduce must be one of {BYTE_REDUCTIONS}, not {reduce!r}")
+    if not isinstance(prefix, (bytes, bytearray)):
+        raise TypeError(f"prefix must be bytes, not {type(prefix).__name__}")
+
+
 def next_byte_body(questions, batch, reduce):
     """POST /v1/next_byte: ``questions`` are (token_ids, prefix bytes) pairs; one as
     "tokens" and "prefix", several as "batch"."""
-    if reduce not in BYTE_REDUCTIONS:
-        raise ValueError(f"reduce must be one of {BYTE_REDUCTIONS}, not {reduce!r}")
     items = []
     for token_ids, prefix in questions:
-        if not isinstance(prefix, (bytes, bytearray)):
-            raise TypeError(f"prefix must be bytes, not {type(prefix).__name__}")
+        check_next_byte_question(prefix, reduce)
         items.append({"tokens": token_list(token_ids), "prefix": bytes(prefix).hex()})
     body = {"batch": items} if batch else dict(items[0])
     body["reduce"] = reduce

@@ -1,6 +1,7 @@
 """``CanopyLM``: genlm-backend's ``AsyncLM`` interface, answered by ``canopy serve``."""
 
 import asyncio
+import functools
 import json
 import threading
 from urllib.parse import urlsplit
@@ -43,7 +44,8 @@ class CanopyLM(_AsyncLM):
             1024 by default).
         coalesce: ``next_token_logprobs`` calls made in one turn of the caller's
             event loop (an SMC step's particles) go to the server as one batch
-            request (``turn_batcher``); False sends each alone.
+            request (``turn_batcher``), and so do ``next_byte_logprobs`` calls (per
+            reduction); False sends each alone.
         cache_salt: a string of this client's own: its queries share cached rows and
             KV only with requests that give the same salt (and, on a server with
             several tokens, the same tenant), so no other client can tell from timing
@@ -83,6 +85,9 @@ class CanopyLM(_AsyncLM):
         self._pool = ConnectionPool(parts.hostname, parts.port or 80, max_connections)
         self._io = LoopThread(name=f"canopy-client {parts.netloc}")
         self._turns = TurnBatcher(self._rows, self._row) if coalesce else None
+        self._byte_turns = {reduce: TurnBatcher(functools.partial(self._byte_answers, reduce),
+                                                functools.partial(self._byte_answer, reduce))
+                            for reduce in api.BYTE_REDUCTIONS} if coalesce else None
         self._closed = False
         self._lazy_lock = threading.Lock()
         self._model_info = None
@@ -164,8 +169,12 @@ class CanopyLM(_AsyncLM):
         ``end_of_token``, ``eos`` (None after a non-empty prefix) and ``log_mass``.
         ``reduce`` is "sum" (a distribution) or "max" (the best token's log-prob).
         The server answers from the cached row and the masses beside it: 256 numbers
-        on the wire, not a row."""
-        return (await self._run_async(self._next_bytes([(token_ids, prefix)], False, reduce)))[0]
+        on the wire, not a row. Calls made in one turn of the event loop share one
+        request (``coalesce``)."""
+        api.check_next_byte_question(prefix, reduce)
+        if self._byte_turns:
+            return await self._byte_turns[reduce].submit((token_ids, prefix))
+        return await self._byte_answer(reduce, (token_ids, prefix))
 
     def next_byte_logprobs_sync(self, token_ids, prefix=b"", reduce="sum"):
         """``next_byte_logprobs``, blocking (from any thread, inside a running event loop
@@ -174,8 +183,8 @@ class CanopyLM(_AsyncLM):
 
     async def batch_next_byte_logprobs(self, questions, reduce="sum"):
         """``next_byte_logprobs`` for each (token_ids, prefix) pair, in one request
-        (at most the server's --max-batch pairs)."""
-        return await self._run_async(self._next_bytes(list(questions), True, reduce))
+        (requests of at most ``max_batch`` pairs, sent concurrently)."""
+        return await self._byte_answers(reduce, list(questions))
 
     # -- sampling --------------------------------------------------------------------
 
@@ -344,13 +353,26 @@ class CanopyLM(_AsyncLM):
         """A row per sequence, asked from the caller's loop."""
         return await self._run_async(self._score_batch(sequences))
 
+    async def _byte_answer(self, reduce, question):
+        """The next-byte answer to one (token_ids, prefix), asked from the caller's loop."""
+        return (await self._run_async(self._next_bytes([question], False, reduce)))[0]
+
+    async def _byte_answers(self, reduce, questions):
+        """Next-byte answers to (token_ids, prefix) pairs, asked from the caller's loop."""
+        return await self._run_async(self._next_bytes(questions, True, reduce))
+
     # The coroutines below run on the client's loop.
 
     async def _next_bytes(self, questions, batch, reduce):
-        body = api.next_byte_body(questions, batch, reduce)
-        answer = await self._post_json("/v1/next_byte", api.salted(body, self._cache_salt))
+        """Answers in requests of at most ``max_batch`` questions, sent concurrently."""
+        chunks = ([questions[i:i + self._max_batch]
+                   for i in range(0, len(questions), self._max_batch)] if batch else [questions])
+        answers = await asyncio.gather(*(
+            self._post_json("/v1/next_byte", api.salted(api.next_byte_body(chunk, batch, reduce),
+                                                        self._cache_salt))
+            for chunk in chunks))
         return [api.next_byte_answer(result, self._to_array)
-                for result in (answer["results"] if batch else [answer])]
+                for answer in answers for result in (answer["results"] if batch else [answer])]
 
     async def _score_batch(self, sequences):
         chunks = [sequences[i:i + self._max_batch]
