@@ -9,6 +9,9 @@ Llama 3's and Qwen3's tokenizers, 128k and 152k tokens).
    against genlm-bytes' own reachability matrices applied in float64, in both trie modes;
    then genlm-bytes' ``ByteBeamState``, unchanged, over it and over its own trie: the same
    next-byte distributions, and no row fetched on the next-byte path.
+3. ``canopy_client.genlm_control``: genlm-control's eager and top-k set samplers' trie
+   masses against genlm-backend's float64 trie (sums) and genlm's own maxima, and the sets
+   they draw (the likeliest item at every draw) against the same samplers unchanged.
 
 Both references get the row with the weight of every control token other than EOS set to
 zero: Canopy's contract spells no control token (genlm's tries spell its name).
@@ -28,6 +31,7 @@ from genlm.bytes.trie import TrieMode
 
 import canopy_genlm_plugin
 from canopy_client.genlm_bytes import NextByteTrie, PendingRow, next_byte_beam
+from canopy_client.genlm_control import shared_byte_strings, use_next_byte_masses
 
 UNIT_ROUNDOFF_64 = 2.0 ** -53
 UNIT_ROUNDOFF_32 = 2.0 ** -24
@@ -267,3 +271,104 @@ def test_genlm_bytes_beam_is_the_same_over_the_next_byte_path(lm, model):
         for index in range(258):
             assert_log_close(mine[index], reference[index], tolerance,
                              f"step {step}, index {index}")
+
+
+# -- 3. genlm-control's set samplers over the next-byte path ----------------------------
+
+def prompted(lm):
+    from genlm.control import PromptedLLM
+
+    llm = PromptedLLM(lm)
+    llm.set_prompt_from_str("Once upon a time")
+    return llm
+
+
+def sampler_pair(lm, kind):
+    """genlm-control's own sampler and the same over next-byte masses."""
+    from genlm.control import BoolFSA, eager_token_sampler, topk_token_sampler
+
+    def make():
+        bytes_potential = BoolFSA.from_regex(r"[ -~]*")
+        llm = prompted(lm)
+        if kind == "eager":
+            return eager_token_sampler(llm, bytes_potential)
+        return topk_token_sampler(llm, bytes_potential, K=5)
+
+    own, ours = make(), make()
+    try:
+        use_next_byte_masses(ours)
+    except ValueError as refusal:
+        assert kind == "topk" and "share byte strings" in str(refusal)
+        pytest.skip(f"refused: {refusal}")
+    return own, ours
+
+
+def contexts_for(lm, llm):
+    ids = lm.tokenizer.encode(" there was", add_special_tokens=False)
+    return [[], [llm.token_maps.decode[i] for i in ids]]
+
+
+def float32_tolerance(model):
+    """PromptedLLM renormalizes the row in float32 (a sum of V terms) before the samplers
+    see it; genlm's own product sums in float32 too: V unit roundoffs, relative, each."""
+    return 4 * (model["vocab_size"] + 2) * UNIT_ROUNDOFF_32
+
+
+@pytest.mark.parametrize("reduce", ["sum", "max"])
+def test_set_sampler_masses_are_genlm_controls_own(lm, model, reduce):
+    _, ours = sampler_pair(lm, "eager")
+    set_sampler = ours.set_sampler
+    if reduce == "max" and shared_byte_strings(set_sampler.iter_potential, lm):
+        pytest.skip("maxima serve top-k alone, which refuses a vocabulary where ids share "
+                    "byte strings (test_set_samplers_draw_the_same_sets... checks that)")
+    trie = set_sampler.trie
+    tolerance = float32_tolerance(model)
+    # genlm-backend's float64 trie over the same items: the same nodes (its construction).
+    reference = TokenCharacterTrie(trie.decode)
+    assert reference.children == trie.children
+    inner = [n for n, children in enumerate(trie.children)
+             if any(not isinstance(k, tuple) for k in children)]
+    nodes = sorted({trie.root, *trie.children[trie.root].values(),
+                    *random.Random(3).sample(inner, min(60, len(inner))),
+                    *random.Random(4).sample(range(len(trie.children)), 60)})
+
+    async def masses(context):
+        logws = await set_sampler.iter_potential.logw_next(context)
+        if reduce == "sum":
+            ws = logws.exp().weights
+            served = await set_sampler.trie_executor.weight_sum(ws)
+            return served, reference.weight_sum(np.asarray(ws, np.float64))
+        ws = logws.weights
+        served = await set_sampler.trie_executor.weight_max(ws)
+        return served, trie.weight_max(ws)  # genlm's parallel max: exact in float32
+
+    for context in contexts_for(lm, set_sampler.iter_potential):
+        served, expected = asyncio.run(masses(context))
+        for node in nodes:
+            got, want = float(served[node]), float(expected[node])
+            what = f"{reduce} at node {node} ({trie.node2prefix[node]}) after {context}"
+            if reduce == "sum":
+                assert_log_close(log(got), log(want), tolerance, what)
+            else:
+                assert_log_close(got, want, tolerance * max(1.0, abs(want)), what)
+
+
+@pytest.mark.parametrize("kind", ["eager", "topk"])
+def test_set_samplers_draw_the_same_sets_over_the_next_byte_path(lm, model, kind):
+    own, ours = sampler_pair(lm, kind)
+    tolerance = float32_tolerance(model)
+
+    def likeliest(ps):
+        return max(ps.keys(), key=lambda key: ps[key])
+
+    async def both(context):
+        return (await own.set_sampler.sample_set(context, draw=likeliest),
+                await ours.set_sampler.sample_set(context, draw=likeliest))
+
+    for context in contexts_for(lm, ours.set_sampler.iter_potential):
+        (want, want_logp), (got, got_logp) = asyncio.run(both(context))
+        assert_log_close(got_logp, want_logp, tolerance, f"log-prob of the set after {context}")
+        for index, (g, w) in enumerate(zip(got.weights, want.weights)):
+            assert_log_close(float(g), float(w), tolerance * max(1.0, abs(float(w))),
+                             f"{kind}: weight {index} after {context}")
+    assert ours.set_sampler.trie_executor.requests > 0
