@@ -157,20 +157,34 @@ next_byte_distribution byte_masses::next_byte(std::string_view prefix,
   while (exact_end < last && order.bytes_at(exact_end).size() == prefix.size())
     ++exact_end;
   next_byte_distribution out;
-  std::array<double, 256> child{};
-  std::size_t at = exact_end;
-  for (int x = 0; x < 256; ++x) {
-    const auto byte = static_cast<unsigned char>(x);
-    // The end of byte x's group: past `at`, every token is longer than the prefix.
-    std::size_t lo = at, hi = last;
+  // Each byte present after the prefix is one group of the range, in byte order; a byte
+  // absent has no token (0, or no maximum). Only present bytes are searched for, each
+  // group's end by galloping from its start, so a deep prefix with few next bytes costs
+  // a few short searches rather than 256 over its range.
+  std::array<double, 256> child;
+  child.fill(summing ? 0.0 : none);
+  const auto depth = prefix.size();
+  auto byte_at = [&](std::size_t i) {
+    return static_cast<unsigned char>(order.bytes_at(i)[depth]);
+  };
+  for (std::size_t at = exact_end; at < last;) {
+    const auto byte = byte_at(at);
+    // Gallop: [lo, hi) holds the group's end once byte_at(hi) is past `byte` (or hi is
+    // the range's end).
+    std::size_t lo = at + 1, step = 1, hi = lo;
+    while (hi < last && byte_at(hi) == byte) {
+      lo = hi + 1;
+      hi = std::min(last, hi + step);
+      step *= 2;
+    }
     while (lo < hi) {
       const auto mid = lo + (hi - lo) / 2;
-      if (static_cast<unsigned char>(order.bytes_at(mid)[prefix.size()]) <= byte)
+      if (byte_at(mid) == byte)
         lo = mid + 1;
       else
         hi = mid;
     }
-    child[x] = value(at, lo);
+    child[byte] = value(at, lo);
     at = lo;
   }
   const double exact = value(first, exact_end);
