@@ -174,7 +174,8 @@ class NodeMasses:
         if node == trie.trie.eos_node:
             return self._log_eos if self._at_eos_node else -np.inf
         prefix = bytes(trie.trie.node2prefix[node])
-        if node in trie.leaves:
+        leaf = node in trie.leaves
+        if leaf:
             answer = self._answer(prefix)
             value = answer.log_mass + answer.end_of_token
         elif not prefix:
@@ -182,7 +183,7 @@ class NodeMasses:
         else:
             parent = self._answer(prefix[:-1])
             value = parent.log_mass + parent.logprobs[prefix[-1]]
-        if self._spells_eos(prefix, node in trie.leaves):
+        if self._spells_eos(prefix, leaf):
             value = np.logaddexp(value, self._log_eos)
         return value
 

@@ -113,9 +113,9 @@ class NextByteTrieExecutor:
         # (name bytes, position in the sampler's weights) of each control token spelled in
         # the trie by its name.
         self.spelled_control = [
-            (token.byte_string, self.position_of_leaf[int(trie.word2leaf[key])])
-            for key, token in ((_word_key(t), t) for t in trie.decode)
-            if isinstance(token, Token) and token.token_id in control]
+            (token.byte_string,
+             self.position_of_leaf[int(trie.word2leaf[(token.byte_string, token.token_id)])])
+            for token in trie.decode if isinstance(token, Token) and token.token_id in control]
         self.control_positions = frozenset(i for _, i in self.spelled_control)
 
     async def weight_sum(self, ws):
@@ -135,10 +135,6 @@ class NextByteTrieExecutor:
 
     async def cleanup(self):
         """Nothing runs in the background here (genlm's trie stops its batcher)."""
-
-
-def _word_key(item):
-    return (item.byte_string, item.token_id) if isinstance(item, Token) else item
 
 
 class TrieMasses:
@@ -182,9 +178,8 @@ class TrieMasses:
     def _inner(self, prefix):
         executor = self._executor
         if not prefix:
-            root = self._answers[b""]
-            served = (root["log_mass"] if self._reduce == "sum"
-                      else max(float(np.max(np.asarray(root["logprobs"]))), self._eos()))
+            # sum: log Z, EOS included; max: the log max over every byte token and EOS.
+            served = self._answers[b""]["log_mass"]
         else:
             parent = self._answer(prefix[:-1])
             relative = float(parent["logprobs"][prefix[-1]])
