@@ -43,6 +43,7 @@ backends::backend_spec backend_spec_for(const engine_config& config,
   spec.mock.cost_per_pass = micros(config.mock_cost_per_pass_us);
   spec.mock.cost_per_token = micros(config.mock_cost_per_token_us);
   spec.torch.dtype = config.dtype;
+  spec.torch.weight_dtype = config.weight_dtype;
   spec.torch.kv_dtype = config.kv_dtype;
   spec.torch.kv_residual_tokens = config.kv_residual_tokens;
   spec.torch.kv_host_budget_bytes = config.kv_host_budget_bytes;

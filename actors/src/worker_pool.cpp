@@ -34,6 +34,8 @@ std::string admission_problem(const backends::model_info& served,
                    std::to_string(served.kv_window));
   if (!served.dtype.empty() && m.dtype != served.dtype)
     return differs("dtype", m.dtype, served.dtype);
+  if (!served.weight_dtype.empty() && m.weight_dtype != served.weight_dtype)
+    return differs("weight format", m.weight_dtype, served.weight_dtype);
   // A lossy KV format changes answers, and workers' answers share one cache.
   if (!served.kv_dtype.empty() && m.kv_dtype != served.kv_dtype)
     return differs("KV format", m.kv_dtype, served.kv_dtype);

@@ -94,7 +94,11 @@ public:
                                  "float32",
                                  "",
                                  mock_fingerprint(options),
-                                 options.kv_bytes_per_token},
+                                 options.kv_bytes_per_token,
+                                 0,
+                                 0,
+                                 "",
+                                 0},
         empty_state_(sequence_hash_start(options.seed)) {}
 
   const model_info& info() const override { return info_; }

@@ -9,7 +9,7 @@
 // Common: --threads T (default 1), --prompt-length L (16), --seed S (1).
 // The timed workloads print one JSON line: queries, tokens computed, seconds.
 //
-// smc: a shared prompt decoded once and copied to every particle (llama_kv_cache_seq_cp
+// smc: a shared prompt decoded once and copied to every particle (llama_memory_seq_cp
 // shares its cells), then one batched decode of one token per particle per step;
 // particles sample from the model, weigh by the model sharpened to temperature 0.8,
 // and are resampled (multinomial; sequences copied through scratch ids) when the
@@ -86,7 +86,7 @@ public:
     cp.n_batch = cp.n_ubatch = static_cast<uint32_t>(n_batch);
     cp.n_seq_max = static_cast<uint32_t>(n_seq);
     cp.n_threads = cp.n_threads_batch = o.threads;
-    cp.flash_attn = false;
+    cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_DISABLED;
     cp.type_k = cp.type_v = GGML_TYPE_F32;
     cp.no_perf = true;
     ctx_ = llama_init_from_model(model_, cp);
@@ -204,7 +204,7 @@ void smc(const options& o) {
   p.decode();
   tokens += o.prompt_length;
   for (int s = 1; s < n; ++s)
-    llama_kv_cache_seq_cp(p.ctx(), 0, s, -1, -1);
+    llama_memory_seq_cp(llama_get_memory(p.ctx()), 0, s, -1, -1);
   const double scale = 1.0 / 0.8;
   for (int step = 0; step < o.steps; ++step) {
     for (int i = 0; i < n; ++i) {
@@ -238,12 +238,13 @@ void smc(const options& o) {
       for (auto& f : from)
         f = pick(rng);
       for (int i = 0; i < n; ++i)
-        llama_kv_cache_seq_cp(p.ctx(), from[static_cast<std::size_t>(i)], n + i, -1, -1);
+        llama_memory_seq_cp(llama_get_memory(p.ctx()), from[static_cast<std::size_t>(i)],
+                            n + i, -1, -1);
       std::vector<llama_token> moved(static_cast<std::size_t>(n));
       for (int i = 0; i < n; ++i) {
-        llama_kv_cache_seq_rm(p.ctx(), i, -1, -1);
-        llama_kv_cache_seq_cp(p.ctx(), n + i, i, -1, -1);
-        llama_kv_cache_seq_rm(p.ctx(), n + i, -1, -1);
+        llama_memory_seq_rm(llama_get_memory(p.ctx()), i, -1, -1);
+        llama_memory_seq_cp(llama_get_memory(p.ctx()), n + i, i, -1, -1);
+        llama_memory_seq_rm(llama_get_memory(p.ctx()), n + i, -1, -1);
         moved[static_cast<std::size_t>(i)] =
             next[static_cast<std::size_t>(from[static_cast<std::size_t>(i)])];
       }

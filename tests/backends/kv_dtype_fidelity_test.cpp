@@ -1,8 +1,6 @@
 // KV stored in another format than the compute dtype (torch_options::kv_dtype), against
 // the float64 oracle on every case of every oracle model, along the three ways a pass
-// meets stored KV: the whole case in one pass (its own new KV read back as stored),
-// extension token by token from a cached prefix (KV reuse), and a storage too small to
-// lend rows, where passes pack their keys (as after eviction).
+// meets stored KV (oracle_paths.hpp).
 //
 // What storage can promise. Storing K and V moves each element by at most the
 // format's unit roundoff u relative to it (float16 u = 2^-11, bfloat16 2^-8), or, for
@@ -29,6 +27,7 @@
 #include <canopy/backends/models/torch_backend.hpp>
 
 #include "oracle.hpp"
+#include "oracle_paths.hpp"
 #include "pass_items.hpp"
 #include "shared_fixtures.hpp"
 #include "test_device.hpp"
@@ -44,6 +43,7 @@ namespace {
 
 using namespace canopy::backends;
 using canopy::cache::token_seq;
+using canopy::testing::agreement_on_every_path;
 using canopy::testing::item;
 using canopy::testing::model_fixture;
 using canopy::testing::oracle_agreement;
@@ -54,37 +54,17 @@ using format_param = std::tuple<model_fixture, std::string, std::uint64_t>;
 
 class kv_dtype_fidelity : public ::testing::TestWithParam<format_param> {
 protected:
-  std::unique_ptr<backend_i> make(std::uint64_t kv_budget) const {
+  oracle_agreement measure() const {
     torch_options options;
     options.kv_dtype = std::get<1>(GetParam());
     options.kv_residual_tokens = std::get<2>(GetParam());
-    options.kv_budget_bytes = kv_budget;
-    return make_torch_backend(load_checkpoint(model_path), canopy::testing::test_device(),
-                              options);
-  }
-  /// Every case along every path, into one agreement.
-  oracle_agreement measure() const {
-    oracle_agreement seen;
-    auto backend = make(64u << 20);
-    EXPECT_EQ(backend->info().kv_dtype, std::get<1>(GetParam()));
-    // Room for two tokens (beside the residual copies): every pass below packs its keys.
-    auto cramped = make(2 * backend->info().kv_bytes_per_token + residual_bytes());
-    for (const auto& c : cases) {
-      pass_request whole;
-      whole.items.push_back(item(c.tokens));
-      seen.add(backend->run(whole).items[0].logprobs, c, 0);
-      seen.add(cramped->run(whole).items[0].logprobs, c, 0);
-      pass_request prefix;
-      prefix.items.push_back(item(token_seq(c.tokens.begin(), c.tokens.begin() + 3)));
-      auto last = backend->run(prefix).items[0].kv.back();
-      for (std::size_t i = 3; i < c.tokens.size(); ++i) {
-        pass_request next;
-        next.items.push_back(item({c.tokens[i]}, last, static_cast<std::uint32_t>(i)));
-        const auto out = backend->run(next).items[0];
-        seen.add(out.logprobs, c, static_cast<std::int64_t>(i));
-        last = out.kv[0];
-      }
-    }
+    EXPECT_EQ(make_torch_backend(load_checkpoint(model_path),
+                                 canopy::testing::test_device(), options)
+                  ->info()
+                  .kv_dtype,
+              options.kv_dtype);
+    const auto seen =
+        agreement_on_every_path(model_path, options, cases, residual_bytes());
     std::cout << "[ kv_dtype " << std::get<1>(GetParam()) << " residual "
               << std::get<2>(GetParam()) << " on " << std::get<0>(GetParam()).name
               << ": largest error " << seen.largest_error << ", KL " << seen.largest_kl

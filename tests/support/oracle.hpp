@@ -124,8 +124,8 @@ inline void PrintTo(const model_fixture& f, std::ostream* os) {
 /// Every checkpoint with oracle cases: stories260K in both forms, gpt2-synthetic, and
 /// the synthetic checkpoints of today's HF architectures (llama3 rope scaling, Qwen2
 /// biases, Qwen3 q/k norms and head_dim, Mistral's sliding window).
-inline auto oracle_models() {
-  return ::testing::Values(
+inline std::vector<model_fixture> oracle_model_list() {
+  return {
       model_fixture{"models/stories260K/stories260K.bin", "oracle/stories260K",
                     "stories260K_bin"},
       model_fixture{"models/stories260K/hf", "oracle/stories260K", "stories260K_hf"},
@@ -137,7 +137,22 @@ inline auto oracle_models() {
       model_fixture{"models/qwen3-synthetic", "oracle/qwen3-synthetic",
                     "qwen3_synthetic"},
       model_fixture{"models/mistral-swa-synthetic", "oracle/mistral-swa-synthetic",
-                    "mistral_swa_synthetic"});
+                    "mistral_swa_synthetic"}};
+}
+
+inline auto oracle_models() {
+  return ::testing::ValuesIn(oracle_model_list());
+}
+
+/// The Llama family's among them (every one but GPT-2).
+inline auto llama_family_oracle_models() {
+  auto models = oracle_model_list();
+  models.erase(std::remove_if(models.begin(), models.end(),
+                              [](const model_fixture& m) {
+                                return std::string(m.name) == "gpt2_synthetic";
+                              }),
+               models.end());
+  return ::testing::ValuesIn(models);
 }
 
 inline std::string

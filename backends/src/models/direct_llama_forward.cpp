@@ -1,6 +1,5 @@
 #include "models/direct_llama_forward.hpp"
 
-#include "models/blas_product.hpp"
 #include "models/vector_math.hpp"
 
 #include <cmath>
@@ -30,6 +29,12 @@ const float* floats(const at::Tensor& t) {
     throw std::invalid_argument(
         "the direct forward needs contiguous float32 CPU weights");
   return t.data_ptr<float>();
+}
+
+/// `p`, checked as floats(): its dense form must be float32 CPU memory.
+const projection* matrix(const projection& p) {
+  floats(p.dense);
+  return &p;
 }
 
 void grow(std::vector<float>& buffer, std::int64_t size) {
@@ -83,15 +88,13 @@ private:
 } // namespace
 
 direct_llama_forward::direct_llama_forward(const llama_model& model)
-    : model_(model), c_(model.config()) {
-  const auto& w = model.weights();
-  embed_ = floats(w.embed);
-  head_ = floats(w.head);
-  norm_ = floats(w.norm);
-  for (const auto& L : w.layers)
-    layers_.push_back({floats(L.input_norm), floats(L.qkv), floats(L.qkv_bias),
-                       floats(L.q_norm), floats(L.k_norm), floats(L.out),
-                       floats(L.post_norm), floats(L.gate_up), floats(L.down)});
+    : model_(model), c_(model.config()), embed_(model.weights().embed),
+      head_(*matrix(model.weights().head)), norm_(floats(model.weights().norm)) {
+  floats(embed_.dense);
+  for (const auto& L : model.weights().layers)
+    layers_.push_back({floats(L.input_norm), floats(L.qkv_bias), floats(L.q_norm),
+                       floats(L.k_norm), floats(L.post_norm), matrix(L.qkv),
+                       matrix(L.out), matrix(L.gate_up), matrix(L.down)});
 }
 
 void direct_llama_forward::rms_norm(const float* x, const float* weight,
@@ -157,8 +160,7 @@ const float* direct_llama_forward::forward(const std::vector<std::int64_t>& toke
   grow(logits_, R * V);
 
   for (std::int64_t t = 0; t < T; ++t)
-    std::memcpy(x_.data() + t * D, embed_ + tokens[static_cast<std::size_t>(t)] * D,
-                static_cast<std::size_t>(D) * sizeof(float));
+    embed_.row_into(tokens[static_cast<std::size_t>(t)], x_.data() + t * D);
   const auto q = at::from_blob(q_.data(), {T, H, hd}, at::kFloat);
   auto attention = at::from_blob(attention_.data(), {T, H * hd}, at::kFloat);
   const auto& positions = layout.host->positions;
@@ -169,7 +171,7 @@ const float* direct_llama_forward::forward(const std::vector<std::int64_t>& toke
   for (std::int64_t l = 0; l < c_.num_layers; ++l) {
     const auto& L = layers_[static_cast<std::size_t>(l)];
     rms_norm(x_.data(), L.input_norm, T, D, normed_.data());
-    multiply_in_out(normed_.data(), T, L.qkv, D, (H + 2 * KV) * hd, qkv_.data(), false);
+    project_into(normed_.data(), T, *L.qkv, qkv_.data(), false);
     clock.lap(l, "norm, qkv projection");
     for (std::int64_t t = 0; t < T; ++t)
       place_qkv(t, positions[static_cast<std::size_t>(t)],
@@ -177,10 +179,10 @@ const float* direct_llama_forward::forward(const std::vector<std::int64_t>& toke
     clock.lap(l, "RoPE, KV write");
     ragged_attention_into(q, storage.layer(l), layout, attention);
     clock.lap(l, "attention");
-    multiply_in_out(attention_.data(), T, L.out, H * hd, D, x_.data(), true);
+    project_into(attention_.data(), T, *L.out, x_.data(), true);
     clock.lap(l, "output projection");
     rms_norm(x_.data(), L.post_norm, T, D, normed_.data());
-    multiply_in_out(normed_.data(), T, L.gate_up, D, 2 * F, gate_up_.data(), false);
+    project_into(normed_.data(), T, *L.gate_up, gate_up_.data(), false);
     for (std::int64_t t = 0; t < T; ++t) {
       const float* gate = gate_up_.data() + t * 2 * F;
       const float* up = gate + F;
@@ -188,13 +190,13 @@ const float* direct_llama_forward::forward(const std::vector<std::int64_t>& toke
       for (std::int64_t f = 0; f < F; ++f)
         out[f] = silu(gate[f]) * up[f];
     }
-    multiply_in_out(swiglu_.data(), T, L.down, F, D, x_.data(), true);
+    project_into(swiglu_.data(), T, *L.down, x_.data(), true);
     clock.lap(l, "norm, MLP");
   }
   for (std::int64_t r = 0; r < R; ++r)
     rms_norm(x_.data() + rows[static_cast<std::size_t>(r)] * D, norm_, 1, D,
              last_.data() + r * D);
-  multiply_in_out(last_.data(), R, head_, D, V, logits_.data(), false);
+  project_into(last_.data(), R, head_, logits_.data(), false);
   clock.lap("final norm, LM head");
   grow(exponentials_, V);
   log_softmax_rows(logits_.data(), R, V, exponentials_.data());

@@ -1,6 +1,7 @@
 #pragma once
 // The Llama family's forward for float32 on the CPU without LibTorch's per-op
-// dispatch: CBLAS products and plain loops on buffers kept from pass to pass, new KV
+// dispatch: CBLAS products (or block products, for int8 and int4 weights:
+// projection.hpp) and plain loops on buffers kept from pass to pass, new KV
 // written straight into the worker's storage in its format (kv_storage). The same
 // arithmetic as llama_model's ATen forward (RMSNorm, RoPE from the model's own
 // float64-made tables, SwiGLU, the same attention kernels, log-softmax); sums of squares
@@ -30,7 +31,7 @@ namespace canopy::backends {
 class direct_llama_forward {
 public:
   /// `model` must outlive this object (its weights are read in place) and hold
-  /// contiguous float32 CPU weights; throws std::invalid_argument otherwise.
+  /// contiguous float32 CPU weights (or blocks); throws std::invalid_argument otherwise.
   explicit direct_llama_forward(const llama_model& model);
 
   /// tokens: [T] packed new tokens; slots: [T] the storage row each one's KV goes to
@@ -52,12 +53,14 @@ private:
 
   // The weights' memory, checked and found once (a layer's optional tensors: null).
   struct layer_weights {
-    const float *input_norm, *qkv, *qkv_bias, *q_norm, *k_norm, *out, *post_norm,
-        *gate_up, *down;
+    const float *input_norm, *qkv_bias, *q_norm, *k_norm, *post_norm;
+    const projection *qkv, *out, *gate_up, *down;
   };
   const llama_model& model_;
   const model_config& c_;
-  const float *embed_, *head_, *norm_;
+  const token_embedding& embed_;
+  const projection& head_;
+  const float* norm_;
   const float *cos_ = nullptr, *sin_ = nullptr; // this pass's RoPE tables (they grow)
   std::vector<layer_weights> layers_;
   // Per pass, grown to the largest pass so far ([T, width] row-major).

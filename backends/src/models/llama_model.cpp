@@ -58,15 +58,42 @@ at::Tensor rope_inverse_frequencies(const model_config& c) {
   return inv_freq;
 }
 
-llama_model::llama_model(const checkpoint& ckpt, at::ScalarType dtype, at::Device device)
+std::size_t llama_weights::bytes() const {
+  auto dense = [](const at::Tensor& t) {
+    return t.defined() ? static_cast<std::size_t>(t.numel()) * t.element_size() : 0;
+  };
+  // Tied blocks are one matrix, counted once.
+  std::size_t sum = head.bytes() +
+                    (embed.blocks == head.blocks && embed.blocks ? 0 : embed.bytes()) +
+                    dense(norm);
+  for (const auto& L : layers)
+    sum += dense(L.input_norm) + L.qkv.bytes() + dense(L.qkv_bias) + dense(L.q_norm) +
+           dense(L.k_norm) + L.out.bytes() + dense(L.post_norm) + L.gate_up.bytes() +
+           L.down.bytes();
+  return sum;
+}
+
+llama_model::llama_model(const checkpoint& ckpt, at::ScalarType dtype, at::Device device,
+                         std::optional<block_format> blocks)
     : config_(ckpt.config), rope_(rope_inverse_frequencies(ckpt.config),
                                   ckpt.config.context_length, dtype, device) {
   auto w = [&](const std::string& name) {
     return load_weight(ckpt, name, dtype, device);
   };
+  auto matrix = [&](const at::Tensor& weight) { return make_projection(weight, blocks); };
   const auto& c = config_;
-  w_.embed = w("model.embed_tokens.weight");
-  w_.head = in_out(c.tied_embeddings ? w_.embed : w("lm_head.weight"));
+  // The head turns the last hidden state into every log-prob: int4 keeps it (and the
+  // embeddings it may share) in int8.
+  const auto table_blocks = blocks ? std::optional(block_format::q8_0) : std::nullopt;
+  const auto embed = w("model.embed_tokens.weight");
+  w_.head =
+      make_projection(c.tied_embeddings ? embed : w("lm_head.weight"), table_blocks);
+  if (!blocks)
+    w_.embed.dense = embed;
+  else if (c.tied_embeddings)
+    w_.embed.blocks = w_.head.blocks;
+  else
+    w_.embed.blocks = make_projection(embed, table_blocks).blocks;
   w_.norm = w("model.norm.weight");
   for (std::int64_t l = 0; l < c.num_layers; ++l) {
     const auto p = "model.layers." + std::to_string(l) + ".";
@@ -78,17 +105,17 @@ llama_model::llama_model(const checkpoint& ckpt, at::ScalarType dtype, at::Devic
     }
     w_.layers.push_back(
         {w(p + "input_layernorm.weight"),
-         in_out(at::cat({q, k, w(p + "self_attn.v_proj.weight")}, 0)),
+         matrix(at::cat({q, k, w(p + "self_attn.v_proj.weight")}, 0)),
          c.qkv_bias
              ? at::cat({w(p + "self_attn.q_proj.bias"), w(p + "self_attn.k_proj.bias"),
                         w(p + "self_attn.v_proj.bias")})
              : at::Tensor(),
          c.qk_norm ? w(p + "self_attn.q_norm.weight") : at::Tensor(),
          c.qk_norm ? w(p + "self_attn.k_norm.weight") : at::Tensor(),
-         in_out(w(p + "self_attn.o_proj.weight")),
+         matrix(w(p + "self_attn.o_proj.weight")),
          w(p + "post_attention_layernorm.weight"),
-         in_out(at::cat({w(p + "mlp.gate_proj.weight"), w(p + "mlp.up_proj.weight")}, 0)),
-         in_out(w(p + "mlp.down_proj.weight"))});
+         matrix(at::cat({w(p + "mlp.gate_proj.weight"), w(p + "mlp.up_proj.weight")}, 0)),
+         matrix(w(p + "mlp.down_proj.weight"))});
   }
 }
 
@@ -122,12 +149,12 @@ at::Tensor llama_model::forward(const at::Tensor& tokens, const device_layout& l
   const auto cos =
       rope.cos().index_select(0, layout.positions).unsqueeze(1); // [T, 1, hd]
   const auto sin = rope.sin().index_select(0, layout.positions).unsqueeze(1);
-  auto x = w_.embed.index_select(0, tokens); // [T, D]
+  auto x = w_.embed.lookup(tokens); // [T, D]
   for (std::int64_t l = 0; l < c.num_layers; ++l) {
     const auto& L = w_.layers[static_cast<std::size_t>(l)];
     const auto normed = rms_norm(x, L.input_norm);
-    const auto qkv = L.qkv_bias.defined() ? at::addmm(L.qkv_bias, normed, L.qkv)
-                                          : at::mm(normed, L.qkv);
+    const auto projected = project(normed, L.qkv);
+    const auto qkv = L.qkv_bias.defined() ? projected + L.qkv_bias : projected;
     auto q = qkv.narrow(1, 0, H * hd).view({T, H, hd});
     auto k = qkv.narrow(1, H * hd, KV * hd).view({T, KV, hd});
     if (L.q_norm.defined()) {
@@ -137,13 +164,13 @@ at::Tensor llama_model::forward(const at::Tensor& tokens, const device_layout& l
     q = rotate(q, cos, sin);
     k = rotate(k, cos, sin);
     const auto v = qkv.narrow(1, (H + KV) * hd, KV * hd).reshape({T, KV, hd});
-    x = x + at::mm(ragged_attention(q, kv.sources(l, k, v), layout), L.out);
-    const auto gate_up = at::mm(rms_norm(x, L.post_norm), L.gate_up);
+    x = x + project(ragged_attention(q, kv.sources(l, k, v), layout), L.out);
+    const auto gate_up = project(rms_norm(x, L.post_norm), L.gate_up);
     const auto F = gate_up.size(1) / 2;
-    x = x + at::mm(at::silu(gate_up.narrow(1, 0, F)) * gate_up.narrow(1, F, F), L.down);
+    x = x + project(at::silu(gate_up.narrow(1, 0, F)) * gate_up.narrow(1, F, F), L.down);
   }
   const auto last = rms_norm(x.index_select(0, rows), w_.norm);
-  return log_probs(at::mm(last, w_.head));
+  return log_probs(project(last, w_.head));
 }
 
 } // namespace canopy::backends

@@ -10,6 +10,7 @@
 #include "models/pass_layout.hpp"
 #include "models/torch_weights.hpp"
 #include "models/transformer.hpp"
+#include "models/weight_blocks.hpp"
 
 #include <ATen/Parallel.h>
 #include <ATen/detail/CUDAHooksInterface.h>
@@ -31,6 +32,12 @@ double kv_storage_roundoff(const torch_options& options) {
   const auto compute = compute_roundoff(options);
   const auto stored = make_kv_format(options.kv_dtype, at::kFloat)->unit_roundoff();
   return options.kv_dtype.empty() || stored <= compute ? 0.0 : stored;
+}
+
+double block_roundoff(const torch_options& options) {
+  if (options.weight_dtype == options.dtype || !parse_weight_dtype(options.weight_dtype))
+    return 0.0;
+  return 1.0 / 254;
 }
 
 int cuda_device_count() {
@@ -133,7 +140,11 @@ public:
     }
     checkpoint served = ckpt; // views and storage are shared, not copied
     served.config = served_config(ckpt.config, options);
-    model_ = make_transformer(served, dtype_, device_);
+    const auto blocks =
+        options.weight_dtype == options.dtype
+            ? std::nullopt
+            : parse_weight_dtype(options.weight_dtype); // dense: the dtype's
+    model_ = make_transformer(served, dtype_, device_, blocks);
     const auto& c = model_->config();
     auto format = make_kv_format(options.kv_dtype, dtype_);
     const auto per_token =
@@ -180,6 +191,8 @@ public:
     info_.context_length = c.context_length;
     info_.kv_window = c.sliding_window;
     info_.dtype = options.dtype;
+    info_.weight_dtype = blocks ? weight_dtype_name(*blocks) : options.dtype;
+    info_.weight_bytes = model_->weight_bytes();
     info_.fingerprint = checkpoint_fingerprint(ckpt);
     info_.kv_bytes_per_token = per_token;
     info_.kv_keep_bytes =

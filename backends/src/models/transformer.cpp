@@ -3,6 +3,9 @@
 #include "models/gpt2_model.hpp"
 #include "models/llama_model.hpp"
 
+#include <stdexcept>
+#include <string>
+
 namespace canopy::backends {
 
 std::uint64_t transformer::matmul_flops(std::int64_t tokens, std::int64_t key_visits,
@@ -19,10 +22,20 @@ std::uint64_t transformer::matmul_flops(std::int64_t tokens, std::int64_t key_vi
 }
 
 std::unique_ptr<transformer> make_transformer(const checkpoint& ckpt,
-                                              at::ScalarType dtype, at::Device device) {
-  if (ckpt.config.arch == architecture::gpt2)
+                                              at::ScalarType dtype, at::Device device,
+                                              std::optional<block_format> blocks) {
+  if (blocks && (dtype != at::kFloat || !device.is_cpu()))
+    throw std::invalid_argument(std::string("weight_dtype ") +
+                                weight_dtype_name(*blocks) +
+                                " runs on the CPU with dtype float32");
+  if (ckpt.config.arch == architecture::gpt2) {
+    if (blocks)
+      throw std::invalid_argument(
+          std::string("weight_dtype ") + weight_dtype_name(*blocks) +
+          " serves the Llama family; GPT-2 runs with float weights");
     return std::make_unique<gpt2_model>(ckpt, dtype, device);
-  return std::make_unique<llama_model>(ckpt, dtype, device);
+  }
+  return std::make_unique<llama_model>(ckpt, dtype, device, blocks);
 }
 
 } // namespace canopy::backends

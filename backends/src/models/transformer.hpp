@@ -6,12 +6,14 @@
 
 #include "kv/pass_kv.hpp"
 #include "models/ragged_attention.hpp"
+#include "models/weight_blocks.hpp"
 
 #include <canopy/backends/checkpoints/checkpoint.hpp>
 
 #include <ATen/ATen.h>
 
 #include <memory>
+#include <optional>
 
 namespace canopy::backends {
 
@@ -19,6 +21,8 @@ class transformer {
 public:
   virtual ~transformer() = default;
   virtual const model_config& config() const = 0;
+  /// Memory the weights take on their device.
+  virtual std::size_t weight_bytes() const = 0;
   /// tokens: [T] int64 packed new tokens; rows: [R] int64 packed rows whose next-token
   /// distribution is wanted. Stores new KV through `kv`. Returns [R, V] float32
   /// natural-log probabilities on the model's device.
@@ -32,8 +36,11 @@ public:
                              std::int64_t rows) const;
 };
 
-/// Builds the model the checkpoint describes, weights converted to `dtype` on `device`.
+/// Builds the model the checkpoint describes, weights converted to `dtype` on `device`,
+/// its matrices in `blocks` when set (the Llama family, float32 on the CPU; throws
+/// std::invalid_argument otherwise).
 std::unique_ptr<transformer> make_transformer(const checkpoint& ckpt,
-                                              at::ScalarType dtype, at::Device device);
+                                              at::ScalarType dtype, at::Device device,
+                                              std::optional<block_format> blocks);
 
 } // namespace canopy::backends

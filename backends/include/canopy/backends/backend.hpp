@@ -70,6 +70,9 @@ struct model_info {
                                         // tokens); 0: no limit of the backend's own
   std::uint64_t kv_host_keep_bytes = 0; // the host tier the cache may keep KV in on this
                                         // worker (backend_i::demote_kv); 0: none
+  std::string weight_dtype;             // the matrices' format: the compute dtype, or
+                                        // int8 | int4 (blocks of 32); empty: none (mock)
+  std::uint64_t weight_bytes = 0;       // memory the weights take; 0: none (mock)
 };
 
 /// `info.name` as clients may see it: the architecture and the file or folder name the

@@ -28,8 +28,9 @@ typename Inspector::result_type inspect(Inspector& f, pass_request& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, model_info& x) {
   return f(caf::meta::type_name("model_info"), x.name, x.architecture, x.vocab_size,
-           x.context_length, x.kv_window, x.dtype, x.kv_dtype, x.fingerprint,
-           x.kv_bytes_per_token, x.kv_keep_bytes, x.kv_host_keep_bytes);
+           x.context_length, x.kv_window, x.dtype, x.weight_dtype, x.weight_bytes,
+           x.kv_dtype, x.fingerprint, x.kv_bytes_per_token, x.kv_keep_bytes,
+           x.kv_host_keep_bytes);
 }
 
 template <class Inspector>
@@ -40,7 +41,7 @@ typename Inspector::result_type inspect(Inspector& f, mock_options& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, torch_options& x) {
-  return f(caf::meta::type_name("torch_options"), x.dtype, x.kv_dtype,
+  return f(caf::meta::type_name("torch_options"), x.dtype, x.weight_dtype, x.kv_dtype,
            x.kv_residual_tokens, x.kv_host_budget_bytes, x.kv_host_dtype,
            x.kv_budget_bytes, x.threads, x.max_context_length, x.direct_forward);
 }

@@ -1,0 +1,66 @@
+#pragma once
+// The inner products of weights in blocks (weight_blocks.hpp) with activations
+// quantized as llama.cpp quantizes them for its Q8_0 and Q4_0 products: per block of
+// 32, d = max|x| / 127 (kept in float here) and q = round(x / d) in [-127, 127]. A
+// block's product is an exact integer sum of 32 byte products, scaled by d_w d_x; the
+// sum over blocks is in float.
+//
+// A tile of weight rows against activation rows at a time (Note [independent
+// chains]): the activation rows share each loaded weight block, the weight rows each
+// loaded activation block. Every (weight row, activation row) pair runs the same
+// operations in the same order whatever the tile, so an answer does not depend on how
+// queries were batched.
+//
+// Kernels per instruction set, chosen at load (block_kernels_here): AVX2 (with FMA and
+// F16C: every CPU that has AVX2 has them) where the CPU has it, else portable C++.
+// ATEN_CPU_CAPABILITY=default forces the portable kernels, as it does ATen's.
+// Thread contract: pure functions.
+
+#include "models/weight_blocks.hpp"
+
+#include <cstdint>
+#include <optional>
+
+namespace canopy::backends {
+
+/// Up to four consecutive rows of a block_matrix within one group: block_matrix's
+/// quants(r) and scales(r) of the first (row k's block b is b * group_rows + k blocks
+/// on).
+struct weight_rows {
+  const std::uint8_t* quants;
+  const std::uint16_t* scales;
+};
+
+/// out[k * n + i] = weight row k . activation row i, for k < r and i < n (each 1..4;
+/// r n at most 8). Activation row i's quants start at xq + i * x_stride, its scales
+/// at xd + i * blocks.
+using block_dot_fn = void (*)(const weight_rows& w, int r, const std::int8_t* xq,
+                              const float* xd, std::int64_t blocks, std::int64_t x_stride,
+                              int n, float* out);
+
+/// Quantizes `rows` rows of `inputs` floats into q8 blocks: q [rows][blocks * 32]
+/// (zero past `inputs`), d [rows][blocks]. Every kernel set rounds alike (half to
+/// even), so the quants do not depend on the instruction set.
+using quantize_fn = void (*)(const float* x, std::int64_t rows, std::int64_t inputs,
+                             std::int64_t blocks, std::int8_t* q, float* d);
+
+struct block_kernels {
+  const char* isa; // "avx2" or "portable"
+  block_dot_fn q8_0, q4_0;
+  quantize_fn quantize;
+  block_dot_fn for_format(block_format f) const {
+    return f == block_format::q8_0 ? q8_0 : q4_0;
+  }
+};
+
+const block_kernels& portable_block_kernels();
+/// The AVX2 kernels, or nullopt where the CPU lacks AVX2, FMA or F16C.
+std::optional<block_kernels> avx2_block_kernels();
+/// What products use in this process (chosen once).
+const block_kernels& block_kernels_here();
+
+/// The portable quantizer (quantize_fn).
+void quantize_activations(const float* x, std::int64_t rows, std::int64_t inputs,
+                          std::int64_t blocks, std::int8_t* q, float* d);
+
+} // namespace canopy::backends

@@ -1,0 +1,18 @@
+#pragma once
+// The matrix product of the forwards with weights in blocks (weight_blocks.hpp):
+// activations quantized per block of 32 (block_dot.hpp), integer block products,
+// nothing of the weights expanded into floats.
+// Thread contract: callable from several threads at once (each has its own scratch);
+// one call may split its outputs over ATen's intra-op threads.
+
+#include "models/weight_blocks.hpp"
+
+#include <cstdint>
+
+namespace canopy::backends {
+
+/// y[rows, w.rows()] = x[rows, w.inputs()] W^T, or y += x W^T when `accumulate`.
+void multiply_blocks(const float* x, std::int64_t rows, const block_matrix& w, float* y,
+                     bool accumulate);
+
+} // namespace canopy::backends

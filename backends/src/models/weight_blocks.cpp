@@ -1,0 +1,119 @@
+#include "models/weight_blocks.hpp"
+
+#include <c10/util/Half.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <new>
+#include <stdexcept>
+
+namespace canopy::backends {
+
+const char* weight_dtype_name(block_format format) {
+  return format == block_format::q8_0 ? "int8" : "int4";
+}
+
+std::optional<block_format> parse_weight_dtype(const std::string& name) {
+  if (name.empty())
+    return std::nullopt;
+  if (name == "int8")
+    return block_format::q8_0;
+  if (name == "int4")
+    return block_format::q4_0;
+  throw std::invalid_argument("unknown weight_dtype '" + name +
+                              "' (known: int8, int4, or the compute dtype)");
+}
+
+std::uint16_t to_half_bits(float x) {
+  return c10::Half(x).x;
+}
+
+float from_half_bits(std::uint16_t bits) {
+  return static_cast<float>(c10::Half(bits, c10::Half::from_bits()));
+}
+
+namespace {
+
+/// One block of llama.cpp's quantize_row_q8_0_ref; `x` holds 32 values.
+std::uint16_t quantize_q8_0(const float* x, std::int8_t* q) {
+  float amax = 0;
+  for (std::int64_t j = 0; j < block_width; ++j)
+    amax = std::max(amax, std::fabs(x[j]));
+  const float d = amax / 127;
+  const float id = d != 0 ? 1 / d : 0;
+  for (std::int64_t j = 0; j < block_width; ++j)
+    q[j] = static_cast<std::int8_t>(std::round(x[j] * id));
+  return to_half_bits(d);
+}
+
+/// One block of llama.cpp's quantize_row_q4_0_ref, q[j] in [0, 15] for element j.
+std::uint16_t quantize_q4_0(const float* x, std::uint8_t* q) {
+  float amax = 0, signed_max = 0;
+  for (std::int64_t j = 0; j < block_width; ++j)
+    if (std::fabs(x[j]) > amax) {
+      amax = std::fabs(x[j]);
+      signed_max = x[j];
+    }
+  const float d = signed_max / -8;
+  const float id = d != 0 ? 1 / d : 0;
+  for (std::int64_t j = 0; j < block_width; ++j) // x id lies in [-8, 8]: truncating
+    q[j] = static_cast<std::uint8_t>(            // x id + 8.5 rounds it to a nibble
+        std::min(15, static_cast<int>(static_cast<std::int8_t>(x[j] * id + 8.5f))));
+  return to_half_bits(d);
+}
+
+} // namespace
+
+block_matrix::block_matrix(block_format format, const float* weights, std::int64_t rows,
+                           std::int64_t inputs)
+    : format_(format), rows_(rows), inputs_(inputs),
+      blocks_((inputs + block_width - 1) / block_width),
+      // Padded by a group: products load four scales at a time (block_dot.cpp).
+      scales_(static_cast<std::size_t>((groups() * blocks_ + 1) * group_rows)) {
+  const auto total =
+      static_cast<std::size_t>(groups() * group_rows * units_per_row() * unit_bytes);
+  quants_.reset(static_cast<std::uint8_t*>(
+      std::aligned_alloc(unit_bytes, std::max<std::size_t>(total, unit_bytes))));
+  if (!quants_)
+    throw std::bad_alloc();
+  std::memset(quants_.get(), 0, total);
+  float block[block_width];
+  std::uint8_t q[block_width];
+  for (std::int64_t r = 0; r < groups() * group_rows; ++r)
+    for (std::int64_t b = 0; b < blocks_; ++b) {
+      const auto first = b * block_width;
+      const auto n = r < rows ? std::min(block_width, inputs - first) : 0;
+      std::fill(block, block + block_width, 0.0f); // padding: zero weights
+      if (n > 0)
+        std::memcpy(block, weights + r * inputs + first,
+                    static_cast<std::size_t>(n) * sizeof(float));
+      const auto per_unit = blocks_per_unit(format);
+      auto* unit =
+          quants_.get() + quant_offset(r) + b / per_unit * group_rows * unit_bytes;
+      scales_[static_cast<std::size_t>(scale_offset(r) + b * group_rows)] =
+          format == block_format::q8_0
+              ? quantize_q8_0(block, reinterpret_cast<std::int8_t*>(unit))
+              : quantize_q4_0(block, q);
+      if (format == block_format::q4_0)
+        for (std::int64_t j = 0; j < block_width; ++j)
+          unit[j] |= static_cast<std::uint8_t>(q[j] << (b % 2 * 4));
+    }
+}
+
+void block_matrix::dequantize_row(std::int64_t r, float* out) const {
+  const auto per_unit = blocks_per_unit(format_);
+  for (std::int64_t b = 0; b < blocks_; ++b) {
+    const float d = from_half_bits(scales(r)[b * group_rows]);
+    const auto* unit = quants(r) + b / per_unit * group_rows * unit_bytes;
+    const auto first = b * block_width;
+    const auto n = std::min(block_width, inputs_ - first);
+    for (std::int64_t j = 0; j < n; ++j) {
+      const int value = format_ == block_format::q8_0 ? static_cast<std::int8_t>(unit[j])
+                                                      : (unit[j] >> (b % 2 * 4) & 15) - 8;
+      out[first + j] = d * static_cast<float>(value);
+    }
+  }
+}
+
+} // namespace canopy::backends

@@ -1,0 +1,225 @@
+// Weights in blocks of 32 (weight_blocks.hpp) and their products (block_dot.hpp,
+// block_product.hpp), against what the formats define:
+//  - each weight within half a step of its block (a whole step where int4's grid
+//    clips), plus the float16 rounding of the scale (|q| d 2^-11 at most);
+//    llama.cpp's nibble order for int4;
+//  - a product equal to the exact integer arithmetic on the quantized operands, up to
+//    float's rounding of the sum over blocks ((blocks + 8) 2^-24 of the sum of
+//    magnitudes: one add per block and eight lanes added at the end);
+//  - the same bits for a row whether it is computed alone or among others, on one
+//    thread or two (Note [block product tiles]), and portable and AVX2 kernels within
+//    the rounding bound of each other.
+#include "models/block_dot.hpp"
+#include "models/block_product.hpp"
+#include "models/weight_blocks.hpp"
+
+#include <ATen/Parallel.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <vector>
+
+namespace {
+
+using namespace canopy::backends;
+
+std::vector<float> normal(std::size_t n, unsigned seed, float scale = 1.0f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.0f, scale);
+  std::vector<float> v(n);
+  for (auto& x : v)
+    x = dist(rng);
+  return v;
+}
+
+/// Largest |w| of the block holding element j of `row` (inputs wide).
+float block_max(const float* row, std::int64_t inputs, std::int64_t j) {
+  const auto first = j / block_width * block_width;
+  const auto last = std::min(inputs, first + block_width);
+  float m = 0;
+  for (auto i = first; i < last; ++i)
+    m = std::max(m, std::fabs(row[i]));
+  return m;
+}
+
+TEST(weight_blocks, every_weight_is_within_its_blocks_step) {
+  const std::int64_t rows = 5, inputs = 200; // 6 whole blocks and one of 8
+  const auto w = normal(rows * inputs, 1);
+  for (const auto format : {block_format::q8_0, block_format::q4_0}) {
+    const block_matrix m(format, w.data(), rows, inputs);
+    EXPECT_EQ(m.blocks_per_row(), 7);
+    // Two groups of four rows, the second padded; 7 scales a row, and 7 units of 32
+    // bytes (int8) or 4 (int4, two blocks a unit, the last half used).
+    EXPECT_EQ(m.bytes(), static_cast<std::size_t>(
+                             8 * (7 * 2 + (format == block_format::q8_0 ? 7 : 4) * 32)));
+    // Half a step: max|w| / 254 for int8; int4's grid stops at -7m/8 opposite the
+    // largest weight m, so there a weight clips by up to a whole step, max|w| / 8.
+    const double steps = format == block_format::q8_0 ? 254 : 8;
+    std::vector<float> back(inputs);
+    for (std::int64_t r = 0; r < rows; ++r) {
+      m.dequantize_row(r, back.data());
+      for (std::int64_t j = 0; j < inputs; ++j) {
+        const double amax = block_max(w.data() + r * inputs, inputs, j);
+        EXPECT_LE(std::fabs(back[j] - w[r * inputs + j]),
+                  amax / steps + amax * std::ldexp(1.0, -11))
+            << weight_dtype_name(format) << " row " << r << " element " << j;
+      }
+    }
+  }
+}
+
+TEST(weight_blocks, int4_quantizes_as_llama_cpp_q4_0_and_packs_two_blocks_a_unit) {
+  // x_j = j - 16 in block 0 and 16 - j in block 1. Block 0's largest magnitude is -16,
+  // so d = -16 / -8 = 2 and q = x / 2 + 8 rounded half up, clamped to 15; block 1's is
+  // +16, so d = -2. Block 0's q sit in the unit's low nibbles, block 1's in its high
+  // ones (Note [quant units]).
+  std::vector<float> x(64);
+  for (int j = 0; j < 32; ++j) {
+    x[j] = static_cast<float>(j - 16);
+    x[32 + j] = static_cast<float>(16 - j);
+  }
+  const block_matrix m(block_format::q4_0, x.data(), 1, 64);
+  EXPECT_EQ(from_half_bits(m.scales(0)[0]), 2.0f);
+  EXPECT_EQ(from_half_bits(m.scales(0)[group_rows]), -2.0f);
+  for (int j = 0; j < 32; ++j) {
+    const int low = std::min(15, static_cast<int>((j - 16) / 2.0 + 8.5));
+    const int high = std::min(15, static_cast<int>((16 - j) / -2.0 + 8.5));
+    EXPECT_EQ(m.quants(0)[j], low | (high << 4)) << "byte " << j;
+  }
+}
+
+TEST(weight_blocks, int8_maps_a_blocks_largest_weight_to_127) {
+  std::vector<float> x(32, 0.25f);
+  x[7] = -3.0f;
+  const block_matrix m(block_format::q8_0, x.data(), 1, 32);
+  EXPECT_EQ(static_cast<std::int8_t>(m.quants(0)[7]), -127);
+  EXPECT_EQ(m.scales(0)[0], to_half_bits(3.0f / 127));
+  EXPECT_EQ(static_cast<std::int8_t>(m.quants(0)[0]),
+            static_cast<std::int8_t>(std::round(0.25f * 127 / 3.0f)));
+}
+
+struct exact_product {
+  std::vector<double> value, magnitude; // [rows, outputs]
+};
+
+/// x W^T on the quantized operands, in double: each block's integer sum is exact.
+exact_product exactly(const std::vector<float>& x, std::int64_t rows,
+                      const block_matrix& w) {
+  const auto blocks = w.blocks_per_row();
+  std::vector<std::int8_t> xq(static_cast<std::size_t>(rows * blocks * block_width));
+  std::vector<float> xd(static_cast<std::size_t>(rows * blocks));
+  quantize_activations(x.data(), rows, w.inputs(), blocks, xq.data(), xd.data());
+  std::vector<float> row(static_cast<std::size_t>(blocks * block_width), 0.0f);
+  exact_product p{std::vector<double>(static_cast<std::size_t>(rows * w.rows())),
+                  std::vector<double>(static_cast<std::size_t>(rows * w.rows()))};
+  for (std::int64_t o = 0; o < w.rows(); ++o) {
+    w.dequantize_row(o, row.data());
+    for (std::int64_t t = 0; t < rows; ++t)
+      for (std::int64_t b = 0; b < blocks; ++b) {
+        const double d = from_half_bits(w.scales(o)[b * group_rows]);
+        double sum = 0; // integers times d: the dequantized row over d is exact
+        for (std::int64_t j = 0; j < block_width; ++j)
+          sum += std::round(row[b * block_width + j] / d * 1.0) *
+                 xq[(t * blocks + b) * block_width + j];
+        const double term = d * xd[t * blocks + b] * sum;
+        p.value[t * w.rows() + o] += term;
+        p.magnitude[t * w.rows() + o] += std::fabs(term);
+      }
+  }
+  return p;
+}
+
+class block_product : public ::testing::TestWithParam<block_format> {};
+
+TEST_P(block_product, is_the_exact_block_arithmetic_within_floats_rounding_of_the_sum) {
+  const std::int64_t rows = 7, outputs = 37, inputs = 200;
+  const auto x = normal(rows * inputs, 2, 3.0f);
+  const auto wf = normal(outputs * inputs, 3, 0.05f);
+  const block_matrix w(GetParam(), wf.data(), outputs, inputs);
+  const auto exact = exactly(x, rows, w);
+  const double u = std::ldexp(1.0, -24) * static_cast<double>(w.blocks_per_row() + 8);
+  std::vector<float> y(rows * outputs, 1.0f);
+  multiply_blocks(x.data(), rows, w, y.data(), false);
+  std::vector<float> accumulated(rows * outputs, 1.0f);
+  multiply_blocks(x.data(), rows, w, accumulated.data(), true);
+  for (std::size_t i = 0; i < y.size(); ++i) {
+    EXPECT_LE(std::fabs(y[i] - exact.value[i]), u * exact.magnitude[i]) << i;
+    EXPECT_EQ(accumulated[i], 1.0f + y[i]) << i;
+  }
+}
+
+TEST_P(block_product, gives_a_row_the_same_bits_alone_among_others_and_on_two_threads) {
+  const std::int64_t rows = 7, outputs = 300, inputs = 200;
+  const auto x = normal(rows * inputs, 4);
+  const auto wf = normal(outputs * inputs, 5, 0.05f);
+  const block_matrix w(GetParam(), wf.data(), outputs, inputs);
+  const int threads = at::get_num_threads();
+  at::set_num_threads(1);
+  std::vector<float> together(rows * outputs);
+  multiply_blocks(x.data(), rows, w, together.data(), false);
+  at::set_num_threads(2);
+  std::vector<float> two_threads(rows * outputs);
+  multiply_blocks(x.data(), rows, w, two_threads.data(), false);
+  at::set_num_threads(threads);
+  EXPECT_EQ(together, two_threads);
+  std::vector<float> alone(outputs);
+  for (std::int64_t t = 0; t < rows; ++t) {
+    multiply_blocks(x.data() + t * inputs, 1, w, alone.data(), false);
+    EXPECT_TRUE(std::equal(alone.begin(), alone.end(), together.begin() + t * outputs))
+        << "row " << t;
+  }
+}
+
+TEST(block_quantizer, avx2_quantizes_activations_as_the_portable_one_bit_for_bit) {
+  const auto avx2 = avx2_block_kernels();
+  if (!avx2)
+    GTEST_SKIP() << "this CPU has no AVX2";
+  const std::int64_t rows = 3, inputs = 200, blocks = 7; // a partial last block
+  auto x = normal(rows * inputs, 8, 2.0f);
+  x[5] = 0.5f / 127 * 3; // a value halfway between steps rounds to even
+  std::fill(x.begin() + inputs, x.begin() + inputs + 32, 0.0f); // an all-zero block
+  std::vector<std::int8_t> q1(rows * blocks * 32, 9), q2(rows * blocks * 32, 9);
+  std::vector<float> d1(rows * blocks), d2(rows * blocks);
+  quantize_activations(x.data(), rows, inputs, blocks, q1.data(), d1.data());
+  avx2->quantize(x.data(), rows, inputs, blocks, q2.data(), d2.data());
+  EXPECT_EQ(q1, q2);
+  EXPECT_EQ(d1, d2);
+  EXPECT_EQ(d1[blocks], 0.0f);
+}
+
+TEST_P(block_product, portable_and_avx2_kernels_agree_within_rounding_on_every_tile) {
+  const auto avx2 = avx2_block_kernels();
+  if (!avx2)
+    GTEST_SKIP() << "this CPU has no AVX2";
+  const std::int64_t inputs = 256, blocks = 8;
+  const auto x = normal(4 * inputs, 6);
+  const auto wf = normal(4 * inputs, 7, 0.05f);
+  const block_matrix w(GetParam(), wf.data(), 4, inputs);
+  std::vector<std::int8_t> xq(4 * inputs);
+  std::vector<float> xd(4 * blocks);
+  quantize_activations(x.data(), 4, inputs, blocks, xq.data(), xd.data());
+  const auto exact = exactly(x, 4, w);
+  const weight_rows rows{w.quants(0), w.scales(0)};
+  float a[8], b[8];
+  for (int r = 1; r <= 4; ++r)
+    for (int n = 1; n <= 4 && r * n <= 8; ++n) {
+      portable_block_kernels().for_format(GetParam())(rows, r, xq.data(), xd.data(),
+                                                      blocks, inputs, n, a);
+      avx2->for_format(GetParam())(rows, r, xq.data(), xd.data(), blocks, inputs, n, b);
+      for (int k = 0; k < r; ++k)
+        for (int i = 0; i < n; ++i)
+          EXPECT_LE(std::fabs(a[k * n + i] - b[k * n + i]),
+                    2 * std::ldexp(1.0, -24) * (blocks + 8) * exact.magnitude[i * 4 + k])
+              << r << " x " << n << " tile, weight row " << k << ", activation row " << i;
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(formats, block_product,
+                         ::testing::Values(block_format::q8_0, block_format::q4_0),
+                         [](const ::testing::TestParamInfo<block_format>& info) {
+                           return std::string(weight_dtype_name(info.param));
+                         });
+
+} // namespace
