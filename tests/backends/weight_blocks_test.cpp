@@ -50,8 +50,8 @@ TEST(weight_blocks, every_weight_is_within_its_blocks_step) {
   for (const auto format : {block_format::q8_0, block_format::q4_0}) {
     const block_matrix m(format, w.data(), rows, inputs);
     EXPECT_EQ(m.blocks_per_row(), 7);
-    // Two groups of four rows, the second padded; 7 scales a row, and 7 units of 32
-    // bytes (int8) or 4 (int4, two blocks a unit, the last half used).
+    // One group of eight rows, three of them padding; 7 scales a row, and 7 units of
+    // 32 bytes (int8) or 4 (int4, two blocks a unit, the last half used).
     EXPECT_EQ(m.bytes(), static_cast<std::size_t>(
                              8 * (7 * 2 + (format == block_format::q8_0 ? 7 : 4) * 32)));
     // Half a step: max|w| / 254 for int8; int4's grid stops at -7m/8 opposite the
@@ -195,15 +195,15 @@ TEST_P(block_product, portable_and_avx2_kernels_agree_within_rounding_on_every_t
     GTEST_SKIP() << "this CPU has no AVX2";
   const std::int64_t inputs = 256, blocks = 8;
   const auto x = normal(4 * inputs, 6);
-  const auto wf = normal(4 * inputs, 7, 0.05f);
-  const block_matrix w(GetParam(), wf.data(), 4, inputs);
+  const auto wf = normal(8 * inputs, 7, 0.05f);
+  const block_matrix w(GetParam(), wf.data(), 8, inputs);
   std::vector<std::int8_t> xq(4 * inputs);
   std::vector<float> xd(4 * blocks);
   quantize_activations(x.data(), 4, inputs, blocks, xq.data(), xd.data());
   const auto exact = exactly(x, 4, w);
   const weight_rows rows{w.quants(0), w.scales(0)};
   float a[8], b[8];
-  for (int r = 1; r <= 4; ++r)
+  for (int r : {1, 2, 3, 4, 8})
     for (int n = 1; n <= 4 && r * n <= 8; ++n) {
       portable_block_kernels().for_format(GetParam())(rows, r, xq.data(), xd.data(),
                                                       blocks, inputs, n, a);
@@ -211,7 +211,7 @@ TEST_P(block_product, portable_and_avx2_kernels_agree_within_rounding_on_every_t
       for (int k = 0; k < r; ++k)
         for (int i = 0; i < n; ++i)
           EXPECT_LE(std::fabs(a[k * n + i] - b[k * n + i]),
-                    2 * std::ldexp(1.0, -24) * (blocks + 8) * exact.magnitude[i * 4 + k])
+                    2 * std::ldexp(1.0, -24) * (blocks + 8) * exact.magnitude[i * 8 + k])
               << r << " x " << n << " tile, weight row " << k << ", activation row " << i;
     }
 }

@@ -91,12 +91,13 @@ CANOPY_AVX2 inline float horizontal_sum(__m256 v) {
 // activation rows give R N chains to interleave. Every pair still adds the same terms
 // in the same order whatever the tile, so the tile never changes an answer.
 /// Adds block b of every (weight row k, activation row i) pair of the tile into
-/// acc[k][i]: weights[k] is row k's block (int8: as stored; int4: q in [0, 15]).
+/// acc[k][i]. Row k's block is read from its unit: int8 as stored; int4 the q in
+/// [0, 15] of the unit's low nibbles (even b) or high ones (odd b).
 template <block_format F, int R, int N>
-CANOPY_AVX2 inline void add_block(const weight_rows& w, const __m256i (&weights)[R],
-                                  const std::int8_t* xq, const float* xd,
-                                  std::int64_t blocks, std::int64_t x_stride,
-                                  std::int64_t b, __m256 (&acc)[R][N]) {
+CANOPY_AVX2 inline void add_block(const weight_rows& w, const std::int8_t* xq,
+                                  const float* xd, std::int64_t blocks,
+                                  std::int64_t x_stride, std::int64_t b,
+                                  __m256 (&acc)[R][N]) {
   const __m256i ones = _mm256_set1_epi16(1);
   __m256i x[N], offset[N];
   __m256 dx[N];
@@ -108,19 +109,25 @@ CANOPY_AVX2 inline void add_block(const weight_rows& w, const __m256i (&weights)
       offset[i] =
           _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(8), x[i]), ones);
   }
-  // Four rows' scales in one conversion (the tile's first row on; the matrix pads the
-  // array, so a tile that starts mid-group reads no further than its end).
-  const __m256 scales = _mm256_castps128_ps256(_mm_cvtph_ps(
-      _mm_loadl_epi64(reinterpret_cast<const __m128i*>(w.scales + b * group_rows))));
+  // The group's scales in one conversion (from the tile's first row on; the matrix
+  // pads the array, so a tile that starts mid-group reads no further than its end).
+  const __m256 scales = _mm256_cvtph_ps(
+      _mm_loadu_si128(reinterpret_cast<const __m128i*>(w.scales + b * group_rows)));
   for (int k = 0; k < R; ++k) {
     const __m256 dw = _mm256_permutevar8x32_ps(scales, _mm256_set1_epi32(k));
-    const __m256i magnitude =
-        F == block_format::q8_0 ? _mm256_sign_epi8(weights[k], weights[k]) : weights[k];
+    const __m256i unit =
+        _mm256_load_si256(reinterpret_cast<const __m256i*>(unit_of<F>(w, b, k)));
+    __m256i magnitude;
+    if constexpr (F == block_format::q8_0)
+      magnitude = _mm256_sign_epi8(unit, unit);
+    else // Note [quant units]
+      magnitude = _mm256_and_si256(b % 2 == 0 ? unit : _mm256_srli_epi16(unit, 4),
+                                   _mm256_set1_epi8(15));
     for (int i = 0; i < N; ++i) {
       __m256i lanes;
       if constexpr (F == block_format::q8_0)
         lanes = _mm256_madd_epi16(
-            _mm256_maddubs_epi16(magnitude, _mm256_sign_epi8(x[i], weights[k])), ones);
+            _mm256_maddubs_epi16(magnitude, _mm256_sign_epi8(x[i], unit)), ones);
       else
         lanes = _mm256_sub_epi32(
             _mm256_madd_epi16(_mm256_maddubs_epi16(magnitude, x[i]), ones), offset[i]);
@@ -138,24 +145,16 @@ CANOPY_AVX2 void dot_avx2_tile(const weight_rows& w, const std::int8_t* xq,
   for (int k = 0; k < R; ++k)
     for (int i = 0; i < N; ++i)
       acc[k][i] = _mm256_setzero_ps();
-  const __m256i low_nibbles = _mm256_set1_epi8(15);
+  // An int4 unit's two blocks in one iteration: no test of b's parity inside.
   constexpr auto per_unit = blocks_per_unit(F);
-  for (std::int64_t b = 0; b < blocks; b += per_unit) {
-    __m256i first[R], second[R];
-    for (int k = 0; k < R; ++k) {
-      const __m256i unit =
-          _mm256_load_si256(reinterpret_cast<const __m256i*>(unit_of<F>(w, b, k)));
-      if constexpr (F == block_format::q8_0) {
-        first[k] = unit;
-      } else { // the unit's two blocks (Note [quant units])
-        first[k] = _mm256_and_si256(unit, low_nibbles);
-        second[k] = _mm256_and_si256(_mm256_srli_epi16(unit, 4), low_nibbles);
-      }
-    }
-    add_block<F, R, N>(w, first, xq, xd, blocks, x_stride, b, acc);
-    if (F == block_format::q4_0 && b + 1 < blocks)
-      add_block<F, R, N>(w, second, xq, xd, blocks, x_stride, b + 1, acc);
+  std::int64_t b = 0;
+  for (; b + per_unit <= blocks; b += per_unit) {
+    add_block<F, R, N>(w, xq, xd, blocks, x_stride, b, acc);
+    if constexpr (per_unit == 2)
+      add_block<F, R, N>(w, xq, xd, blocks, x_stride, b + 1, acc);
   }
+  if (b < blocks)
+    add_block<F, R, N>(w, xq, xd, blocks, x_stride, b, acc);
   for (int k = 0; k < R; ++k)
     for (int i = 0; i < N; ++i)
       out[k * N + i] = horizontal_sum(acc[k][i]);
@@ -225,8 +224,10 @@ void dot_avx2(const weight_rows& w, int r, const std::int8_t* xq, const float* x
     return dot_avx2_rows<F, 2>(w, xq, xd, blocks, x_stride, n, out);
   case 3:
     return dot_avx2_rows<F, 3>(w, xq, xd, blocks, x_stride, n, out);
-  default:
+  case 4:
     return dot_avx2_rows<F, 4>(w, xq, xd, blocks, x_stride, n, out);
+  default: // eight rows of one activation row: a decoding pass
+    return dot_avx2_tile<F, 8, 1>(w, xq, xd, blocks, x_stride, out);
   }
 }
 

@@ -23,7 +23,7 @@
 
 namespace canopy::backends {
 
-/// Up to four consecutive rows of a block_matrix within one group: block_matrix's
+/// Up to eight consecutive rows of a block_matrix within one group: block_matrix's
 /// quants(r) and scales(r) of the first (row k's block b is b * group_rows + k blocks
 /// on).
 struct weight_rows {
@@ -31,9 +31,9 @@ struct weight_rows {
   const std::uint16_t* scales;
 };
 
-/// out[k * n + i] = weight row k . activation row i, for k < r and i < n (each 1..4;
-/// r n at most 8). Activation row i's quants start at xq + i * x_stride, its scales
-/// at xd + i * blocks.
+/// out[k * n + i] = weight row k . activation row i, for k < r and i < n (r 1..4 with
+/// n 1..4 and r n at most 8, or r 8 with n 1). Activation row i's quants start at xq + i
+/// * x_stride, its scales at xd + i * blocks.
 using block_dot_fn = void (*)(const weight_rows& w, int r, const std::int8_t* xq,
                               const float* xd, std::int64_t blocks, std::int64_t x_stride,
                               int n, float* out);

@@ -40,11 +40,12 @@ private:
 
 // Note [block product tiles]
 // The kernels take tiles of up to four activation rows by as many weight rows as keep
-// eight accumulators (block_dot.hpp, Note [independent chains]); the activation rows
-// are walked in chunks whose quants stay in the core's L2 while every weight row
-// streams past them once per chunk. Outputs (weight rows) are split over ATen's
-// threads. Each (row, output) pair is computed the same way whatever the tile and the
-// split, so the answer is the same for any batch and on any number of threads.
+// eight accumulators (eight weight rows, a whole group, for one activation row)
+// (block_dot.hpp, Note [independent chains]); the activation rows are walked in chunks
+// whose quants stay in the core's L2 while every weight row streams past them once per
+// chunk. Outputs (weight rows) are split over ATen's threads. Each (row, output) pair is
+// computed the same way whatever the tile and the split, so the answer is the same for
+// any batch and on any number of threads.
 constexpr std::int64_t chunk_bytes = 128 << 10;
 constexpr int max_tile_rows = 4;
 constexpr int accumulators = 8;

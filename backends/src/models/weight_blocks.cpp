@@ -69,7 +69,7 @@ block_matrix::block_matrix(block_format format, const float* weights, std::int64
                            std::int64_t inputs)
     : format_(format), rows_(rows), inputs_(inputs),
       blocks_((inputs + block_width - 1) / block_width),
-      // Padded by a group: products load four scales at a time (block_dot.cpp).
+      // Padded by a group: products load a group's scales at a time (block_dot.cpp).
       scales_(static_cast<std::size_t>((groups() * blocks_ + 1) * group_rows)) {
   const auto total =
       static_cast<std::size_t>(groups() * group_rows * units_per_row() * unit_bytes);

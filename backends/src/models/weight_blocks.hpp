@@ -9,13 +9,13 @@
 //    -7m/8 on the other side. A weight moves by at most |d| / 2 = max|w| / 16 inside
 //    the grid, and by up to |d| = max|w| / 8 beyond -7m/8.
 // Unlike llama.cpp's array of {d, quants} records, scales and quants are two arrays
-// (quants in units: Note [quant units]), and rows are interleaved by groups of four:
-// block b of rows 4g..4g+3 lie side by side, so that a product reading four rows at once
-// reads one sequential stream (the hardware prefetcher kept four separate row streams at
-// a third of float32's bandwidth). A row whose width is not a multiple of 32 ends in a
-// partial block padded with zero weights (stories260K's MLP is 172 wide), and the last
-// group is padded with zero rows. Thread contract: immutable after construction; read
-// from any thread.
+// (quants in units: Note [quant units]), and rows are interleaved by groups of eight:
+// block b of rows 8g..8g+7 lie side by side, so that a product reading eight rows at
+// once reads one sequential stream (the hardware prefetcher kept separate row streams
+// at a third of float32's bandwidth) and converts their eight scales in one step. A
+// row whose width is not a multiple of 32 ends in a partial block padded with zero
+// weights (stories260K's MLP is 172 wide), and the last group is padded with zero rows.
+// Thread contract: immutable after construction; read from any thread.
 
 #include <cstddef>
 #include <cstdint>
@@ -48,8 +48,9 @@ constexpr std::int64_t blocks_per_unit(block_format f) {
   return f == block_format::q8_0 ? 1 : 2;
 }
 
-/// Rows per interleaved group.
-constexpr std::int64_t group_rows = 4;
+/// Rows per interleaved group: as many as a decoding product's tile reads at once
+/// (block_product.cpp).
+constexpr std::int64_t group_rows = 8;
 
 class block_matrix {
 public:
