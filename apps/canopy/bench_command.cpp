@@ -158,6 +158,9 @@ std::string describe_backend(const engine_config& c, const backends::model_info&
       out << "the built-in seeded synthetic Llama (no --model given), ";
     out << "model " << model.name << " (vocab " << model.vocab_size << ", context "
         << model.context_length << "), dtype " << c.dtype;
+    if (!model.weight_dtype.empty() && model.weight_dtype != c.dtype)
+      out << ", weights " << model.weight_dtype << " (" << model.weight_bytes / 1000000
+          << " MB)";
     return out.str();
   }
   if (c.mock_cost_per_pass_us == 0 && c.mock_cost_per_token_us == 0)

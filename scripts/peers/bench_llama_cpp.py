@@ -17,8 +17,10 @@ implementations must agree within 1e-3 (their sums of 768 and 2048 products, thr
 Weight formats: f32 (Canopy float32), q8_0 (Canopy --weight_dtype int8 against
 llama-quantize's Q8_0 of the F32 file) and q4_0 (int4 against Q4_0 with the token
 embeddings and output kept in Q8_0, as Canopy's int4 keeps them in int8). Both sides
-quantize weights with llama.cpp's reference rounding; only F32 is checked for agreement
-(the sides round activations differently: llama.cpp's scales are float16).
+quantize weights with llama.cpp's reference rounding, but round activations apart
+(llama.cpp's scales are float16), so a quantized format is checked by what it loses:
+Canopy's mean KL per row from llama.cpp's F32 rows, on a random 64-token sequence, at
+most 1.5 times llama.cpp's own (plus 0.01).
 
 Workloads (each side computes the next-token log-probs of every query):
   decode   one sequence, greedy, one query in flight (llama.cpp: one decode a token)
@@ -61,10 +63,11 @@ def run(cmd, env=None, **kwargs):
                           **kwargs)
 
 
-def canopy_rows(canopy, model, tokens, env):
+def canopy_rows(canopy, model, tokens, env, weight_dtype=None):
     with tempfile.NamedTemporaryFile(suffix=".f32") as out:
         run([canopy, "logprobs", "--model", model, "--tokens", ",".join(map(str, tokens)),
-             "--all-positions", "--format", "f32", "--out", out.name], env=env)
+             "--all-positions", "--format", "f32", "--out", out.name]
+            + (["--weight_dtype", weight_dtype] if weight_dtype else []), env=env)
         return np.fromfile(out.name, dtype=np.float32)
 
 
@@ -92,6 +95,25 @@ def check_agreement(args, name, model, gguf, env):
           f"sequence(s) (limit {limit:g})")
     if worst > limit:
         sys.exit(f"{name}: the conversion disagrees: {worst:.2e} > {limit:g}")
+
+
+def mean_kl(reference, rows, vocab):
+    p, q = (r.astype(np.float64).reshape(-1, vocab) for r in (reference, rows))
+    return float((np.exp(p) * (p - q)).sum(1).mean())
+
+
+def check_quantized(args, name, model, gguf, weights, fmt, env):
+    """Both sides' quantized rows against llama.cpp's F32 rows: the same weights in
+    the same blocks must lose about as much (the sides round activations differently)."""
+    tokens = list(np.random.default_rng(1).integers(0, 32000, 64))
+    reference = peer_rows(args.peer, gguf, tokens)
+    vocab = reference.size // len(tokens)
+    ours = mean_kl(reference, canopy_rows(args.canopy, model, tokens, env,
+                                          weight_dtypes[fmt]), vocab)
+    theirs = mean_kl(reference, peer_rows(args.peer, weights, tokens), vocab)
+    print(f"{name} {fmt}: mean KL from F32 per row, Canopy {ours:.4f}, llama.cpp {theirs:.4f}")
+    if ours > 1.5 * theirs + 0.01:
+        sys.exit(f"{name} {fmt}: Canopy's quantized rows lose more than llama.cpp's")
 
 
 def canopy_run(args, model, workload, steps, env, weight_dtype):
@@ -158,6 +180,8 @@ def main():
             if not weights.exists():
                 run([peers / "llama.cpp/build/bin/llama-quantize"] + quantize_flags[fmt]
                     + [gguf, weights, fmt.upper()])
+            if fmt != "f32":
+                check_quantized(args, name, model, gguf, weights, fmt, env)
             for workload in args.workloads.split(","):
                 s = steps.get((name, workload), 0)
                 ratios, ours, theirs = [], [], []

@@ -85,8 +85,14 @@ public:
     cp.n_ctx = static_cast<uint32_t>(n_ctx);
     cp.n_batch = cp.n_ubatch = static_cast<uint32_t>(n_batch);
     cp.n_seq_max = static_cast<uint32_t>(n_seq);
+    // It reserves an output per sequence at start, more than a batch when the smc
+    // workload's scratch sequences double them.
+    cp.n_outputs_max = static_cast<uint32_t>(std::max(n_batch, n_seq));
     cp.n_threads = cp.n_threads_batch = o.threads;
     cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_DISABLED;
+    // One KV buffer for every sequence, as the smc workload's copies share cells (by
+    // default each sequence gets n_ctx / n_seq_max cells of its own).
+    cp.kv_unified = true;
     cp.type_k = cp.type_v = GGML_TYPE_F32;
     cp.no_perf = true;
     ctx_ = llama_init_from_model(model_, cp);
