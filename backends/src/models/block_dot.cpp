@@ -86,10 +86,11 @@ CANOPY_AVX2 inline float horizontal_sum(__m256 v) {
 // portable one agree to float rounding.
 //
 // Note [independent chains]: each (weight row, activation row) pair adds its blocks
-// into its own accumulator, a chain of dependent FMAs (5 cycles each on Zen 2). One
+// into its own accumulator, a chain of dependent FMAs (4-5 cycles each on Zen). One
 // pair alone ran a block in ~7 cycles, waiting on its chain; R weight rows times N
 // activation rows give R N chains to interleave. Every pair still adds the same terms
 // in the same order whatever the tile, so the tile never changes an answer.
+
 /// Adds block b of every (weight row k, activation row i) pair of the tile into
 /// acc[k][i]. Row k's block is read from its unit: int8 as stored; int4 the q in
 /// [0, 15] of the unit's low nibbles (even b) or high ones (odd b).

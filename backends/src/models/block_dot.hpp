@@ -24,8 +24,8 @@
 namespace canopy::backends {
 
 /// Up to eight consecutive rows of a block_matrix within one group: block_matrix's
-/// quants(r) and scales(r) of the first (row k's block b is b * group_rows + k blocks
-/// on).
+/// quants(r) and scales(r) of the first (row k's quant unit u is u * group_rows + k
+/// units on, its block b's scale b * group_rows + k scales on).
 struct weight_rows {
   const std::uint8_t* quants;
   const std::uint16_t* scales;
