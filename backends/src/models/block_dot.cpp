@@ -37,17 +37,7 @@ namespace {
 /// Row k's quant unit holding block b (Note [quant units]), k within a tile.
 template <block_format F>
 const std::uint8_t* unit_of(const weight_rows& w, std::int64_t b, int k) {
-  return w.quants + (b / blocks_per_unit(F) * group_rows + k) * unit_bytes;
-}
-
-/// Weight j of block b as a signed integer.
-template <block_format F>
-int weight_at(const weight_rows& w, std::int64_t b, int k, int j) {
-  const std::uint8_t* unit = unit_of<F>(w, b, k);
-  if constexpr (F == block_format::q8_0)
-    return static_cast<std::int8_t>(unit[j]);
-  else
-    return (unit[j] >> (b % 2 * 4) & 15) - 8;
+  return w.quants + unit_offset(F, b) + k * unit_bytes;
 }
 
 template <block_format F>
@@ -60,7 +50,7 @@ void dot_portable(const weight_rows& w, int r, const std::int8_t* xq, const floa
       for (std::int64_t b = 0; b < blocks; ++b) {
         std::int32_t block = 0;
         for (int j = 0; j < block_width; ++j)
-          block += weight_at<F>(w, b, k, j) * x[b * block_width + j];
+          block += quant_value(F, unit_of<F>(w, b, k), b, j) * x[b * block_width + j];
         sum += from_half_bits(w.scales[b * group_rows + k]) * xd[i * blocks + b] *
                static_cast<float>(block);
       }

@@ -30,16 +30,13 @@ gpt2_model::gpt2_model(const checkpoint& ckpt, at::ScalarType dtype, at::Device 
 
 std::size_t gpt2_model::weight_bytes() const {
   std::size_t sum = 0;
-  auto add = [&](const at::Tensor& t) {
-    sum += static_cast<std::size_t>(t.numel()) * t.element_size();
-  };
   for (const auto& t : {wte_, head_, wpe_, ln_f_.weight, ln_f_.bias})
-    add(t);
+    sum += tensor_bytes(t);
   for (const auto& L : layers_)
     for (const auto& t :
          {L.ln_1.weight, L.ln_1.bias, L.attn_w, L.attn_b, L.proj_w, L.proj_b,
           L.ln_2.weight, L.ln_2.bias, L.fc_w, L.fc_b, L.out_w, L.out_b})
-      add(t);
+      sum += tensor_bytes(t);
   return sum;
 }
 

@@ -59,17 +59,14 @@ at::Tensor rope_inverse_frequencies(const model_config& c) {
 }
 
 std::size_t llama_weights::bytes() const {
-  auto dense = [](const at::Tensor& t) {
-    return t.defined() ? static_cast<std::size_t>(t.numel()) * t.element_size() : 0;
-  };
   // Tied blocks are one matrix, counted once.
   std::size_t sum = head.bytes() +
                     (embed.blocks == head.blocks && embed.blocks ? 0 : embed.bytes()) +
-                    dense(norm);
+                    tensor_bytes(norm);
   for (const auto& L : layers)
-    sum += dense(L.input_norm) + L.qkv.bytes() + dense(L.qkv_bias) + dense(L.q_norm) +
-           dense(L.k_norm) + L.out.bytes() + dense(L.post_norm) + L.gate_up.bytes() +
-           L.down.bytes();
+    sum += tensor_bytes(L.input_norm) + L.qkv.bytes() + tensor_bytes(L.qkv_bias) +
+           tensor_bytes(L.q_norm) + tensor_bytes(L.k_norm) + L.out.bytes() +
+           tensor_bytes(L.post_norm) + L.gate_up.bytes() + L.down.bytes();
   return sum;
 }
 

@@ -8,20 +8,12 @@
 
 namespace canopy::backends {
 
-namespace {
-
-std::size_t dense_bytes(const at::Tensor& t) {
-  return t.defined() ? static_cast<std::size_t>(t.numel()) * t.element_size() : 0;
-}
-
-} // namespace
-
 std::size_t projection::bytes() const {
-  return blocks ? blocks->bytes() : dense_bytes(dense);
+  return blocks ? blocks->bytes() : tensor_bytes(dense);
 }
 
 std::size_t token_embedding::bytes() const {
-  return blocks ? blocks->bytes() : dense_bytes(dense);
+  return blocks ? blocks->bytes() : tensor_bytes(dense);
 }
 
 projection make_projection(const at::Tensor& weight, std::optional<block_format> format) {

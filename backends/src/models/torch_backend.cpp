@@ -34,10 +34,19 @@ double kv_storage_roundoff(const torch_options& options) {
   return options.kv_dtype.empty() || stored <= compute ? 0.0 : stored;
 }
 
+namespace {
+
+/// The blocks `options` ask for; nullopt for dense weights (weight_dtype empty or the
+/// compute dtype).
+std::optional<block_format> served_blocks(const torch_options& options) {
+  return options.weight_dtype == options.dtype ? std::nullopt
+                                               : parse_weight_dtype(options.weight_dtype);
+}
+
+} // namespace
+
 double block_roundoff(const torch_options& options) {
-  if (options.weight_dtype == options.dtype || !parse_weight_dtype(options.weight_dtype))
-    return 0.0;
-  return 1.0 / 254;
+  return served_blocks(options) ? 1.0 / 254 : 0.0;
 }
 
 int cuda_device_count() {
@@ -140,10 +149,7 @@ public:
     }
     checkpoint served = ckpt; // views and storage are shared, not copied
     served.config = served_config(ckpt.config, options);
-    const auto blocks =
-        options.weight_dtype == options.dtype
-            ? std::nullopt
-            : parse_weight_dtype(options.weight_dtype); // dense: the dtype's
+    const auto blocks = served_blocks(options);
     model_ = make_transformer(served, dtype_, device_, blocks);
     const auto& c = model_->config();
     auto format = make_kv_format(options.kv_dtype, dtype_);

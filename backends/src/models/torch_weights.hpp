@@ -26,6 +26,11 @@ at::Tensor load_weight(const checkpoint& ckpt, const std::string& name,
 /// A contiguous [in, out] copy of an [out, in] weight.
 at::Tensor in_out(const at::Tensor& weight);
 
+/// Bytes `t` holds; 0 for an undefined tensor (a model's optional weight).
+inline std::size_t tensor_bytes(const at::Tensor& t) {
+  return t.defined() ? static_cast<std::size_t>(t.numel()) * t.element_size() : 0;
+}
+
 /// Log-probabilities in float32 of the logits [R, V], whatever their dtype.
 at::Tensor log_probs(const at::Tensor& logits);
 

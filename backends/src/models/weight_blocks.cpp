@@ -10,17 +10,11 @@
 
 namespace canopy::backends {
 
-const char* weight_dtype_name(block_format format) {
-  return format == block_format::q8_0 ? "int8" : "int4";
-}
-
 std::optional<block_format> parse_weight_dtype(const std::string& name) {
   if (name.empty())
     return std::nullopt;
-  if (name == "int8")
-    return block_format::q8_0;
-  if (name == "int4")
-    return block_format::q4_0;
+  if (const auto format = value_of(block_format_names, name))
+    return format;
   throw std::invalid_argument("unknown weight_dtype '" + name +
                               "' (known: int8, int4, or the compute dtype)");
 }
@@ -88,9 +82,7 @@ block_matrix::block_matrix(block_format format, const float* weights, std::int64
       if (n > 0)
         std::memcpy(block, weights + r * inputs + first,
                     static_cast<std::size_t>(n) * sizeof(float));
-      const auto per_unit = blocks_per_unit(format);
-      auto* unit =
-          quants_.get() + quant_offset(r) + b / per_unit * group_rows * unit_bytes;
+      auto* unit = quants_.get() + quant_offset(r) + unit_offset(format, b);
       scales_[static_cast<std::size_t>(scale_offset(r) + b * group_rows)] =
           format == block_format::q8_0
               ? quantize_q8_0(block, reinterpret_cast<std::int8_t*>(unit))
@@ -102,17 +94,13 @@ block_matrix::block_matrix(block_format format, const float* weights, std::int64
 }
 
 void block_matrix::dequantize_row(std::int64_t r, float* out) const {
-  const auto per_unit = blocks_per_unit(format_);
   for (std::int64_t b = 0; b < blocks_; ++b) {
     const float d = from_half_bits(scales(r)[b * group_rows]);
-    const auto* unit = quants(r) + b / per_unit * group_rows * unit_bytes;
+    const auto* unit = quants(r) + unit_offset(format_, b);
     const auto first = b * block_width;
     const auto n = std::min(block_width, inputs_ - first);
-    for (std::int64_t j = 0; j < n; ++j) {
-      const int value = format_ == block_format::q8_0 ? static_cast<std::int8_t>(unit[j])
-                                                      : (unit[j] >> (b % 2 * 4) & 15) - 8;
-      out[first + j] = d * static_cast<float>(value);
-    }
+    for (std::int64_t j = 0; j < n; ++j)
+      out[first + j] = d * static_cast<float>(quant_value(format_, unit, b, j));
   }
 }
 

@@ -17,6 +17,9 @@
 // weights (stories260K's MLP is 172 wide), and the last group is padded with zero rows.
 // Thread contract: immutable after construction; read from any thread.
 
+#include <canopy/cache/enum_names.hpp>
+
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -31,8 +34,16 @@ enum class block_format { q8_0, q4_0 };
 
 constexpr std::int64_t block_width = 32;
 
-/// "int8" or "int4": the names `weight_dtype` takes.
-const char* weight_dtype_name(block_format format);
+/// The names `weight_dtype` takes.
+inline constexpr std::array<enum_name<block_format>, 2> block_format_names{{
+    {block_format::q8_0, "int8"},
+    {block_format::q4_0, "int4"},
+}};
+
+/// "int8" or "int4".
+inline std::string weight_dtype_name(block_format format) {
+  return std::string(name_of(block_format_names, format));
+}
 /// The format a weight_dtype name selects; nullopt for "" (dense weights); throws
 /// std::invalid_argument naming the known names otherwise.
 std::optional<block_format> parse_weight_dtype(const std::string& name);
@@ -48,9 +59,22 @@ constexpr std::int64_t blocks_per_unit(block_format f) {
   return f == block_format::q8_0 ? 1 : 2;
 }
 
+/// Weight j of block b as a signed integer, from the unit holding it.
+constexpr int quant_value(block_format f, const std::uint8_t* unit, std::int64_t b,
+                          std::int64_t j) {
+  return f == block_format::q8_0 ? static_cast<std::int8_t>(unit[j])
+                                 : (unit[j] >> (b % 2 * 4) & 15) - 8;
+}
+
 /// Rows per interleaved group: as many as a decoding product's tile reads at once
 /// (block_product.cpp).
 constexpr std::int64_t group_rows = 8;
+
+/// Bytes from a row's first unit to the unit holding its block b (the rows of a group
+/// interleave unit by unit).
+constexpr std::int64_t unit_offset(block_format f, std::int64_t b) {
+  return b / blocks_per_unit(f) * group_rows * unit_bytes;
+}
 
 class block_matrix {
 public:
