@@ -14,6 +14,15 @@ prefix must agree with Canopy's within 1e-4 on the oracle's cases (stories260K).
 implementations must agree within 1e-3 (their sums of 768 and 2048 products, through
 12 layers, round differently: Canopy's own two forwards differ by about 1e-4 there).
 
+Canopy also loads the GGUF files themselves (llama.cpp's gguf-py wrote the F32 one,
+llama-quantize the Q8_0 and Q4_0 ones): on the same sequence its rows from each file
+must be those of the checkpoint it came from, run with the file's weight format (the
+blocks are taken as llama-quantize wrote them, and its reference rounding is the one
+Canopy's int8 and int4 use). They are the same weights and the same arithmetic, but
+not always the same bits: OpenBLAS's float32 sums may round differently from one run
+to the next (their order follows the buffers' alignment), which the 110M model's
+fragile logits grow to about 1e-4; so within the limits above.
+
 Weight formats: f32 (Canopy float32), q8_0 (Canopy --weight_dtype int8 against
 llama-quantize's Q8_0 of the F32 file) and q4_0 (int4 against Q4_0 with the token
 embeddings and output kept in Q8_0, as Canopy's int4 keeps them in int8). Both sides
@@ -95,6 +104,19 @@ def check_agreement(args, name, model, gguf, env):
           f"sequence(s) (limit {limit:g})")
     if worst > limit:
         sys.exit(f"{name}: the conversion disagrees: {worst:.2e} > {limit:g}")
+
+
+def check_gguf(args, name, model, weights, fmt, env):
+    """Canopy on the GGUF file gives the source checkpoint's rows."""
+    vocab, limit = (512, 1e-4) if name == "stories260K" else (32000, 1e-3)
+    tokens = list(np.random.default_rng(2).integers(0, vocab, 32))
+    from_gguf = canopy_rows(args.canopy, weights, tokens, env)
+    from_source = canopy_rows(args.canopy, model, tokens, env, weight_dtypes[fmt])
+    worst = float(np.abs(from_gguf - from_source).max())
+    print(f"{name} {fmt}: Canopy on the GGUF file against its source: largest difference "
+          f"{worst:g} (limit {limit:g})")
+    if worst > limit:
+        sys.exit(f"{name} {fmt}: Canopy answers differently from the GGUF file")
 
 
 def mean_kl(reference, rows, vocab):
@@ -180,6 +202,7 @@ def main():
             if not weights.exists():
                 run([peers / "llama.cpp/build/bin/llama-quantize"] + quantize_flags[fmt]
                     + [gguf, weights, fmt.upper()])
+            check_gguf(args, name, model, weights, fmt, env)
             if fmt != "f32":
                 check_quantized(args, name, model, gguf, weights, fmt, env)
             for workload in args.workloads.split(","):

@@ -13,8 +13,10 @@ store q/k; HF checkpoints store them permuted for rotate_half (pairs j, j + hd/2
 HF q/k rows are put back: within each head, row c*hd/2 + j goes to row 2j + c.
 llama2.c rows are already interleaved and are written as they are.
 
-The file has no tokenizer (tokenizer.ggml.model = "no_vocab"): the benchmark feeds
-token ids.
+With --tokenizer FILE (a llama2.c tokenizer.bin / tok512.bin) the file carries it as
+llama.cpp's converter writes a SentencePiece vocabulary (model "llama": tokens with
+U+2581 for a space, scores, token types); without, it has none (tokenizer.ggml.model =
+"no_vocab"): the benchmark feeds token ids.
 """
 import argparse
 import json
@@ -138,16 +140,43 @@ def from_llama2c(path):
     return hp, tensors
 
 
+def add_sentencepiece_vocab(w, gguf, path):
+    """llama2.c's pieces (spaces already read) as SentencePiece tokens: ids 0-2 unk, BOS,
+    EOS (control), 3-258 the byte pieces <0xHH>."""
+    raw = path.read_bytes()
+    at, tokens, scores = 4, [], []
+    while at < len(raw):
+        score, length = struct.unpack("<fi", raw[at:at + 8])
+        tokens.append(raw[at + 8:at + 8 + length].decode("utf-8").replace(" ", "\u2581"))
+        scores.append(score)
+        at += 8 + length
+    types = [gguf.TokenType.CONTROL if i in (1, 2) else gguf.TokenType.UNKNOWN if i == 0
+             else gguf.TokenType.BYTE if 3 <= i < 259 else gguf.TokenType.NORMAL
+             for i in range(len(tokens))]
+    w.add_tokenizer_model("llama")
+    w.add_token_list(tokens)
+    w.add_token_scores(scores)
+    w.add_token_types(types)
+    w.add_bos_token_id(1)
+    w.add_eos_token_id(2)
+    w.add_unk_token_id(0)
+    w.add_add_bos_token(True)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("checkpoint", type=Path)
     parser.add_argument("out", type=Path)
+    parser.add_argument("--tokenizer", type=Path,
+                        help="a llama2.c tokenizer file to carry (tokenizer.bin, tok512.bin)")
     parser.add_argument("--gguf-py", type=Path, required=True,
                         help="llama.cpp's gguf-py folder (build/peers/llama.cpp/src/gguf-py)")
     args = parser.parse_args()
     gguf = load_gguf(args.gguf_py)
     hp, tensors = (from_hf if args.checkpoint.is_dir() else from_llama2c)(args.checkpoint)
     w = gguf.GGUFWriter(str(args.out), "llama")
+    if args.tokenizer:
+        add_sentencepiece_vocab(w, gguf, args.tokenizer)
     metadata = {  # GGUFWriter.add_<key>(value)
         "name": args.checkpoint.name, "context_length": hp["context"],
         "embedding_length": hp["dim"], "block_count": hp["layers"],
@@ -155,9 +184,10 @@ def main():
         "head_count_kv": hp["kv_heads"], "key_length": hp["head_dim"],
         "value_length": hp["head_dim"], "rope_dimension_count": hp["head_dim"],
         "layer_norm_rms_eps": hp["eps"], "rope_freq_base": hp["theta"],
-        "vocab_size": hp["vocab"], "tokenizer_model": "no_vocab",
-        "file_type": gguf.LlamaFileType.ALL_F32,
+        "vocab_size": hp["vocab"], "file_type": gguf.LlamaFileType.ALL_F32,
     }
+    if not args.tokenizer:
+        metadata["tokenizer_model"] = "no_vocab"
     for key, value in metadata.items():
         getattr(w, "add_" + key)(value)
     for name, array in tensors.items():

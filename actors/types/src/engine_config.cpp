@@ -72,10 +72,10 @@ const std::vector<setting>& settings() {
   using c = engine_config;
   static const std::vector<setting> table = {
       make_setting("backend", "model backend: mock | torch", &c::backend),
-      make_setting(
-          "model",
-          "torch: HF directory or llama2.c .bin; empty: built-in synthetic Llama",
-          &c::model),
+      make_setting("model",
+                   "torch: HF directory, GGUF file or llama2.c .bin; empty: built-in "
+                   "synthetic Llama",
+                   &c::model),
       make_setting("tokenizer",
                    "tokenizer file or folder; torch: empty finds the model's; "
                    "mock: rows of its size, as genlm's MockAsyncLM(tokenizer)",

@@ -116,7 +116,7 @@ check_rule check_rule_for(const engine_config& config, bench_variant variant) {
   // int8 steps (1/254 of a block's largest), the same flips again.
   const auto u = std::max({backends::kv_storage_roundoff(spec.torch),
                            backends::compute_roundoff(spec.torch),
-                           backends::block_roundoff(spec.torch)});
+                           backends::block_roundoff(model->info())});
   rule.tolerance_abs += 64 * u;
   rule.tolerance_rel += 64 * u;
   return rule;

@@ -104,7 +104,7 @@ class CanopyLM(_AsyncLM):
 
         Args:
             model: a model path Canopy reads (an HF directory with config.json,
-                model.safetensors and tokenizer.json; a llama2.c .bin).
+                model.safetensors and tokenizer.json; a GGUF file; a llama2.c .bin).
             canopy: the ``canopy`` program; default $CANOPY_CLI, else ``canopy`` on PATH.
             server_args: more ``canopy serve`` flags (``("--kv_budget_bytes", "1e9")``).
             client_options: as for ``CanopyLM(...)``.

@@ -1,5 +1,7 @@
 #include <canopy/backends/checkpoints/checkpoint.hpp>
 
+#include <canopy/backends/checkpoints/gguf_checkpoint.hpp>
+#include <canopy/backends/checkpoints/gguf_file.hpp>
 #include <canopy/backends/checkpoints/hf_checkpoint.hpp>
 #include <canopy/backends/checkpoints/llama2c_checkpoint.hpp>
 
@@ -9,7 +11,7 @@ namespace canopy::backends {
 
 namespace {
 
-enum class checkpoint_form { hf_directory, llama2c_file };
+enum class checkpoint_form { hf_directory, gguf_file, llama2c_file };
 
 /// Which loader reads `path`; throws checkpoint_error for a path neither can.
 checkpoint_form form_of(const std::filesystem::path& path) {
@@ -29,19 +31,35 @@ checkpoint_form form_of(const std::filesystem::path& path) {
     throw checkpoint_error(path.string() +
                            ": pass the HF checkpoint directory (holding config.json), "
                            "not one of its files");
+  if (ext == ".gguf" || gguf_file::has_magic(path))
+    return checkpoint_form::gguf_file;
   return checkpoint_form::llama2c_file;
 }
 
 } // namespace
 
 checkpoint load_checkpoint(const std::filesystem::path& path) {
-  return form_of(path) == checkpoint_form::hf_directory ? load_hf_checkpoint(path)
-                                                        : load_llama2c_checkpoint(path);
+  switch (form_of(path)) {
+  case checkpoint_form::hf_directory:
+    return load_hf_checkpoint(path);
+  case checkpoint_form::gguf_file:
+    return load_gguf_checkpoint(path);
+  case checkpoint_form::llama2c_file:
+    break;
+  }
+  return load_llama2c_checkpoint(path);
 }
 
 model_config load_model_config(const std::filesystem::path& path) {
-  return form_of(path) == checkpoint_form::hf_directory ? load_hf_config(path)
-                                                        : load_llama2c_config(path);
+  switch (form_of(path)) {
+  case checkpoint_form::hf_directory:
+    return load_hf_config(path);
+  case checkpoint_form::gguf_file:
+    return load_gguf_config(path);
+  case checkpoint_form::llama2c_file:
+    break;
+  }
+  return load_llama2c_config(path);
 }
 
 } // namespace canopy::backends

@@ -67,7 +67,8 @@ std::vector<std::byte> interleaved_to_rotate_half(const tensor_view& weight,
         "interleaved_to_rotate_half: need a [heads * head_dim, in] matrix and an even "
         "head_dim");
   const std::size_t row_bytes =
-      static_cast<std::size_t>(weight.shape[1]) * element_size(weight.dtype);
+      weight.shape[0] > 0 ? byte_size(weight) / static_cast<std::size_t>(weight.shape[0])
+                          : 0;
   const std::int64_t half = head_dim / 2;
   std::vector<std::byte> out(byte_size(weight));
   for (std::int64_t head = 0; head < weight.shape[0] / head_dim; ++head)

@@ -317,6 +317,8 @@ const char* torch_dtype_name(weight_dtype dtype) {
   case weight_dtype::bf16:
     return "bfloat16";
   case weight_dtype::f32:
+  case weight_dtype::q8_0: // never written (safetensors holds no blocks)
+  case weight_dtype::q4_0:
     break;
   }
   return "float32";

@@ -66,7 +66,8 @@ weight_dtype parse_dtype(const json& value, const std::string& file,
   if (!value.is_string())
     fail_tensor(file, name, "\"dtype\" is not a string");
   const auto& text = value.get_ref<const std::string&>();
-  if (const auto dtype = value_of(weight_dtype_names, text))
+  if (const auto dtype = value_of(weight_dtype_names, text);
+      dtype && !is_block_dtype(*dtype))
     return *dtype;
   fail_tensor(file, name,
               "unsupported dtype " + detail::quote(text) + " (accepted: F32, F16, BF16)");
@@ -244,6 +245,10 @@ encode_safetensors_header(const std::map<std::string, tensor_view>& tensors,
     if (name == "__metadata__" || name.empty())
       throw std::invalid_argument("encode_safetensors_header: invalid tensor name " +
                                   detail::quote(name));
+    if (is_block_dtype(view.dtype))
+      throw std::invalid_argument(
+          "encode_safetensors_header: tensor " + detail::quote(name) + " is in " +
+          to_string(view.dtype) + " blocks, which safetensors cannot hold");
     const std::uint64_t bytes = byte_size(view);
     header[name] = {{"dtype", to_string(view.dtype)},
                     {"shape", view.shape},

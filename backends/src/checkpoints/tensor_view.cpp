@@ -14,7 +14,9 @@ std::int64_t numel(const tensor_view& view) {
 }
 
 std::size_t byte_size(const tensor_view& view) {
-  return static_cast<std::size_t>(numel(view)) * element_size(view.dtype);
+  const auto n = static_cast<std::size_t>(numel(view));
+  return is_block_dtype(view.dtype) ? n / record_values * record_bytes(view.dtype)
+                                    : n * element_size(view.dtype);
 }
 
 } // namespace canopy::backends

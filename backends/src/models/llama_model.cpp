@@ -2,6 +2,8 @@
 
 #include "models/torch_weights.hpp"
 
+#include <canopy/backends/checkpoints/checkpoint_writer.hpp>
+
 #include <algorithm>
 #include <cmath>
 #include <string>
@@ -20,6 +22,24 @@ at::Tensor to_rotate_half(const at::Tensor& w, std::int64_t heads, std::int64_t 
   return w.view({heads, hd / 2, 2, w.size(1)})
       .transpose(1, 2)
       .reshape({heads * hd, w.size(1)});
+}
+
+/// The block format every one of `parts` is stored in (a GGUF file's records); nullopt
+/// when one is dense or they differ.
+std::optional<block_format>
+stored_blocks(const checkpoint& ckpt,
+              const std::vector<std::pair<std::string, bool>>& parts) {
+  std::optional<block_format> out;
+  for (const auto& part : parts) {
+    const auto found = ckpt.tensors.find(part.first);
+    if (found == ckpt.tensors.end())
+      return std::nullopt;
+    const auto format = block_format_of(found->second.dtype);
+    if (!format || (out && *out != *format))
+      return std::nullopt;
+    out = format;
+  }
+  return out;
 }
 
 } // namespace
@@ -77,42 +97,75 @@ llama_model::llama_model(const checkpoint& ckpt, at::ScalarType dtype, at::Devic
   auto w = [&](const std::string& name) {
     return load_weight(ckpt, name, dtype, device);
   };
-  auto matrix = [&](const at::Tensor& weight) { return make_projection(weight, blocks); };
   const auto& c = config_;
+  const bool interleaved = c.rope == rope_pairs::interleaved;
+  // A matrix of the checkpoint tensors `parts` stacked by rows, q/k rows (`rotated`
+  // parts of an interleaved checkpoint) in rotate_half order (Note [rotary layouts]).
+  // Blocks the file holds (a GGUF's) are served as they are when they are no wider
+  // than `format` (int4 blocks stay int4 where int8 is asked: widening adds no
+  // precision); float weights, and blocks wider than asked, are quantized into
+  // `format`, or kept dense when it is nullopt.
+  auto stacked = [&](const std::vector<std::pair<std::string, bool>>& parts,
+                     std::optional<block_format> format) {
+    const auto stored = stored_blocks(ckpt, parts);
+    if (format && stored && (*stored == *format || *stored == block_format::q4_0)) {
+      std::vector<std::vector<std::byte>> reordered; // owns permuted q/k rows
+      std::vector<const std::byte*> rows;
+      for (const auto& [name, rotated] : parts) {
+        const auto& view = ckpt.tensors.at(name);
+        const std::byte* base = view.data;
+        if (rotated && interleaved)
+          base =
+              reordered.emplace_back(interleaved_to_rotate_half(view, c.head_dim)).data();
+        const auto row_bytes = byte_size(view) / static_cast<std::size_t>(view.shape[0]);
+        for (std::int64_t r = 0; r < view.shape[0]; ++r)
+          rows.push_back(base + static_cast<std::size_t>(r) * row_bytes);
+      }
+      return projection{at::Tensor(),
+                        std::make_shared<const block_matrix>(
+                            *stored, rows, ckpt.tensors.at(parts[0].first).shape[1])};
+    }
+    std::vector<at::Tensor> rows;
+    for (const auto& [name, rotated] : parts) {
+      auto t = w(name);
+      rows.push_back(rotated && interleaved
+                         ? to_rotate_half(t, t.size(0) / c.head_dim, c.head_dim)
+                         : t);
+    }
+    return make_projection(rows.size() == 1 ? rows[0] : at::cat(rows, 0), format);
+  };
+  auto matrix = [&](const std::string& name) { return stacked({{name, false}}, blocks); };
   // The head turns the last hidden state into every log-prob: int4 keeps it (and the
-  // embeddings it may share) in int8.
+  // embeddings it may share) in int8, unless the file holds it in int4.
   const auto table_blocks = blocks ? std::optional(block_format::q8_0) : std::nullopt;
-  const auto embed = w("model.embed_tokens.weight");
-  w_.head =
-      make_projection(c.tied_embeddings ? embed : w("lm_head.weight"), table_blocks);
+  const std::string embed = "model.embed_tokens.weight";
+  const std::string head = c.tied_embeddings ? embed : "lm_head.weight";
+  w_.head = stacked({{head, false}}, table_blocks);
   if (!blocks)
-    w_.embed.dense = embed;
+    w_.embed.dense = w(embed);
   else if (c.tied_embeddings)
     w_.embed.blocks = w_.head.blocks;
   else
-    w_.embed.blocks = make_projection(embed, table_blocks).blocks;
+    w_.embed.blocks = stacked({{embed, false}}, table_blocks).blocks;
   w_.norm = w("model.norm.weight");
   for (std::int64_t l = 0; l < c.num_layers; ++l) {
     const auto p = "model.layers." + std::to_string(l) + ".";
-    auto q = w(p + "self_attn.q_proj.weight");
-    auto k = w(p + "self_attn.k_proj.weight");
-    if (c.rope == rope_pairs::interleaved) {
-      q = to_rotate_half(q, c.num_heads, c.head_dim);
-      k = to_rotate_half(k, c.num_kv_heads, c.head_dim);
-    }
     w_.layers.push_back(
         {w(p + "input_layernorm.weight"),
-         matrix(at::cat({q, k, w(p + "self_attn.v_proj.weight")}, 0)),
+         stacked({{p + "self_attn.q_proj.weight", true},
+                  {p + "self_attn.k_proj.weight", true},
+                  {p + "self_attn.v_proj.weight", false}},
+                 blocks),
          c.qkv_bias
              ? at::cat({w(p + "self_attn.q_proj.bias"), w(p + "self_attn.k_proj.bias"),
                         w(p + "self_attn.v_proj.bias")})
              : at::Tensor(),
          c.qk_norm ? w(p + "self_attn.q_norm.weight") : at::Tensor(),
          c.qk_norm ? w(p + "self_attn.k_norm.weight") : at::Tensor(),
-         matrix(w(p + "self_attn.o_proj.weight")),
-         w(p + "post_attention_layernorm.weight"),
-         matrix(at::cat({w(p + "mlp.gate_proj.weight"), w(p + "mlp.up_proj.weight")}, 0)),
-         matrix(w(p + "mlp.down_proj.weight"))});
+         matrix(p + "self_attn.o_proj.weight"), w(p + "post_attention_layernorm.weight"),
+         stacked({{p + "mlp.gate_proj.weight", false}, {p + "mlp.up_proj.weight", false}},
+                 blocks),
+         matrix(p + "mlp.down_proj.weight")});
   }
 }
 

@@ -36,17 +36,32 @@ double kv_storage_roundoff(const torch_options& options) {
 
 namespace {
 
-/// The blocks `options` ask for; nullopt for dense weights (weight_dtype empty or the
-/// compute dtype).
-std::optional<block_format> served_blocks(const torch_options& options) {
-  return options.weight_dtype == options.dtype ? std::nullopt
-                                               : parse_weight_dtype(options.weight_dtype);
+/// The blocks a model is served in: weight_dtype's, or with weight_dtype unset the
+/// file's own where blocks run (the CPU, float32), the narrowest its layers hold, so
+/// that a quantized GGUF file is not expanded into float32 unasked; nullopt for dense
+/// weights (weight_dtype the compute dtype, or unset with float weights or elsewhere).
+std::optional<block_format> served_blocks(const torch_options& options,
+                                          const checkpoint& ckpt, at::Device device,
+                                          at::ScalarType dtype) {
+  if (options.weight_dtype == options.dtype)
+    return std::nullopt;
+  if (!options.weight_dtype.empty())
+    return parse_weight_dtype(options.weight_dtype);
+  if (!device.is_cpu() || dtype != at::kFloat || !llama_style(ckpt.config.arch))
+    return std::nullopt;
+  std::optional<block_format> narrowest;
+  for (const auto& [name, view] : ckpt.tensors)
+    if (const auto format = block_format_of(view.dtype);
+        format && name.rfind("model.layers.", 0) == 0 &&
+        (!narrowest || *format == block_format::q4_0))
+      narrowest = format;
+  return narrowest;
 }
 
 } // namespace
 
-double block_roundoff(const torch_options& options) {
-  return served_blocks(options) ? 1.0 / 254 : 0.0;
+double block_roundoff(const model_info& served) {
+  return value_of(block_format_names, served.weight_dtype) ? 1.0 / 254 : 0.0;
 }
 
 int cuda_device_count() {
@@ -149,7 +164,7 @@ public:
     }
     checkpoint served = ckpt; // views and storage are shared, not copied
     served.config = served_config(ckpt.config, options);
-    const auto blocks = served_blocks(options);
+    const auto blocks = served_blocks(options, ckpt, device_, dtype_);
     model_ = make_transformer(served, dtype_, device_, blocks);
     const auto& c = model_->config();
     auto format = make_kv_format(options.kv_dtype, dtype_);

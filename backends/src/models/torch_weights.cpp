@@ -1,5 +1,7 @@
 #include "models/torch_weights.hpp"
 
+#include "models/weight_blocks.hpp"
+
 #include <algorithm>
 #include <cstring>
 
@@ -14,9 +16,26 @@ at::ScalarType scalar_type(weight_dtype dtype) {
   case weight_dtype::bf16:
     return at::kBFloat16;
   case weight_dtype::f32:
+  case weight_dtype::q8_0: // dequantized to float32
+  case weight_dtype::q4_0:
     break;
   }
   return at::kFloat;
+}
+
+/// The float32 values of a view in block records (each d q, exactly).
+at::Tensor dequantized(const tensor_view& view) {
+  auto out = at::empty(view.shape, at::kFloat);
+  float* values = out.data_ptr<float>();
+  const auto records = out.numel() / record_values;
+  for (std::int64_t r = 0; r < records; ++r) {
+    const std::byte* record = view.data + r * record_bytes(view.dtype);
+    const float d = from_half_bits(record_scale_bits(record));
+    for (std::int64_t j = 0; j < record_values; ++j)
+      values[r * record_values + j] =
+          d * static_cast<float>(record_quant(view.dtype, record, j));
+  }
+  return out;
 }
 
 } // namespace
@@ -27,8 +46,13 @@ at::Tensor load_weight(const checkpoint& ckpt, const std::string& name,
   if (found == ckpt.tensors.end())
     throw checkpoint_error(ckpt.source + ": missing tensor '" + name + "'");
   const auto& view = found->second;
-  auto host = at::empty(view.shape, at::TensorOptions().dtype(scalar_type(view.dtype)));
-  std::memcpy(host.data_ptr(), view.data, host.numel() * element_size(view.dtype));
+  at::Tensor host;
+  if (is_block_dtype(view.dtype)) {
+    host = dequantized(view);
+  } else {
+    host = at::empty(view.shape, at::TensorOptions().dtype(scalar_type(view.dtype)));
+    std::memcpy(host.data_ptr(), view.data, host.numel() * element_size(view.dtype));
+  }
   // A NaN or infinite weight makes every answer NaN (null in JSON) with no error: refused
   // here, by name, while the bytes are in cache anyway.
   if (!at::isfinite(host).all().item<bool>())

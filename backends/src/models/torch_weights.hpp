@@ -14,7 +14,8 @@
 namespace canopy::backends {
 
 /// A copy of the checkpoint tensor `name` in `dtype` on `device` (the checkpoint's
-/// bytes may be unaligned memory-mapped file contents, so they are never aliased).
+/// bytes may be unaligned memory-mapped file contents, so they are never aliased);
+/// block records (Q8_0, Q4_0) come dequantized.
 at::Tensor load_weight(const checkpoint& ckpt, const std::string& name,
                        at::ScalarType dtype, at::Device device);
 

@@ -30,19 +30,19 @@ float from_half_bits(std::uint16_t bits) {
 namespace {
 
 /// One block of llama.cpp's quantize_row_q8_0_ref; `x` holds 32 values.
-std::uint16_t quantize_q8_0(const float* x, std::int8_t* q) {
+std::uint16_t quantize_q8_0(const float* x, int* q) {
   float amax = 0;
   for (std::int64_t j = 0; j < block_width; ++j)
     amax = std::max(amax, std::fabs(x[j]));
   const float d = amax / 127;
   const float id = d != 0 ? 1 / d : 0;
   for (std::int64_t j = 0; j < block_width; ++j)
-    q[j] = static_cast<std::int8_t>(std::round(x[j] * id));
+    q[j] = static_cast<int>(std::round(x[j] * id));
   return to_half_bits(d);
 }
 
-/// One block of llama.cpp's quantize_row_q4_0_ref, q[j] in [0, 15] for element j.
-std::uint16_t quantize_q4_0(const float* x, std::uint8_t* q) {
+/// One block of llama.cpp's quantize_row_q4_0_ref, q[j] in [-8, 7].
+std::uint16_t quantize_q4_0(const float* x, int* q) {
   float amax = 0, signed_max = 0;
   for (std::int64_t j = 0; j < block_width; ++j)
     if (std::fabs(x[j]) > amax) {
@@ -52,15 +52,15 @@ std::uint16_t quantize_q4_0(const float* x, std::uint8_t* q) {
   const float d = signed_max / -8;
   const float id = d != 0 ? 1 / d : 0;
   for (std::int64_t j = 0; j < block_width; ++j) // x id lies in [-8, 8]: truncating
-    q[j] = static_cast<std::uint8_t>(            // x id + 8.5 rounds it to a nibble
-        std::min(15, static_cast<int>(static_cast<std::int8_t>(x[j] * id + 8.5f))));
+    q[j] = std::min(15, static_cast<int>(        // x id + 8.5 rounds it to a nibble
+                            static_cast<std::int8_t>(x[j] * id + 8.5f))) -
+           8;
   return to_half_bits(d);
 }
 
 } // namespace
 
-block_matrix::block_matrix(block_format format, const float* weights, std::int64_t rows,
-                           std::int64_t inputs)
+block_matrix::block_matrix(block_format format, std::int64_t rows, std::int64_t inputs)
     : format_(format), rows_(rows), inputs_(inputs),
       blocks_((inputs + block_width - 1) / block_width),
       // Padded by a group: products load a group's scales at a time (block_dot.cpp).
@@ -71,26 +71,54 @@ block_matrix::block_matrix(block_format format, const float* weights, std::int64
       std::aligned_alloc(unit_bytes, std::max<std::size_t>(total, unit_bytes))));
   if (!quants_)
     throw std::bad_alloc();
-  std::memset(quants_.get(), 0, total);
+  std::memset(quants_.get(), 0, total); // padding rows: zero weights, zero scales
+}
+
+block_matrix::block_matrix(block_format format, const float* weights, std::int64_t rows,
+                           std::int64_t inputs)
+    : block_matrix(format, rows, inputs) {
   float block[block_width];
-  std::uint8_t q[block_width];
-  for (std::int64_t r = 0; r < groups() * group_rows; ++r)
+  int q[block_width];
+  for (std::int64_t r = 0; r < rows; ++r)
     for (std::int64_t b = 0; b < blocks_; ++b) {
       const auto first = b * block_width;
-      const auto n = r < rows ? std::min(block_width, inputs - first) : 0;
+      const auto n = std::min(block_width, inputs - first);
       std::fill(block, block + block_width, 0.0f); // padding: zero weights
-      if (n > 0)
-        std::memcpy(block, weights + r * inputs + first,
-                    static_cast<std::size_t>(n) * sizeof(float));
-      auto* unit = quants_.get() + quant_offset(r) + unit_offset(format, b);
-      scales_[static_cast<std::size_t>(scale_offset(r) + b * group_rows)] =
-          format == block_format::q8_0
-              ? quantize_q8_0(block, reinterpret_cast<std::int8_t*>(unit))
-              : quantize_q4_0(block, q);
-      if (format == block_format::q4_0)
-        for (std::int64_t j = 0; j < block_width; ++j)
-          unit[j] |= static_cast<std::uint8_t>(q[j] << (b % 2 * 4));
+      std::memcpy(block, weights + r * inputs + first,
+                  static_cast<std::size_t>(n) * sizeof(float));
+      store(r, b,
+            format == block_format::q8_0 ? quantize_q8_0(block, q)
+                                         : quantize_q4_0(block, q),
+            q);
     }
+}
+
+block_matrix::block_matrix(block_format format,
+                           const std::vector<const std::byte*>& records,
+                           std::int64_t inputs)
+    : block_matrix(format, static_cast<std::int64_t>(records.size()), inputs) {
+  if (inputs % block_width != 0)
+    throw std::invalid_argument("block_matrix: rows of records need whole blocks");
+  const auto dtype = record_dtype(format);
+  int q[block_width];
+  for (std::int64_t r = 0; r < rows_; ++r)
+    for (std::int64_t b = 0; b < blocks_; ++b) {
+      const std::byte* record =
+          records[static_cast<std::size_t>(r)] + b * record_bytes(dtype);
+      for (std::int64_t j = 0; j < block_width; ++j)
+        q[j] = record_quant(dtype, record, j);
+      store(r, b, record_scale_bits(record), q);
+    }
+}
+
+void block_matrix::store(std::int64_t r, std::int64_t b, std::uint16_t scale,
+                         const int* q) {
+  scales_[static_cast<std::size_t>(scale_offset(r) + b * group_rows)] = scale;
+  auto* unit = quants_.get() + quant_offset(r) + unit_offset(format_, b);
+  for (std::int64_t j = 0; j < block_width; ++j)
+    unit[j] |= format_ == block_format::q8_0
+                   ? static_cast<std::uint8_t>(static_cast<std::int8_t>(q[j]))
+                   : static_cast<std::uint8_t>((q[j] + 8) << (b % 2 * 4));
 }
 
 void block_matrix::dequantize_row(std::int64_t r, float* out) const {

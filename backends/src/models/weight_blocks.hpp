@@ -17,6 +17,7 @@
 // weights (stories260K's MLP is 172 wide), and the last group is padded with zero rows.
 // Thread contract: immutable after construction; read from any thread.
 
+#include <canopy/backends/checkpoints/checkpoint.hpp>
 #include <canopy/cache/enum_names.hpp>
 
 #include <array>
@@ -66,6 +67,20 @@ constexpr int quant_value(block_format f, const std::uint8_t* unit, std::int64_t
                                  : (unit[j] >> (b % 2 * 4) & 15) - 8;
 }
 
+/// The checkpoint dtype of `format`'s block records (GGUF's Q8_0 and Q4_0).
+constexpr weight_dtype record_dtype(block_format f) {
+  return f == block_format::q8_0 ? weight_dtype::q8_0 : weight_dtype::q4_0;
+}
+
+/// The format of a checkpoint dtype's block records; nullopt for a dense dtype.
+constexpr std::optional<block_format> block_format_of(weight_dtype dtype) {
+  if (dtype == weight_dtype::q8_0)
+    return block_format::q8_0;
+  if (dtype == weight_dtype::q4_0)
+    return block_format::q4_0;
+  return std::nullopt;
+}
+
 /// Rows per interleaved group: as many as a decoding product's tile reads at once
 /// (block_product.cpp).
 constexpr std::int64_t group_rows = 8;
@@ -80,6 +95,11 @@ class block_matrix {
 public:
   /// Quantizes `weights` [rows, inputs], row-major.
   block_matrix(block_format format, const float* weights, std::int64_t rows,
+               std::int64_t inputs);
+  /// Rows already in llama.cpp's block records of `format` (checkpoint.hpp; a GGUF
+  /// file's), row r's first record at records[r]: taken exactly, not requantized.
+  /// `inputs` must be a multiple of 32.
+  block_matrix(block_format format, const std::vector<const std::byte*>& records,
                std::int64_t inputs);
 
   block_format format() const { return format_; }
@@ -109,6 +129,12 @@ public:
   void dequantize_row(std::int64_t r, float* out) const;
 
 private:
+  /// Zero blocks (the padding's final state).
+  block_matrix(block_format format, std::int64_t rows, std::int64_t inputs);
+  /// Block b of row r: its scale (float16 bits) and values q[32] (signed: [-127, 127]
+  /// or [-8, 7]), into zeroed quants.
+  void store(std::int64_t r, std::int64_t b, std::uint16_t scale, const int* q);
+
   std::int64_t quant_offset(std::int64_t r) const {
     return (r / group_rows * group_rows * units_per_row() + r % group_rows) * unit_bytes;
   }

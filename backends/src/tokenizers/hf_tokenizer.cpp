@@ -31,8 +31,8 @@ nlohmann::json parse(const std::filesystem::path& path) {
 } // namespace
 
 struct hf_tokenizer::parts {
-  explicit parts(const std::filesystem::path& path)
-      : json(parse(path)), root(json, path.string(), "tokenizer.json"),
+  parts(nlohmann::json document, const std::string& source)
+      : json(std::move(document)), root(json, source, "tokenizer.json"),
         added(root.at("added_tokens")),
         normalizer(make_normalizer(root.at("normalizer"))),
         pre_tokenizer(make_pre_tokenizer(root.at("pre_tokenizer"))),
@@ -123,7 +123,12 @@ struct hf_tokenizer::parts {
 };
 
 hf_tokenizer::hf_tokenizer(const std::filesystem::path& tokenizer_json)
-    : parts_(std::make_unique<parts>(tokenizer_json)) {}
+    : parts_(std::make_unique<parts>(parse(tokenizer_json), tokenizer_json.string())) {}
+
+hf_tokenizer::hf_tokenizer(const std::string& tokenizer_json_text,
+                           const std::string& source)
+    : parts_(
+          std::make_unique<parts>(nlohmann::json::parse(tokenizer_json_text), source)) {}
 
 hf_tokenizer::~hf_tokenizer() = default;
 

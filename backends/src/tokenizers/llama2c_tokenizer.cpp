@@ -80,6 +80,22 @@ llama2c_tokenizer::llama2c_tokenizer(const std::filesystem::path& file) {
     scores_.push_back(score);
     at += static_cast<std::size_t>(length);
   }
+  index(file);
+}
+
+llama2c_tokenizer::llama2c_tokenizer(std::vector<std::string> pieces,
+                                     std::vector<float> scores,
+                                     const std::filesystem::path& source)
+    : pieces_(std::move(pieces)), scores_(std::move(scores)) {
+  if (scores_.size() != pieces_.size())
+    tokenizer_detail::fail(source, std::to_string(pieces_.size()) + " pieces but " +
+                                       std::to_string(scores_.size()) + " scores");
+  for (const auto& piece : pieces_)
+    max_token_length_ = std::max(max_token_length_, static_cast<int>(piece.size()));
+  index(source);
+}
+
+void llama2c_tokenizer::index(const std::filesystem::path& file) {
   // Byte fallback writes byte + 3, so those ids must be the byte pieces.
   if (pieces_.size() < 259)
     tokenizer_detail::fail(file, "only " + std::to_string(pieces_.size()) +

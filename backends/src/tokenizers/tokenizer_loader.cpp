@@ -2,6 +2,9 @@
 // reader it needs (see tokenizer.hpp).
 #include <canopy/backends/tokenizers/tokenizer.hpp>
 
+#include <canopy/backends/checkpoints/checkpoint_error.hpp>
+#include <canopy/backends/checkpoints/gguf_file.hpp>
+#include <canopy/backends/tokenizers/gguf_tokenizer.hpp>
 #include <canopy/backends/tokenizers/gpt2_bpe_tokenizer.hpp>
 #include <canopy/backends/tokenizers/hf_tokenizer.hpp>
 #include <canopy/backends/tokenizers/llama2c_tokenizer.hpp>
@@ -38,11 +41,31 @@ fs::path tokenizer_in_directory(const fs::path& dir) {
   return {};
 }
 
+/// A GGUF file's tokenizer; nullptr when it holds none. The file's defects are
+/// tokenizer_errors here.
+std::unique_ptr<tokenizer_i> gguf_tokenizer_of(const fs::path& path) {
+  try {
+    return load_gguf_tokenizer(gguf_file(path));
+  } catch (const checkpoint_error& e) {
+    throw tokenizer_error(e.what());
+  }
+}
+
 } // namespace
 
 fs::path find_tokenizer(const fs::path& model_path) {
   if (is_dir(model_path))
     return tokenizer_in_directory(model_path);
+  // A GGUF model carries its tokenizer (or none: llama.cpp's "no_vocab").
+  if (is_file(model_path) && gguf_file::has_magic(model_path)) {
+    try {
+      const gguf_file file(model_path);
+      const auto model = file.string("tokenizer.ggml.model");
+      return model && *model != "no_vocab" ? model_path : fs::path();
+    } catch (const checkpoint_error&) {
+      return model_path; // loading it names the defect
+    }
+  }
   if (!is_file(model_path) || model_path.extension() != ".bin")
     return {};
   // A llama2.c checkpoint: its tokenizer lies beside it (never the model file itself).
@@ -71,6 +94,12 @@ std::unique_ptr<tokenizer_i> load_tokenizer(const fs::path& path) {
   }
   if (!is_file(path))
     tokenizer_detail::fail(path, "no such tokenizer file");
+  if (gguf_file::has_magic(path)) {
+    auto found = gguf_tokenizer_of(path);
+    if (!found)
+      tokenizer_detail::fail(path, "this GGUF file holds no tokenizer");
+    return found;
+  }
   const fs::path name = path.filename();
   if (name == "tokenizer.json")
     return std::make_unique<hf_tokenizer>(path);

@@ -18,7 +18,7 @@ namespace canopy {
 struct engine_config {
   // -- model ------------------------------------------------------------------------
   std::string backend = "torch"; // "torch" (a LibTorch Llama or GPT-2) | "mock"
-  std::string model;             // torch: HF directory or llama2.c .bin; empty:
+  std::string model;             // torch: HF directory, GGUF or llama2.c .bin; empty:
                                  // the built-in seeded synthetic Llama
   std::string tokenizer;         // tokenizer file; torch, empty: found beside model;
                                  // mock: rows of its size (vocab_size unused)

@@ -17,9 +17,9 @@ namespace canopy::backends {
 struct backend_spec {
   std::string kind = "mock";  // "mock" | "torch"
   std::string device = "cpu"; // "cpu", "cuda" or "cuda:N"
-  std::string model;   // torch: HF directory or llama2.c .bin; empty: builtin_model()
-  mock_options mock;   // kind "mock"
-  torch_options torch; // kind "torch"
+  std::string model;          // torch: HF directory, GGUF or .bin; empty: builtin_model()
+  mock_options mock;          // kind "mock"
+  torch_options torch;        // kind "torch"
 };
 
 /// The model of the torch backend when none is named: a seeded synthetic Llama small

@@ -19,9 +19,10 @@ namespace canopy::backends {
 /// How a worker runs its model (the device is named beside these).
 struct torch_options {
   std::string dtype = "float32"; // compute dtype: float32 | float16 | bfloat16
-  std::string weight_dtype; // the matrices' format: empty or the compute dtype (dense),
-                            // int8 or int4 (blocks of 32, as llama.cpp's Q8_0 and
-                            // Q4_0; the Llama family, float32 on the CPU)
+  std::string weight_dtype; // the matrices' format: the compute dtype (dense), int8 or
+                            // int4 (blocks of 32, as llama.cpp's Q8_0 and Q4_0; the
+                            // Llama family, float32 on the CPU); empty: the file's
+                            // own blocks (a quantized GGUF) where they run, else dense
   std::string kv_dtype;     // KV storage: kv_dtype_names(); empty: the compute dtype
   std::uint64_t kv_residual_tokens =
       0; // the newest N stored tokens also keep their KV in
@@ -70,9 +71,9 @@ double compute_roundoff(const torch_options& options);
 /// What weights in blocks (weight_dtype int8 or int4) cost two runs of one sequence in
 /// agreement: the activations entering each product are rounded to int8 steps of
 /// 1/254 of their block's largest value, so float rounding that differs between two
-/// paths may move a value across a step. 1/254 for int8 and int4, 0 for dense weights.
-/// Throws std::invalid_argument for an unknown weight_dtype.
-double block_roundoff(const torch_options& options);
+/// paths may move a value across a step. 1/254 for a model `served` in int8 or int4
+/// (its model_info), 0 for dense weights.
+double block_roundoff(const model_info& served);
 
 /// CUDA devices LibTorch can use in this process (0 in a CPU-only build).
 int cuda_device_count();

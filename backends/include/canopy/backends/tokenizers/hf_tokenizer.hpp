@@ -34,6 +34,9 @@ public:
   /// Throws tokenizer_error naming the file, where in it, and what is wrong or
   /// unsupported.
   explicit hf_tokenizer(const std::filesystem::path& tokenizer_json);
+  /// A tokenizer.json document given as text (one a GGUF file's metadata describes);
+  /// `source` names it in errors.
+  hf_tokenizer(const std::string& tokenizer_json_text, const std::string& source);
   ~hf_tokenizer() override;
 
   using tokenizer_i::encode;

@@ -20,7 +20,9 @@
 #include <canopy/backends/tokenizers/tokenizer.hpp>
 
 #include <filesystem>
+#include <string>
 #include <unordered_map>
+#include <vector>
 
 namespace canopy::backends {
 
@@ -34,6 +36,10 @@ public:
   /// entry, negative length or one above max_token_length, fewer than 259 entries,
   /// ids 3..258 not the byte pieces <0x00>..<0xFF>).
   explicit llama2c_tokenizer(const std::filesystem::path& file);
+  /// The same vocabulary given whole (a GGUF file's SentencePiece tokens, U+2581
+  /// already read as a space); `source` names it in errors, which are the file's.
+  llama2c_tokenizer(std::vector<std::string> pieces, std::vector<float> scores,
+                    const std::filesystem::path& source);
 
   using tokenizer_i::encode;
   std::vector<cache::token_id> encode(std::string_view text,
@@ -53,6 +59,8 @@ public:
   int max_token_length() const { return max_token_length_; }
 
 private:
+  /// Checks the pieces (ids 3..258 the byte pieces) and builds the lookups.
+  void index(const std::filesystem::path& file);
   std::optional<cache::token_id> lookup(const std::string& piece) const;
 
   int max_token_length_ = 0;

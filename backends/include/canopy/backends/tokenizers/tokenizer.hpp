@@ -89,13 +89,14 @@ public:
 
 /// A tokenizer file or directory: vocab.json + merges.txt (directory, or either file of
 /// the pair), tokenizer.bin / tok512.bin / any other .bin (llama2.c format), *.model
-/// (SentencePiece). A directory is searched in the order of find_tokenizer. Throws
-/// tokenizer_error.
+/// (SentencePiece), a GGUF model file (its metadata's tokenizer: gguf_tokenizer.hpp). A
+/// directory is searched in the order of find_tokenizer. Throws tokenizer_error.
 std::unique_ptr<tokenizer_i> load_tokenizer(const std::filesystem::path& path);
 
 /// The tokenizer that belongs to a model path: for an HF directory, vocab.json+merges.txt
 /// (returns the directory), tokenizer.model, tokenizer.bin or tok512.bin inside it; for a
-/// llama2.c .bin file, tokenizer.bin or tok512.bin beside it. Empty path when there is
+/// llama2.c .bin file, tokenizer.bin or tok512.bin beside it; for a GGUF file, the file
+/// itself when its metadata holds a tokenizer. Empty path when there is
 /// none (a model without a tokenizer still works with token ids). Never throws for a
 /// missing path.
 std::filesystem::path find_tokenizer(const std::filesystem::path& model_path);
