@@ -118,7 +118,9 @@ backends::model_info a_model() {
           "0123456789abcdef0123456789abcdef",
           1280,
           4096,
-          8192};
+          8192,
+          "int4",
+          74000000};
 }
 
 bool same_model(const backends::model_info& a, const backends::model_info& b) {
@@ -127,7 +129,8 @@ bool same_model(const backends::model_info& a, const backends::model_info& b) {
          a.kv_window == b.kv_window && a.dtype == b.dtype && a.kv_dtype == b.kv_dtype &&
          a.fingerprint == b.fingerprint && a.kv_bytes_per_token == b.kv_bytes_per_token &&
          a.kv_keep_bytes == b.kv_keep_bytes &&
-         a.kv_host_keep_bytes == b.kv_host_keep_bytes;
+         a.kv_host_keep_bytes == b.kv_host_keep_bytes &&
+         a.weight_dtype == b.weight_dtype && a.weight_bytes == b.weight_bytes;
 }
 
 backends::backend_spec a_spec() {
