@@ -12,10 +12,13 @@
 
 #include "gguf_writer.hpp"
 #include "scratch_files.hpp"
+#include "shared_fixtures.hpp"
 #include "tokenizer_fixtures.hpp"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+
+#include <fstream>
 
 namespace {
 
@@ -112,9 +115,10 @@ TEST_P(gguf_tokenizer_oracle, every_vector_matches_the_hf_library) {
     EXPECT_EQ(tok->encode(text, false), ids_of(c.at("ids"))) << json(text).dump();
     EXPECT_EQ(tok->encode(text, true), ids_of(c.at("ids_with_special")))
         << json(text).dump();
-    if (!sentencepiece) // run.c keeps the leading space a piece spells
+    if (!sentencepiece) { // run.c keeps the leading space a piece spells
       EXPECT_EQ(tok->decode(ids_of(c.at("ids"))), c.at("decoded").get<std::string>())
           << json(text).dump();
+    }
   }
   EXPECT_GT(checked, 20);
 }
@@ -124,6 +128,36 @@ INSTANTIATE_TEST_SUITE_P(shared_tokenizers, gguf_tokenizer_oracle,
                                            oracle_tokenizer{"llama3", "llama-bpe"},
                                            oracle_tokenizer{"qwen3", "qwen2"}),
                          [](const auto& info) { return std::string(info.param.name); });
+
+// GPT-2's own vocabulary as a GGUF, under both names llama.cpp gives its pre-tokenizer
+// ("gpt2", and "default" when the key is absent), against encoder.py's vectors.
+TEST(gguf_tokenizer, gpt2s_vocabulary_matches_encoder_py_under_either_name) {
+  CANOPY_SHARED_PATH_OR_SKIP(oracle_file, "oracle/tokenizers.json");
+  const auto models =
+      oracle_file.parent_path().parent_path() / "models" / "gpt2-synthetic";
+  json doc = {{"model",
+               {{"vocab", canopy::testing::read_json(models / "vocab.json")},
+                {"merges", json::array()}}},
+              {"added_tokens", json::array()}};
+  std::ifstream merges(models / "merges.txt");
+  for (std::string line; std::getline(merges, line);)
+    if (!line.empty() && line[0] != '#')
+      doc["model"]["merges"].push_back(line);
+  const auto cases = canopy::testing::read_json(oracle_file).at("gpt2_bpe").at("cases");
+  for (const std::string pre : {"gpt2", "default"}) {
+    scratch_dir dir;
+    canopy::testing::write_bytes(dir / "t.gguf", gguf_tokenizer_file(doc, pre));
+    const auto tok = load_tokenizer(dir / "t.gguf");
+    for (const auto& c : cases) {
+      const auto text =
+          canopy::testing::from_hex(c.at("text_utf8_hex").get<std::string>());
+      EXPECT_EQ(tok->encode(text, false), ids_of(c.at("ids")))
+          << pre << " " << json(text).dump();
+      EXPECT_EQ(tok->decode(ids_of(c.at("ids"))), text)
+          << pre << " " << json(text).dump();
+    }
+  }
+}
 
 TEST(gguf_tokenizer, a_file_without_one_has_none) {
   scratch_dir dir;

@@ -20,27 +20,27 @@ using json = nlohmann::json;
 constexpr std::int64_t control_token = 3, user_defined_token = 4;
 
 struct bpe_pre {
-  const char* name;
+  std::array<const char*, 2> names; // llama.cpp's names for it; the second may be null
   const char* regex; // the Split pre-tokenizer's, as the models' tokenizer.json
   bool ignore_merges;
   bool nfc;
 };
 
-const std::array<bpe_pre, 4> bpe_pres{{
-    {"default",
+const std::array<bpe_pre, 3> bpe_pres{{
+    {{"default", "gpt2"},
      "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+",
-     false, false},
-    {"gpt2",
-     "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+",
-     false, false},
-    {"llama-bpe",
+     false,
+     false},
+    {{"llama-bpe", nullptr},
      "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| "
      "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
-     true, false},
-    {"qwen2",
+     true,
+     false},
+    {{"qwen2", nullptr},
      "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| "
      "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
-     false, true},
+     false,
+     true},
 }};
 
 [[noreturn]] void fail(const gguf_file& file, const std::string& what) {
@@ -91,8 +91,9 @@ std::unique_ptr<tokenizer_i> byte_level_bpe(const gguf_file& file) {
   const auto pre_name = file.string("tokenizer.ggml.pre").value_or("default");
   const bpe_pre* pre = nullptr;
   for (const auto& p : bpe_pres)
-    if (pre_name == p.name)
-      pre = &p;
+    for (const char* name : p.names)
+      if (name && pre_name == name)
+        pre = &p;
   if (!pre)
     fail(file, "tokenizer.ggml.pre '" + pre_name +
                    "' is not served (default, gpt2, llama-bpe, qwen2)");
