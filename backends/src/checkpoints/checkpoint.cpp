@@ -11,10 +11,18 @@ namespace canopy::backends {
 
 namespace {
 
-enum class checkpoint_form { hf_directory, gguf_file, llama2c_file };
+/// The two readers of one on-disk form: the whole checkpoint, and its config alone.
+struct checkpoint_form {
+  checkpoint (*load)(const std::filesystem::path&);
+  model_config (*config)(const std::filesystem::path&);
+};
 
-/// Which loader reads `path`; throws checkpoint_error for a path neither can.
-checkpoint_form form_of(const std::filesystem::path& path) {
+constexpr checkpoint_form hf_directory{load_hf_checkpoint, load_hf_config};
+constexpr checkpoint_form gguf_model{load_gguf_checkpoint, load_gguf_config};
+constexpr checkpoint_form llama2c_model{load_llama2c_checkpoint, load_llama2c_config};
+
+/// Which form `path` holds; throws checkpoint_error for a path no reader can take.
+const checkpoint_form& form_of(const std::filesystem::path& path) {
   namespace fs = std::filesystem;
   std::error_code ec;
   const fs::file_status status = fs::status(path, ec);
@@ -24,7 +32,7 @@ checkpoint_form form_of(const std::filesystem::path& path) {
                                 ? ec.message()
                                 : std::string("no such file or directory")));
   if (fs::is_directory(status))
-    return checkpoint_form::hf_directory;
+    return hf_directory;
   // A file of an HF checkpoint lacks the rest of it (the config, the other shards).
   const std::string ext = path.extension().string();
   if (ext == ".safetensors" || ext == ".json")
@@ -32,34 +40,18 @@ checkpoint_form form_of(const std::filesystem::path& path) {
                            ": pass the HF checkpoint directory (holding config.json), "
                            "not one of its files");
   if (ext == ".gguf" || gguf_file::has_magic(path))
-    return checkpoint_form::gguf_file;
-  return checkpoint_form::llama2c_file;
+    return gguf_model;
+  return llama2c_model;
 }
 
 } // namespace
 
 checkpoint load_checkpoint(const std::filesystem::path& path) {
-  switch (form_of(path)) {
-  case checkpoint_form::hf_directory:
-    return load_hf_checkpoint(path);
-  case checkpoint_form::gguf_file:
-    return load_gguf_checkpoint(path);
-  case checkpoint_form::llama2c_file:
-    break;
-  }
-  return load_llama2c_checkpoint(path);
+  return form_of(path).load(path);
 }
 
 model_config load_model_config(const std::filesystem::path& path) {
-  switch (form_of(path)) {
-  case checkpoint_form::hf_directory:
-    return load_hf_config(path);
-  case checkpoint_form::gguf_file:
-    return load_gguf_config(path);
-  case checkpoint_form::llama2c_file:
-    break;
-  }
-  return load_llama2c_config(path);
+  return form_of(path).config(path);
 }
 
 } // namespace canopy::backends
