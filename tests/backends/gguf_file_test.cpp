@@ -64,6 +64,26 @@ TEST(gguf_file, reads_what_llama_cpps_writer_wrote) {
   }
 }
 
+TEST(gguf_file, opened_without_its_arrays_it_reads_the_rest_alike) {
+  const gguf_file whole(fixture);
+  const gguf_file file(fixture, gguf_arrays::skip);
+  EXPECT_EQ(file.string("general.architecture"), "llama");
+  EXPECT_EQ(file.integer("test.u32"), 7);
+  EXPECT_EQ(file.number("test.f32"), 0.25);
+  EXPECT_EQ(file.string("test.string"), "caf\xc3\xa9");
+  EXPECT_CHECKPOINT_ERROR(file.array<std::string>("test.strings"),
+                          {"'test.strings'", "skipped"});
+  EXPECT_CHECKPOINT_ERROR(file.array<double>("test.floats"),
+                          {"'test.floats'", "skipped"});
+  EXPECT_FALSE(file.array<double>("absent"));
+  ASSERT_EQ(file.tensors().size(), whole.tensors().size());
+  for (std::size_t i = 0; i < file.tensors().size(); ++i) {
+    EXPECT_EQ(file.tensors()[i].name, whole.tensors()[i].name);
+    EXPECT_EQ(file.tensors()[i].data - file.storage()->data(),
+              whole.tensors()[i].data - whole.storage()->data());
+  }
+}
+
 TEST(gguf_file, every_truncation_is_refused_and_named) {
   const std::string bytes = read_bytes(fixture);
   const gguf_file whole(fixture);
@@ -74,7 +94,9 @@ TEST(gguf_file, every_truncation_is_refused_and_named) {
   scratch_dir dir;
   for (std::size_t n = 0; n < needed; ++n) {
     write_bytes(dir / "cut.gguf", bytes.substr(0, n));
-    EXPECT_THROW(gguf_file{dir / "cut.gguf"}, checkpoint_error) << n << " bytes";
+    for (const auto arrays : {gguf_arrays::keep, gguf_arrays::skip})
+      EXPECT_THROW(gguf_file(dir / "cut.gguf", arrays), checkpoint_error)
+          << n << " bytes";
   }
 }
 
@@ -89,16 +111,19 @@ TEST(gguf_file, any_byte_of_the_directory_overwritten_loads_or_is_refused) {
       std::string mutated = bytes;
       mutated[at] = with;
       write_bytes(dir / "m.gguf", mutated);
-      try {
-        const gguf_file file(dir / "m.gguf");
-        for (const auto& t : file.tensors()) // what loads lies inside the file
-          if (t.data)
-            EXPECT_LE(static_cast<std::size_t>(t.data - file.storage()->data()) + t.bytes,
-                      mutated.size());
-      } catch (const checkpoint_error&) {
-      } catch (const std::exception& e) {
-        ADD_FAILURE() << "byte " << at << ": " << e.what();
-      }
+      for (const auto arrays : {gguf_arrays::keep, gguf_arrays::skip})
+        try {
+          const gguf_file file(dir / "m.gguf", arrays);
+          for (const auto& t : file.tensors()) // what loads lies inside the file
+            if (t.data) {
+              EXPECT_LE(static_cast<std::size_t>(t.data - file.storage()->data()) +
+                            t.bytes,
+                        mutated.size());
+            }
+        } catch (const checkpoint_error&) {
+        } catch (const std::exception& e) {
+          ADD_FAILURE() << "byte " << at << ": " << e.what();
+        }
     }
 }
 

@@ -140,11 +140,11 @@ model_config gguf_model_config(const gguf_file& file) {
 }
 
 model_config load_gguf_config(const std::filesystem::path& path) {
-  return gguf_model_config(gguf_file(path));
+  return gguf_model_config(gguf_file(path, gguf_arrays::skip));
 }
 
 checkpoint load_gguf_checkpoint(const std::filesystem::path& path) {
-  const gguf_file file(path);
+  const gguf_file file(path, gguf_arrays::skip);
   checkpoint out;
   out.source = file.source();
   out.config = gguf_model_config(file);

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <fstream>
 #include <limits>
+#include <string_view>
 
 namespace canopy::backends {
 
@@ -64,8 +65,9 @@ const ggml_type_info& type_info(std::uint32_t type) {
 /// Reads the mapped bytes front to back; every read is bounds-checked.
 class reader {
 public:
-  reader(const gguf_file& owner, const std::byte* data, std::size_t size)
-      : owner_(owner), data_(data), size_(size) {}
+  reader(const gguf_file& owner, const std::byte* data, std::size_t size,
+         gguf_arrays arrays)
+      : owner_(owner), data_(data), size_(size), arrays_(arrays) {}
 
   std::size_t offset() const { return at_; }
   std::size_t left() const { return size_ - at_; }
@@ -79,16 +81,19 @@ public:
     return out;
   }
 
-  std::string text(const char* what) {
+  /// A string's bytes, in place.
+  std::string_view view(const char* what) {
     const auto length = scalar<std::uint64_t>(what);
     if (length > left())
       owner_.fail(std::string(what) + " at byte " + std::to_string(at_ - 8) + " claims " +
                   std::to_string(length) + " bytes; " + std::to_string(left()) +
                   " are left");
-    std::string out(reinterpret_cast<const char*>(data_ + at_), length);
+    const std::string_view out(reinterpret_cast<const char*>(data_ + at_), length);
     at_ += length;
     return out;
   }
+
+  std::string text(const char* what) { return std::string(view(what)); }
 
   /// A count of items each at least `min_bytes` long, checked against what is left
   /// before anything is allocated for them.
@@ -131,8 +136,8 @@ public:
     case string:
       return text("a string");
     case array:
-      if (in_array) { // read past, unkept
-        elements(key);
+      if (in_array || arrays_ == gguf_arrays::skip) {
+        skip_elements(key);
         return std::monostate{};
       }
       return elements(key);
@@ -166,7 +171,7 @@ private:
     }
     case array:
       for (std::uint64_t i = 0; i < n; ++i)
-        value(type, key, true);
+        skip_elements(key);
       return std::monostate{};
     default: {
       std::vector<std::int64_t> out;
@@ -186,9 +191,51 @@ private:
     }
   }
 
+  /// Walks past an array, checking its bounds and element types, keeping nothing.
+  void skip_elements(const std::string& key) {
+    const auto type = scalar<std::uint32_t>("an array's element type");
+    const auto n = count("an array's length", type == string ? 8 : 1);
+    if (const std::size_t width = scalar_width(type)) {
+      if (n > left() / width)
+        owner_.fail("an array of " + std::to_string(n) + " elements of " +
+                    std::to_string(width) + " bytes runs past the end of the file");
+      at_ += n * width;
+      return;
+    }
+    for (std::uint64_t i = 0; i < n; ++i)
+      if (type == string)
+        view("a string");
+      else
+        value(type, key, true); // a nested array, or an unknown type (refused)
+  }
+
+  /// The width of a fixed-size value type; 0 for strings, arrays and unknown types.
+  static std::size_t scalar_width(std::uint32_t type) {
+    switch (type) {
+    case u8:
+    case i8:
+    case boolean:
+      return 1;
+    case u16:
+    case i16:
+      return 2;
+    case u32:
+    case i32:
+    case f32:
+      return 4;
+    case u64:
+    case i64:
+    case f64:
+      return 8;
+    default:
+      return 0;
+    }
+  }
+
   const gguf_file& owner_;
   const std::byte* data_;
   std::size_t size_;
+  gguf_arrays arrays_;
   std::size_t at_ = 0;
 };
 
@@ -200,9 +247,10 @@ bool gguf_file::has_magic(const std::filesystem::path& path) {
   return in.read(head, 4) && std::memcmp(head, magic, 4) == 0;
 }
 
-gguf_file::gguf_file(const std::filesystem::path& path)
-    : source_(path.string()), file_(std::make_shared<const mapped_file>(path)) {
-  reader in(*this, file_->data(), file_->size());
+gguf_file::gguf_file(const std::filesystem::path& path, gguf_arrays arrays)
+    : source_(path.string()), arrays_(arrays),
+      file_(std::make_shared<const mapped_file>(path)) {
+  reader in(*this, file_->data(), file_->size(), arrays);
   if (file_->size() < 4 || std::memcmp(file_->data(), magic, 4) != 0)
     fail("not a GGUF file (no GGUF magic)");
   in.scalar<std::uint32_t>("the magic");
@@ -333,6 +381,13 @@ void gguf_file::fail(const std::string& what) const {
 
 void gguf_file::wrong_type(const std::string& key, const char* expected) const {
   fail("metadata " + detail::quote(key) + " is not " + expected);
+}
+
+void gguf_file::not_an_array(const std::string& key, const gguf_value& v) const {
+  if (arrays_ == gguf_arrays::skip && std::holds_alternative<std::monostate>(v))
+    fail("metadata " + detail::quote(key) +
+         " was skipped (the file was opened without its arrays)");
+  wrong_type(key, "an array of the expected type");
 }
 
 } // namespace canopy::backends

@@ -59,7 +59,7 @@ fs::path find_tokenizer(const fs::path& model_path) {
   // A GGUF model carries its tokenizer (or none: llama.cpp's "no_vocab").
   if (is_file(model_path) && gguf_file::has_magic(model_path)) {
     try {
-      const gguf_file file(model_path);
+      const gguf_file file(model_path, gguf_arrays::skip);
       const auto model = file.string("tokenizer.ggml.model");
       return model && *model != "no_vocab" ? model_path : fs::path();
     } catch (const checkpoint_error&) {

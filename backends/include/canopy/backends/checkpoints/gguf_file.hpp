@@ -32,7 +32,7 @@ namespace canopy::backends {
 
 /// A metadata value. Integers of every width are int64 (a u64 above its range is kept
 /// as a double), float32/64 are double, arrays of scalars are vectors of the same, and
-/// nested arrays (which no key read here uses) are std::monostate.
+/// nested arrays (which no key read here uses) and skipped ones are std::monostate.
 using gguf_value = std::variant<std::monostate, std::int64_t, double, bool, std::string,
                                 std::vector<std::string>, std::vector<std::int64_t>,
                                 std::vector<double>>;
@@ -46,10 +46,16 @@ struct gguf_tensor {
   std::uint64_t bytes = 0;         // 0 when data is nullptr
 };
 
+/// Whether a gguf_file keeps its metadata arrays. A tokenizer's arrays are most of the
+/// metadata (Llama 3's 128k tokens and 280k merges); the weights and the config never
+/// read them, so their readers skip them: still walked and bounds-checked, not kept.
+enum class gguf_arrays { keep, skip };
+
 class gguf_file {
 public:
   /// Maps and reads `path`; throws checkpoint_error naming it on any defect.
-  explicit gguf_file(const std::filesystem::path& path);
+  explicit gguf_file(const std::filesystem::path& path,
+                     gguf_arrays arrays = gguf_arrays::keep);
 
   /// Whether the file at `path` starts with the GGUF magic.
   static bool has_magic(const std::filesystem::path& path);
@@ -71,14 +77,14 @@ public:
   /// A string; as integer() otherwise.
   std::optional<std::string> string(const std::string& key) const;
   /// An array of `T` (std::string, std::int64_t or double); nullptr when absent; throws
-  /// as integer() otherwise.
+  /// as integer() otherwise, and for an array skipped (gguf_arrays::skip).
   template <class T> const std::vector<T>* array(const std::string& key) const {
     const gguf_value* v = find(key);
     if (!v)
       return nullptr;
     if (const auto* out = std::get_if<std::vector<T>>(v))
       return out;
-    wrong_type(key, "an array of the expected type");
+    not_an_array(key, *v);
   }
 
   /// Throws checkpoint_error "<file>: <what>".
@@ -86,8 +92,10 @@ public:
 
 private:
   [[noreturn]] void wrong_type(const std::string& key, const char* expected) const;
+  [[noreturn]] void not_an_array(const std::string& key, const gguf_value& v) const;
 
   std::string source_;
+  gguf_arrays arrays_;
   std::shared_ptr<const mapped_file> file_;
   std::uint32_t version_ = 0;
   std::map<std::string, gguf_value> metadata_;
