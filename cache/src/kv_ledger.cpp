@@ -93,15 +93,23 @@ bool kv_ledger::candidate_rule(node_id id, const kv_entry& e) const {
   return e.on_host ? e.kv_children == 0 : tree_.windowed() || e.device_children == 0;
 }
 
+bool kv_ledger::update_candidacy(node_id id, kv_entry& e) {
+  return set_candidate(tier_set(e), e.candidate, e.slot, id, tree_,
+                       candidate_rule(id, e));
+}
+
 void kv_ledger::refresh(node_id id, kv_entry& e) {
-  set_candidate(tier_set(e), e.candidate, e.slot, id, tree_.key_of(id),
-                candidate_rule(id, e));
+  update_candidacy(id, e);
   sync_flags(id);
 }
 
+// A lock changes no entry, so the node's summary changes only with a candidacy.
 void kv_ledger::refresh_node(node_id id) {
+  bool changed = false;
   for (kv_entry& e : tree_.held[id].kv)
-    refresh(id, e);
+    changed |= update_candidacy(id, e);
+  if (changed)
+    sync_flags(id);
 }
 
 void kv_ledger::reposition(node_id id, const eviction_key& to) {
@@ -188,7 +196,7 @@ void kv_ledger::drop(node_id id, worker_id worker, bool queue_release) {
   auto& s = tree_.stats;
   kv_entry* e = held_kv(tree_.held[id], worker);
   const bool on_host = e->on_host;
-  set_candidate(tier_set(*e), e->candidate, e->slot, id, {}, false);
+  leave_candidates(tier_set(*e), e->candidate, e->slot);
   (on_host ? s.kv_host_bytes : s.kv_bytes)[worker] -= e->bytes;
   --(on_host ? s.kv_host_entries : s.kv_entries)[worker];
   if (kept(id))
@@ -264,7 +272,7 @@ bool kv_ledger::make_host_room(worker_id worker, std::size_t bytes) {
 void kv_ledger::demote(node_id id, worker_id worker) {
   auto& s = tree_.stats;
   kv_entry* e = held_kv(tree_.held[id], worker);
-  set_candidate(device_candidates_[worker], e->candidate, e->slot, id, {}, false);
+  leave_candidates(device_candidates_[worker], e->candidate, e->slot);
   e->on_host = true;
   s.kv_bytes[worker] -= e->bytes;
   --s.kv_entries[worker];

@@ -24,7 +24,7 @@ public:
   // above a lock.
   bool kept(node_id id) const {
     return tree_.windowed() ? tree_.held[id].window_locks != 0
-                            : tree_.nodes[id].locks != 0;
+                            : tree_.held[id].ledger_locked;
   }
 
   // Brings the candidacy of the node's entries up to date after a lock changed.
@@ -78,6 +78,9 @@ private:
   candidate_set& tier_set(const kv_entry& e);
   void sync_flags(node_id id);
   bool candidate_rule(node_id id, const kv_entry& e) const;
+  // Puts the entry in or out of its tier's candidates by candidate_rule; true if it
+  // moved.
+  bool update_candidacy(node_id id, kv_entry& e);
   void refresh(node_id id, kv_entry& e);
   void remove_entry(node_id id, kv_entry* e);
   void drop_evicted(node_id id, worker_id worker);

@@ -23,15 +23,23 @@ std::string node_name(node_id id) {
   return "node " + std::to_string(id);
 }
 
-void set_candidate(candidate_set& set, bool& flag, candidate_set::iterator& slot,
-                   node_id id, const eviction_key& key, bool wanted) {
-  if (flag == wanted)
-    return;
-  if (wanted)
-    slot = set.emplace(key, id).first;
-  else
+void leave_candidates(candidate_set& set, bool& flag, candidate_set::iterator& slot) {
+  if (flag)
     set.erase(slot);
-  flag = wanted;
+  flag = false;
+}
+
+bool set_candidate(candidate_set& set, bool& flag, candidate_set::iterator& slot,
+                   node_id id, const node_tree& tree, bool wanted) {
+  if (flag == wanted)
+    return false;
+  if (wanted) {
+    slot = set.emplace(tree.key_of(id), id).first;
+    flag = true;
+  } else {
+    leave_candidates(set, flag, slot);
+  }
+  return true;
 }
 
 void move_candidate(candidate_set& set, candidate_set::iterator& slot,
@@ -175,6 +183,10 @@ void node_tree::check() const {
 
   std::vector<std::uint32_t> child_count(nodes.size()), in_use_children(nodes.size());
   std::uint64_t live = 0, locked_nodes = 0;
+  std::vector<bool> queued(nodes.size());
+  for (const node_id id : lock_changes)
+    if (id < queued.size())
+      queued[id] = true;
   std::vector<std::uint64_t> created;
   for (node_id id = 0; id < nodes.size(); ++id) {
     const node& x = nodes[id];
@@ -203,6 +215,8 @@ void node_tree::check() const {
       violation(node_name(id) + ": child map does not lead to it");
     if (x.locks != 0 && p.locks == 0)
       violation(node_name(id) + ": in use under a parent that is not");
+    if (h.ledger_locked != (x.locks != 0) && !queued[id])
+      violation(node_name(id) + ": the ledgers' lock state is stale but not queued");
     in_use_children[x.parent] += x.locks != 0 ? 1 : 0;
     ++child_count[x.parent];
   }

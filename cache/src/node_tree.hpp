@@ -69,6 +69,10 @@ struct holding {
   candidate_set::iterator row_slot; // its element of row candidates while a candidate
   std::vector<kv_entry> kv;         // at most one entry per worker
   std::uint32_t own_locks = 0;      // lock() calls on this node not yet undone
+  // The lock state the ledgers account for (Note [settled locks] in token_trie.cpp):
+  // the node's `locks != 0` once settled. Here, not in the node, which a lock's walk
+  // reads and which fills its cache line.
+  bool ledger_locked = false;
   // Windows only: own locks of this node and of nodes up to W-1 levels below it. KV
   // is kept while it is non-zero.
   std::uint32_t window_locks = 0;
@@ -99,10 +103,8 @@ inline bool fits_in(std::size_t used, std::size_t extra, std::size_t budget) {
 [[noreturn]] void violation(const std::string& what);
 std::string node_name(node_id id);
 
-// Enters or leaves `set` as `wanted` says, keeping the element (slot) so that leaving
-// or moving needs no search of the set.
-void set_candidate(candidate_set& set, bool& flag, candidate_set::iterator& slot,
-                   node_id id, const eviction_key& key, bool wanted);
+// Leaves `set` if in it (flag), by the element kept (slot): no search of the set.
+void leave_candidates(candidate_set& set, bool& flag, candidate_set::iterator& slot);
 
 // Moves an element to key `to` without reallocating it. Keys only grow (the clock,
 // hits and the highest priority never go back) and under LRU the node becomes the
@@ -121,6 +123,9 @@ struct node_tree {
   trie_stats stats; // each part keeps its own figures here
   std::uint64_t clock = 0;
   std::uint64_t creations = 0;
+  // Nodes whose lock state changed since the ledgers were last settled (repeats, and
+  // ids removed since, are harmless: settling compares states).
+  std::vector<node_id> lock_changes;
 
   explicit node_tree(const trie_config& c);
 
@@ -200,5 +205,11 @@ private:
                    std::uint32_t depth);
   bool removable(node_id id) const;
 };
+
+// Enters or leaves `set` as `wanted` says; true when it did. The key is made only on
+// entering: a lock walking a long path changes few nodes' candidacy, and making keys
+// for the others was most of its cost.
+bool set_candidate(candidate_set& set, bool& flag, candidate_set::iterator& slot,
+                   node_id id, const node_tree& tree, bool wanted);
 
 } // namespace canopy::cache::detail

@@ -5,8 +5,8 @@ namespace canopy::cache::detail {
 void row_ledger::refresh(node_id id) {
   node& x = tree_.nodes[id];
   holding& h = tree_.held[id];
-  const bool wanted = h.row && x.locks == 0 && x.row_children == 0;
-  set_candidate(candidates_, x.row_candidate, h.row_slot, id, tree_.key_of(id), wanted);
+  const bool wanted = h.row && !h.ledger_locked && x.row_children == 0;
+  set_candidate(candidates_, x.row_candidate, h.row_slot, id, tree_, wanted);
 }
 
 void row_ledger::account_lock(node_id id, bool locking) {
@@ -39,7 +39,7 @@ void row_ledger::add(node_id id, row_ptr row) {
   h.row = std::move(row);
   tree_.stats.logprob_bytes += h.row_bytes;
   ++tree_.stats.logprob_entries;
-  if (x.locks != 0)
+  if (h.ledger_locked)
     account_lock(id, true);
   ++tree_.nodes[x.parent].row_children;
   refresh(x.parent);
@@ -53,17 +53,17 @@ void row_ledger::add_extra(node_id id, row_extra_ptr extra) {
   h.row_bytes += bytes;
   tree_.stats.logprob_bytes += bytes;
   ++tree_.stats.row_extras;
-  if (tree_.nodes[id].locks != 0)
+  if (h.ledger_locked)
     locked_bytes_ += bytes;
 }
 
 void row_ledger::drop(node_id id) {
   node& x = tree_.nodes[id];
   holding& h = tree_.held[id];
-  set_candidate(candidates_, x.row_candidate, h.row_slot, id, {}, false);
+  leave_candidates(candidates_, x.row_candidate, h.row_slot);
   tree_.stats.logprob_bytes -= h.row_bytes;
   --tree_.stats.logprob_entries;
-  if (x.locks != 0)
+  if (h.ledger_locked)
     account_lock(id, false);
   if (h.extra)
     --tree_.stats.row_extras;
@@ -105,12 +105,12 @@ void row_ledger::check() const {
       ++rows;
       extras += h.extra ? 1 : 0;
       bytes += held_bytes;
-      if (x.locks != 0) {
+      if (h.ledger_locked) {
         locked_bytes += held_bytes;
         ++locked_rows;
       }
     }
-    const bool rule = h.row && x.locks == 0 && x.row_children == 0;
+    const bool rule = h.row && !h.ledger_locked && x.row_children == 0;
     if (x.row_candidate != rule)
       violation(node_name(id) + ": log-prob candidate flag disagrees with the rule");
     // A candidate's kept element must be the one keyed by its statistics now; the set
