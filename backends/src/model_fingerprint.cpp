@@ -52,6 +52,8 @@ std::string canonical_config(const model_config& c) {
       << c.scaling.low_freq_factor << ' ' << c.scaling.high_freq_factor << ' '
       << c.scaling.original_context << ' ' << c.qkv_bias << ' ' << c.qk_norm << ' '
       << c.sliding_window;
+  for (const double f : c.scaling.frequency_factors)
+    out << ' ' << f;
   return out.str();
 }
 

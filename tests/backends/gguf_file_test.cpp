@@ -212,6 +212,24 @@ TEST(gguf_checkpoint, llama_maps_to_the_canonical_checkpoint) {
   }
 }
 
+TEST(gguf_checkpoint, rope_freqs_become_per_frequency_factors) {
+  checkpoint original = small_checkpoint(architecture::llama);
+  original.config.scaling.type = rope_scaling::kind::llama3;
+  original.config.scaling.factor = 8;
+  original.config.scaling.original_context = 16;
+  scratch_dir dir;
+  const auto path = write_model(dir, original);
+  const auto factors = canopy::testing::llama3_rope_freqs(original.config);
+  ASSERT_EQ(static_cast<std::int64_t>(factors.size()) * 2, original.config.head_dim);
+  for (const auto& config : {load_checkpoint(path).config, load_model_config(path)}) {
+    EXPECT_EQ(config.scaling.type, rope_scaling::kind::per_frequency);
+    EXPECT_EQ(config.scaling.frequency_factors,
+              std::vector<double>(factors.begin(), factors.end()));
+  }
+  // The tensor is the config's, not a weight.
+  EXPECT_EQ(load_checkpoint(path).tensors.count("rope_freqs.weight"), 0u);
+}
+
 TEST(gguf_checkpoint, untied_head_and_qwen_layouts) {
   checkpoint original = small_checkpoint(architecture::llama);
   original.tensors["lm_head.weight"] = original.tensors.at("model.embed_tokens.weight");
@@ -256,6 +274,31 @@ TEST(gguf_checkpoint, what_is_not_served_is_named) {
                             canopy::testing::add_model_metadata(w, ckpt.config, 2);
                           })),
                           {"rope.dimension_count 2", "partial rotary"});
+  // rope_freqs: one F32 factor per rotated pair, and not beside a linear scaling.
+  const auto pairs = ckpt.config.head_dim / 2;
+  const auto rope_freqs = [&](canopy::testing::ggml_type type, std::int64_t n,
+                              const char* scaling) {
+    return with([&, type, n, scaling](gguf_writer& w) {
+      canopy::testing::add_model_metadata(w, ckpt.config);
+      if (*scaling)
+        w.add("llama.rope.scaling.type", std::string(scaling));
+      w.tensor("token_embd.weight", canopy::testing::ggml_type::f32, {40, 16},
+               std::string(40 * 16 * 4, '\0'));
+      w.tensor("rope_freqs.weight", type, {n},
+               std::string(static_cast<std::size_t>(n) *
+                               (type == canopy::testing::ggml_type::f32 ? 4 : 2),
+                           '\x3f'));
+    });
+  };
+  EXPECT_CHECKPOINT_ERROR(
+      load_model_config(rope_freqs(canopy::testing::ggml_type::f32, pairs + 1, "")),
+      {"rope frequency factors: " + std::to_string(pairs + 1), "one per pair"});
+  EXPECT_CHECKPOINT_ERROR(
+      load_model_config(rope_freqs(canopy::testing::ggml_type::f16, pairs, "")),
+      {"tensor 'rope_freqs.weight' is F16", "F32 factors"});
+  EXPECT_CHECKPOINT_ERROR(
+      load_model_config(rope_freqs(canopy::testing::ggml_type::f32, pairs, "linear")),
+      {"'rope_freqs.weight' beside llama.rope.scaling.type 'linear'"});
   // A k-quant tensor, named with its type.
   std::string q6k(210, '\0');
   EXPECT_CHECKPOINT_ERROR(load_checkpoint(with([&](gguf_writer& w) {

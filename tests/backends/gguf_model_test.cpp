@@ -1,7 +1,8 @@
 // GGUF models answer as the checkpoints they were converted from. Each oracle model
-// GGUF can describe (stories260K from llama2.c and from HF, Qwen2, Qwen3; Llama 3's
-// rope scaling and Mistral's window are not GGUF "llama" keys) is written as llama.cpp's
-// converter writes it (gguf_writer.hpp: "llama" q/k rows interleaved), then:
+// GGUF can describe (stories260K from llama2.c and from HF, Qwen2, Qwen3, and Llama 3
+// with its rope scaling as rope_freqs; Mistral's window is no GGUF "llama" key) is
+// written as llama.cpp's converter writes it (gguf_writer.hpp: "llama" q/k rows
+// interleaved), then:
 //  - in F32 it gives the source's log-probs on every oracle case, to the bit (the same
 //    weights and the same arithmetic; the file's float32 epsilon is the float32 value
 //    the source's double rounds to in the norms);
@@ -187,6 +188,47 @@ TEST_P(gguf_model, records_are_served_as_they_are) {
     EXPECT_GT(dense.weight_bytes, served.weight_bytes);
   }
 }
+
+// Llama 3's rope scaling reaches a GGUF file as rope_freqs: one factor per rotated
+// pair, computed and stored in float32, where the HF checkpoint computes its
+// frequencies in float64. The file answers every oracle case within the oracle's
+// tolerance, as the checkpoint does; without the factors it would not (the oracle
+// cases reach past original_max_position_embeddings, 64).
+class gguf_rope_freqs : public gguf_model {};
+
+TEST_P(gguf_rope_freqs, llama3_scaling_answers_within_the_oracle_tolerance) {
+  if (canopy::testing::test_device() != "cpu")
+    GTEST_SKIP() << "one device is enough for a file format";
+  CANOPY_LOAD_ORACLE_MODEL();
+  const checkpoint source = load_checkpoint(model_path);
+  ASSERT_EQ(source.config.scaling.type, rope_scaling::kind::llama3);
+  scratch_dir dir;
+  canopy::testing::write_bytes(dir / "m.gguf",
+                               canopy::testing::gguf_of(source, canopy::testing::as_f32));
+  const auto config = load_model_config(dir / "m.gguf");
+  ASSERT_EQ(config.scaling.type, rope_scaling::kind::per_frequency);
+  const auto written = canopy::testing::llama3_rope_freqs(source.config);
+  EXPECT_EQ(config.scaling.frequency_factors,
+            std::vector<double>(written.begin(), written.end()));
+  const auto got = answers(dir / "m.gguf");
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    const auto& c = cases[i];
+    ASSERT_EQ(got[i].size(), c.logprobs.size());
+    EXPECT_LE(canopy::testing::max_abs_diff(got[i].data(), c.logprobs.data(),
+                                            c.logprobs.size()),
+              c.tolerance)
+        << c.name;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(shared_models, gguf_rope_freqs, ::testing::ValuesIn([] {
+                           std::vector<model_fixture> out;
+                           for (const auto& m : canopy::testing::oracle_model_list())
+                             if (std::string(m.name) == "llama3_synthetic")
+                               out.push_back(m);
+                           return out;
+                         }()),
+                         canopy::testing::oracle_model_name);
 
 std::vector<model_fixture> gguf_models() {
   std::vector<model_fixture> out;

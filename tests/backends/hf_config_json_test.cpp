@@ -219,11 +219,11 @@ TEST(hf_checkpoint,
   base.bos_token_id = 1;
   base.eos_token_id = 2;
   auto llama3 = base;
-  llama3.scaling = {rope_scaling::kind::llama3, 8.0, 1.0, 4.0, 64};
+  llama3.scaling = {rope_scaling::kind::llama3, 8.0, 1.0, 4.0, 64, {}};
   auto linear = base;
   linear.arch = architecture::qwen3;
   linear.qk_norm = true;
-  linear.scaling = {rope_scaling::kind::linear, 2.0, 1.0, 4.0, 0};
+  linear.scaling = {rope_scaling::kind::linear, 2.0, 1.0, 4.0, 0, {}};
   auto qwen2 = base;
   qwen2.arch = architecture::qwen2;
   qwen2.qkv_bias = true;

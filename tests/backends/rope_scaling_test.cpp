@@ -1,6 +1,7 @@
 // RoPE frequency scaling as HF defines it, checked by its properties: linear divides
 // every frequency by the factor; llama3 keeps the high frequencies, slows the low ones
-// by the factor, and blends continuously in between. (The llama3-synthetic oracle
+// by the factor, and blends continuously in between; a GGUF file's per-frequency
+// factors divide each frequency by its own. (The llama3-synthetic oracle
 // checks the whole model; no oracle case uses linear scaling.)
 #include "models/llama_model.hpp"
 
@@ -24,13 +25,25 @@ model_config with(rope_scaling scaling) {
 TEST(rope_scaling, linear_divides_every_frequency_by_the_factor) {
   const auto plain = rope_inverse_frequencies(with({}));
   const auto linear =
-      rope_inverse_frequencies(with({rope_scaling::kind::linear, 4.0, 1.0, 4.0, 0}));
+      rope_inverse_frequencies(with({rope_scaling::kind::linear, 4.0, 1.0, 4.0, 0, {}}));
   ASSERT_EQ(plain.numel(), 32);
   EXPECT_TRUE(at::allclose(linear * 4.0, plain, 1e-15, 0));
 }
 
+TEST(rope_scaling, per_frequency_factors_divide_each_frequency_by_its_own) {
+  rope_scaling r;
+  r.type = rope_scaling::kind::per_frequency;
+  for (int i = 0; i < 32; ++i)
+    r.frequency_factors.push_back(1.0 + 0.25 * i);
+  const auto plain = rope_inverse_frequencies(with({}));
+  const auto scaled = rope_inverse_frequencies(with(r));
+  ASSERT_EQ(scaled.numel(), 32);
+  for (std::int64_t i = 0; i < 32; ++i)
+    EXPECT_EQ(scaled[i].item<double>(), plain[i].item<double>() / (1.0 + 0.25 * i)) << i;
+}
+
 TEST(rope_scaling, llama3_keeps_high_frequencies_slows_low_ones_and_blends_between) {
-  const rope_scaling r{rope_scaling::kind::llama3, 8.0, 1.0, 4.0, 8192};
+  const rope_scaling r{rope_scaling::kind::llama3, 8.0, 1.0, 4.0, 8192, {}};
   const auto plain = rope_inverse_frequencies(with({}));
   const auto scaled = rope_inverse_frequencies(with(r));
   const double high_wavelen = 8192 / 4.0, low_wavelen = 8192 / 1.0;

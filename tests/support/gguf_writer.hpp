@@ -7,6 +7,7 @@
 
 #include <canopy/backends/checkpoints/checkpoint.hpp>
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <functional>
@@ -165,6 +166,34 @@ inline void add_model_metadata(gguf_writer& out, const backends::model_config& c
     out.add("tokenizer.ggml.eos_token_id", static_cast<std::uint32_t>(c.eos_token_id));
 }
 
+/// Llama 3's rope scaling as llama.cpp's converter writes it (conversion/llama.py,
+/// generate_extra_tensors): one factor per rotated pair, computed in float32, which
+/// ggml's rope divides each frequency by.
+inline std::vector<float> llama3_rope_freqs(const backends::model_config& c) {
+  const auto& r = c.scaling;
+  const float pi2 = static_cast<float>(2 * M_PI);
+  const auto original = static_cast<float>(r.original_context);
+  const auto low = static_cast<float>(r.low_freq_factor),
+             high = static_cast<float>(r.high_freq_factor),
+             factor = static_cast<float>(r.factor);
+  std::vector<float> out;
+  for (std::int64_t i = 0; i < c.head_dim; i += 2) {
+    const float freq =
+        1.0f / std::pow(static_cast<float>(c.rope_theta),
+                        static_cast<float>(i) / static_cast<float>(c.head_dim));
+    const float wavelen = pi2 / freq;
+    if (wavelen < original / high) {
+      out.push_back(1.0f);
+    } else if (wavelen > original / low) {
+      out.push_back(factor);
+    } else {
+      const float smooth = (original / wavelen - low) / (high - low);
+      out.push_back(1.0f / ((1.0f - smooth) / factor + smooth));
+    }
+  }
+  return out;
+}
+
 /// How a test stores one canonical tensor: its ggml type and bytes.
 using tensor_encoder = std::function<std::pair<ggml_type, std::string>(
     const std::string& name, const std::vector<float>& values,
@@ -172,7 +201,7 @@ using tensor_encoder = std::function<std::pair<ggml_type, std::string>(
 
 /// A float32 checkpoint as llama.cpp's converter writes it: GGUF names, a "llama"
 /// model's q/k rows in interleaved RoPE order (from rotate_half when the checkpoint
-/// holds that), each tensor stored by `encode`.
+/// holds that), each tensor stored by `encode`, and llama3 rope scaling as rope_freqs.
 inline std::string gguf_of(const backends::checkpoint& ckpt,
                            const tensor_encoder& encode) {
   using namespace backends;
@@ -201,6 +230,13 @@ inline std::string gguf_of(const backends::checkpoint& ckpt,
     }
     const auto [type, bytes] = encode(name, values, view.shape);
     out.tensor(gguf_tensor_name(name), type, view.shape, bytes);
+  }
+  if (c.scaling.type == rope_scaling::kind::llama3) {
+    const auto factors = llama3_rope_freqs(c);
+    out.tensor("rope_freqs.weight", ggml_type::f32,
+               {static_cast<std::int64_t>(factors.size())},
+               std::string(reinterpret_cast<const char*>(factors.data()),
+                           factors.size() * sizeof(float)));
   }
   return out.bytes();
 }

@@ -46,6 +46,11 @@ void validate_rope_scaling(const rope_scaling& r, const std::string& source) {
   if (!positive(r.factor))
     fail(source,
          "rope_scaling factor " + std::to_string(r.factor) + " is not a positive number");
+  if (r.type == rope_scaling::kind::per_frequency)
+    for (const double f : r.frequency_factors)
+      if (!positive(f))
+        fail(source,
+             "rope frequency factor " + std::to_string(f) + " is not a positive number");
   if (r.type != rope_scaling::kind::llama3)
     return;
   // HF's llama3 rescaling divides by high - low and by both factors.
@@ -99,6 +104,11 @@ void validate_model_config(const model_config& c, const std::string& source) {
     fail(source, "sliding_window " + std::to_string(c.sliding_window) + " is negative");
   if (llama_style(c.arch)) {
     validate_rope_scaling(c.scaling, source);
+    const auto& ff = c.scaling.frequency_factors;
+    if (c.scaling.type == rope_scaling::kind::per_frequency &&
+        static_cast<std::int64_t>(ff.size()) * 2 != c.head_dim)
+      fail(source, "rope frequency factors: " + std::to_string(ff.size()) +
+                       " for head_dim " + std::to_string(c.head_dim) + " (one per pair)");
     if (c.head_dim % 2 != 0)
       fail(source, "head_dim " + std::to_string(c.head_dim) +
                        " is odd (RoPE rotates pairs of dimensions)");

@@ -66,6 +66,9 @@ std::optional<weight_dtype> dtype_of(const gguf_tensor& t) {
   return value_of(weight_dtype_names, t.type_name);
 }
 
+/// Not a weight: the RoPE frequency factors, which the config takes.
+constexpr const char* rope_freqs_tensor = "rope_freqs.weight";
+
 const gguf_tensor* tensor_named(const gguf_file& file, const std::string& name) {
   for (const auto& t : file.tensors())
     if (t.name == name)
@@ -119,9 +122,20 @@ model_config gguf_model_config(const gguf_file& file) {
     file.fail(a + "rope.scaling.type " + detail::quote(scaling) +
               " is not served (none or linear)");
   }
-  if (tensor_named(file, "rope_freqs.weight"))
-    file.fail("tensor 'rope_freqs.weight' (Llama 3.1's rope scaling as per-frequency "
-              "factors) is not served");
+  if (const gguf_tensor* t = tensor_named(file, rope_freqs_tensor)) {
+    // Llama 3.1's and 3.2's llama3 rope scaling, as llama.cpp's converter writes it.
+    if (c.scaling.type != rope_scaling::kind::none)
+      file.fail("tensor 'rope_freqs.weight' beside " + a + "rope.scaling.type " +
+                detail::quote(scaling) + " is not served");
+    if (t->type_name != "F32" || t->shape.size() != 1 || !t->data)
+      file.fail("tensor 'rope_freqs.weight' is " + t->type_name + " of " +
+                std::to_string(t->shape.size()) +
+                " dimensions; llama.cpp writes one row of F32 factors");
+    std::vector<float> factors(static_cast<std::size_t>(t->shape[0]));
+    std::memcpy(factors.data(), t->data, factors.size() * sizeof(float));
+    c.scaling.type = rope_scaling::kind::per_frequency;
+    c.scaling.frequency_factors.assign(factors.begin(), factors.end());
+  }
   // llama.cpp's converter interleaves Llama's q/k rows for its RoPE; Qwen's it keeps.
   c.rope =
       c.arch == architecture::llama ? rope_pairs::interleaved : rope_pairs::rotate_half;
@@ -149,6 +163,8 @@ checkpoint load_gguf_checkpoint(const std::filesystem::path& path) {
   out.source = file.source();
   out.config = gguf_model_config(file);
   for (const auto& t : file.tensors()) {
+    if (t.name == rope_freqs_tensor)
+      continue;
     const auto dtype = dtype_of(t);
     if (!dtype)
       file.fail("tensor " + detail::quote(t.name) + " is " + t.type_name +

@@ -348,6 +348,9 @@ json rope_scaling_json(const rope_scaling& scaling) {
             {"low_freq_factor", scaling.low_freq_factor},
             {"high_freq_factor", scaling.high_freq_factor},
             {"original_max_position_embeddings", scaling.original_context}};
+  case rope_scaling::kind::per_frequency:
+    throw checkpoint_error("per-frequency RoPE factors (a GGUF file's rope_freqs) have "
+                           "no config.json form");
   }
   return nullptr;
 }

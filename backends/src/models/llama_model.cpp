@@ -47,7 +47,8 @@ stored_blocks(const checkpoint& ckpt,
 // As HF's _compute_linear_scaling_rope_parameters (every frequency divided by the
 // factor) and _compute_llama3_parameters (wavelengths longer than original_context /
 // low_freq_factor slowed by the factor, those shorter than original_context /
-// high_freq_factor kept, a smooth blend in between).
+// high_freq_factor kept, a smooth blend in between); per-frequency factors divide
+// each frequency by its own, as ggml's rope does with freq_factors.
 at::Tensor rope_inverse_frequencies(const model_config& c) {
   const auto hd = c.head_dim;
   auto exponent = at::arange(0, hd, 2, at::kDouble) / static_cast<double>(hd);
@@ -74,6 +75,9 @@ at::Tensor rope_inverse_frequencies(const model_config& c) {
     inv_freq = at::where(medium, smoothed, scaled);
     break;
   }
+  case rope_scaling::kind::per_frequency:
+    inv_freq = inv_freq / at::tensor(r.frequency_factors, at::kDouble);
+    break;
   }
   return inv_freq;
 }

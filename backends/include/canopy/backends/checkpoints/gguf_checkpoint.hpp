@@ -6,8 +6,11 @@
 //    .block_count, .attention.head_count(_kv), .attention.key_length (head_dim, default
 //    D / H), .context_length, .attention.layer_norm_rms_epsilon, .rope.freq_base,
 //    .rope.scaling.{type,factor} (none or linear), .vocab_size (default: the embedding's
-//    rows); bos/eos from tokenizer.ggml.{bos,eos}_token_id. A partial rotary dimension,
-//    other rope scalings and a rope_freqs tensor (Llama 3.1's) are refused by name.
+//    rows); bos/eos from tokenizer.ggml.{bos,eos}_token_id. A rope_freqs tensor (one
+//    F32 factor per rotated pair: Llama 3.1's and 3.2's llama3 scaling as llama.cpp's
+//    converter writes it) divides each frequency by its factor. A partial rotary
+//    dimension, other rope scalings, and rope_freqs beside a linear scaling are refused
+//    by name.
 //  - Tensors under the canonical HF names (token_embd -> model.embed_tokens,
 //    blk.N.attn_q -> model.layers.N.self_attn.q_proj, ffn_gate -> mlp.gate_proj,
 //    output -> lm_head, ...), viewed in place in the mapped file. Types F32, F16, BF16,

@@ -10,6 +10,7 @@
 #include <array>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace canopy::backends {
 
@@ -31,17 +32,20 @@ inline bool llama_style(architecture arch) {
   return arch != architecture::gpt2;
 }
 
-/// How rotary frequencies are rescaled for long contexts (HF's rope_scaling). Only
-/// schemes whose angles depend on the position alone are here: a scheme that depends
-/// on the sequence's length ("dynamic") would change the KV of a prefix as the
-/// sequence grows, which a KV cache cannot honour.
+/// How rotary frequencies are rescaled for long contexts (HF's rope_scaling, or a GGUF
+/// file's rope_freqs tensor). Only schemes whose angles depend on the position alone
+/// are here: a scheme that depends on the sequence's length ("dynamic") would change
+/// the KV of a prefix as the sequence grows, which a KV cache cannot honour.
 struct rope_scaling {
-  enum class kind { none, linear, llama3 };
+  enum class kind { none, linear, llama3, per_frequency };
   kind type = kind::none;
   double factor = 1.0;               // linear, llama3: long wavelengths slowed by this
   double low_freq_factor = 1.0;      // llama3
   double high_freq_factor = 4.0;     // llama3
   std::int64_t original_context = 0; // llama3: original_max_position_embeddings
+  // per_frequency: inverse frequency i divided by factor i, [head_dim / 2] (llama.cpp's
+  // freq_factors: its converter writes Llama 3.1's llama3 scaling so).
+  std::vector<double> frequency_factors;
 };
 
 /// How q/k rows are ordered inside each head for rotary embeddings.
