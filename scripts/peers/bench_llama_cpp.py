@@ -14,6 +14,10 @@ prefix must agree with Canopy's within 1e-4 on the oracle's cases (stories260K).
 implementations must agree within 1e-3 (their sums of 768 and 2048 products, through
 12 layers, round differently: Canopy's own two forwards differ by about 1e-4 there).
 
+Llama 3's rope scaling travels in GGUF as a rope_freqs tensor: llama3-synthetic
+(../shared) converted so must give, through llama.cpp and through Canopy alike, every
+oracle case within the oracle's tolerance.
+
 Canopy also loads the GGUF files themselves (llama.cpp's gguf-py wrote the F32 one,
 llama-quantize the Q8_0 and Q4_0 ones): on the same sequence its rows from each file
 must be those of the checkpoint it came from, run with the file's weight format (the
@@ -138,6 +142,32 @@ def check_quantized(args, name, model, gguf, weights, fmt, env):
         sys.exit(f"{name} {fmt}: Canopy's quantized rows lose more than llama.cpp's")
 
 
+def check_rope_freqs(args, env):
+    """llama3-synthetic's rope scaling as rope_freqs: both sides on the oracle's cases."""
+    gguf = peers / "gguf" / "llama3-synthetic.gguf"
+    gguf.parent.mkdir(parents=True, exist_ok=True)
+    if not gguf.exists():
+        run([sys.executable, Path(__file__).parent / "to_gguf.py",
+             shared / "models/llama3-synthetic", gguf, "--gguf-py",
+             peers / "llama.cpp/src/gguf-py"])
+    oracle = shared / "oracle/llama3-synthetic"
+    cases = json.loads((oracle / "cases.json").read_text())
+    worst = {"llama.cpp": 0.0, "Canopy": 0.0}
+    for c in cases:
+        want = np.fromfile(oracle / c["file"], dtype=np.float32)
+        for side, rows in (("llama.cpp", peer_rows(args.peer, gguf, c["tokens"])),
+                           ("Canopy", canopy_rows(args.canopy, gguf, c["tokens"], env))):
+            if rows.shape != want.shape:
+                sys.exit(f"llama3-synthetic: {side} gave {rows.size} values, the oracle "
+                         f"{want.size}")
+            worst[side] = max(worst[side], float(np.abs(rows - want).max()))
+    limit = min(c["tolerance_abs"] for c in cases)
+    print(f"llama3-synthetic as GGUF (rope_freqs): against the oracle, llama.cpp "
+          f"{worst['llama.cpp']:.2e}, Canopy {worst['Canopy']:.2e} (limit {limit:g})")
+    if max(worst.values()) > limit:
+        sys.exit("llama3-synthetic: rope_freqs are read apart from the oracle's scaling")
+
+
 def canopy_run(args, model, workload, steps, env, weight_dtype):
     flags = {"decode": ["--workload", "decode", "--steps", steps],
              "smc": ["--workload", "smc", "--particles", 64, "--steps", steps],
@@ -186,6 +216,7 @@ def main():
     # decode and smc steps: fewer on the 110M model, whose steps cost ~100x more.
     steps = {("stories260K", "decode"): 256, ("llama110m", "decode"): 64,
              ("stories260K", "smc"): 64, ("llama110m", "smc"): 64}
+    check_rope_freqs(args, env)
     table = []
     for name in args.models.split(","):
         model = models[name]

@@ -5,8 +5,10 @@ own gguf-py writer (numpy only).
     to_gguf.py CHECKPOINT OUT.gguf --gguf-py DIR
 
 CHECKPOINT: an HF directory (config.json + model.safetensors, float32/16/bf16) or a
-llama2.c .bin (legacy version 0). Plain Llama only: no biases, q/k norms or RoPE
-scaling (llama.cpp reads those from other keys, and the benchmark does not need them).
+llama2.c .bin (legacy version 0). Plain Llama only: no biases or q/k norms (llama.cpp
+reads those from other keys, and the benchmark does not need them). Llama 3's rope
+scaling ("llama3") becomes the rope_freqs tensor, computed in float32 as llama.cpp's
+converter does (conversion/llama.py); other RoPE scalings are refused.
 
 Layouts. llama.cpp rotates the pairs (2j, 2j+1) of each head, as Meta and llama2.c
 store q/k; HF checkpoints store them permuted for rotate_half (pairs j, j + hd/2).
@@ -67,12 +69,36 @@ def to_interleaved(w, heads):
     return w.reshape(heads, 2, hd // 2, w.shape[1]).swapaxes(1, 2).reshape(w.shape)
 
 
+def llama3_rope_freqs(hp, scaling):
+    """One factor per rotated pair, which ggml's rope divides that frequency by."""
+    dim = hp["head_dim"]
+    freqs = np.float32(1.0) / (np.float32(hp["theta"]) **
+                               (np.arange(0, dim, 2, dtype=np.float32) / np.float32(dim)))
+    factor = np.float32(scaling.get("factor", 8.0))
+    low = np.float32(scaling.get("low_freq_factor", 1.0))
+    high = np.float32(scaling.get("high_freq_factor", 4.0))
+    old = np.float32(scaling.get("original_max_position_embeddings", 8192))
+    out = []
+    for freq in freqs:
+        wavelen = np.float32(2 * np.pi) / freq
+        if wavelen < old / high:
+            out.append(np.float32(1))
+        elif wavelen > old / low:
+            out.append(factor)
+        else:
+            smooth = (old / wavelen - low) / (high - low)
+            out.append(np.float32(1) / ((np.float32(1) - smooth) / factor + smooth))
+    return np.array(out, dtype=np.float32)
+
+
 def from_hf(directory):
     c = json.loads((directory / "config.json").read_text())
     if c.get("model_type") != "llama":
         sys.exit(f"{directory}: model_type {c.get('model_type')!r}; only plain Llama converts")
-    if c.get("rope_scaling") or c.get("attention_bias"):
-        sys.exit(f"{directory}: RoPE scaling or attention biases are not converted")
+    scaling = c.get("rope_scaling") or {}
+    if (scaling and scaling.get("rope_type") != "llama3") or c.get("attention_bias"):
+        sys.exit(f"{directory}: RoPE scaling other than llama3, or attention biases, are "
+                 "not converted")
     t = read_safetensors(directory / "model.safetensors")
     heads, kv_heads = c["num_attention_heads"], c.get("num_key_value_heads", c["num_attention_heads"])
     hp = dict(dim=c["hidden_size"], hidden=c["intermediate_size"], layers=c["num_hidden_layers"],
@@ -83,6 +109,8 @@ def from_hf(directory):
                "output_norm.weight": t["model.norm.weight"]}
     if "lm_head.weight" in t and not c.get("tie_word_embeddings", False):
         tensors["output.weight"] = t["lm_head.weight"]
+    if scaling:
+        tensors["rope_freqs.weight"] = llama3_rope_freqs(hp, scaling)
     for i in range(hp["layers"]):
         p = f"model.layers.{i}."
         tensors.update({
