@@ -25,6 +25,7 @@
 #include <c10/util/Half.h>
 #include <gtest/gtest.h>
 
+#include <initializer_list>
 #include <random>
 
 namespace {
@@ -221,26 +222,24 @@ TEST_P(gguf_rope_freqs, llama3_scaling_answers_within_the_oracle_tolerance) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(shared_models, gguf_rope_freqs, ::testing::ValuesIn([] {
-                           std::vector<model_fixture> out;
-                           for (const auto& m : canopy::testing::oracle_model_list())
-                             if (std::string(m.name) == "llama3_synthetic")
-                               out.push_back(m);
-                           return out;
-                         }()),
-                         canopy::testing::oracle_model_name);
-
-std::vector<model_fixture> gguf_models() {
+/// The oracle models of these names.
+std::vector<model_fixture> models_named(std::initializer_list<const char*> names) {
   std::vector<model_fixture> out;
   for (const auto& m : canopy::testing::oracle_model_list())
-    for (const char* name :
-         {"stories260K_bin", "stories260K_hf", "qwen2_synthetic", "qwen3_synthetic"})
+    for (const char* name : names)
       if (std::string(m.name) == name)
         out.push_back(m);
   return out;
 }
 
-INSTANTIATE_TEST_SUITE_P(shared_models, gguf_model, ::testing::ValuesIn(gguf_models()),
+INSTANTIATE_TEST_SUITE_P(
+    shared_models, gguf_model,
+    ::testing::ValuesIn(models_named({"stories260K_bin", "stories260K_hf",
+                                      "qwen2_synthetic", "qwen3_synthetic"})),
+    canopy::testing::oracle_model_name);
+
+INSTANTIATE_TEST_SUITE_P(shared_models, gguf_rope_freqs,
+                         ::testing::ValuesIn(models_named({"llama3_synthetic"})),
                          canopy::testing::oracle_model_name);
 
 } // namespace
