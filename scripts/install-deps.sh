@@ -18,6 +18,7 @@ packages=(
   libutf8proc-dev       # tokenizer.json normalizers: Unicode NFC/NFKC on UTF-8 directly (small; ICU works in UTF-16)
   libssl-dev            # cluster tokens: HMAC-SHA256 and the CSPRNG (CAF's TLS uses OpenSSL too)
   libjemalloc-dev       # the canopy program's allocator: 1.3-1.7x the queries/s of glibc's malloc
+  libsimde-dev          # headers: the AVX-512 VNNI kernels' intrinsics, emulated in the tests on AVX2-only CPUs
   openssl               # the tests' TLS certificates (the README's TLS example too)
   python3-numpy         # the Python client (apps/python/canopy_client) and its tests
   python3-jinja2        # apply_chat_template renders chat templates with Jinja2, as transformers does

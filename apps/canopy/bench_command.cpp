@@ -3,6 +3,7 @@
 
 #include "bench/bench_report.hpp"
 #include "bench/bench_runner.hpp"
+#include "bench/cpu_name.hpp"
 #include "bench/encode_bench_command.hpp"
 #include "bench/matmul_ceiling.hpp"
 #include "bench/next_byte_probe.hpp"
@@ -158,9 +159,9 @@ std::string describe_backend(const engine_config& c, const backends::model_info&
       out << "the built-in seeded synthetic Llama (no --model given), ";
     out << "model " << model.name << " (vocab " << model.vocab_size << ", context "
         << model.context_length << "), dtype " << c.dtype;
-    if (!model.weight_dtype.empty() && model.weight_dtype != c.dtype)
-      out << ", weights " << model.weight_dtype << " (" << model.weight_bytes / 1000000
-          << " MB)";
+    if (!c.weight_dtype.empty())
+      out << ", weights " << c.weight_dtype << " (" << model.weight_kernels
+          << " kernels)";
     return out.str();
   }
   if (c.mock_cost_per_pass_us == 0 && c.mock_cost_per_token_us == 0)
@@ -300,8 +301,9 @@ int bench_command(const std::vector<std::string>& argv) {
   const bool rss_per_run = reset_peak_rss();
 
   if (!json) {
-    std::cout << "canopy bench: " << describe_backend(args.config, model) << "; " << cores
-              << " cores; variants " << joined(variants) << ", each on a fresh engine\n"
+    std::cout << "canopy bench: " << describe_backend(args.config, model) << "; "
+              << cpu_name() << ", " << cores << " cores; variants " << joined(variants)
+              << ", each on a fresh engine\n"
               << "config: " << args.config.to_json() << '\n';
     if (!mock)
       std::cout << "matmul ceiling: " << matmul_gflops
@@ -364,13 +366,15 @@ int bench_command(const std::vector<std::string>& argv) {
         {"simulated_cost_us",
          {{"per_pass", args.config.mock_cost_per_pass_us},
           {"per_token", args.config.mock_cost_per_token_us}}},
+        {"cpu", cpu_name()},
         {"cores", cores},
         {"matmul_gflops", matmul_gflops},
         {"config", nlohmann::json::parse(args.config.to_json())},
         {"model",
          {{"name", model.name},
           {"vocab_size", model.vocab_size},
-          {"context_length", model.context_length}}},
+          {"context_length", model.context_length},
+          {"weight_kernels", model.weight_kernels}}},
         {"workload_options", options_json(options, model.vocab_size)},
         {"check_every", answer_check_period},
         {"peak_rss_per_run", rss_per_run},

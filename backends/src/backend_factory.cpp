@@ -4,6 +4,9 @@
 #include <canopy/backends/model_fingerprint.hpp>
 #include <canopy/backends/models/torch_backend.hpp>
 
+#include "models/block_dot.hpp"
+#include "models/weight_blocks.hpp"
+
 #include <filesystem>
 #include <stdexcept>
 
@@ -74,6 +77,8 @@ model_info describe_model(const backend_spec& spec) {
   info.kv_window = config.sliding_window;
   info.dtype = spec.torch.dtype;
   info.kv_dtype = served_kv_dtype(spec.torch);
+  if (parse_weight_dtype(spec.torch.weight_dtype)) // what make_backend's would say here
+    info.weight_kernels = block_kernels_here().isa;
   return info;
 }
 

@@ -98,7 +98,8 @@ public:
                                  0,
                                  0,
                                  "",
-                                 0},
+                                 0,
+                                 ""},
         empty_state_(sequence_hash_start(options.seed)) {}
 
   const model_info& info() const override { return info_; }

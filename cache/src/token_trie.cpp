@@ -100,13 +100,15 @@ struct token_trie::impl {
     tree.prune(id);
   }
 
-  // What lock() and unlock() do: the path's lock counts, and under a window the KV
-  // above the node.
+  // The queue of unsettled changes stays within a trie's worth (plus slack for a
+  // small trie), however long nothing reads the ledgers (Note [settled locks]).
   void bound_lock_changes() {
     if (tree.lock_changes.size() > tree.nodes.size() + 4096)
       settle_locks();
   }
 
+  // What lock() and unlock() do: the path's lock counts, and under a window the KV
+  // above the node.
   void lock_own(node_id id) {
     bound_lock_changes();
     ++tree.held[id].own_locks;
@@ -298,11 +300,11 @@ bool token_trie::kv_continues(node_id node) const {
 }
 
 std::vector<kv_prefix> token_trie::promoted_kv_prefixes(node_id node) {
-  impl_->settle_locks();
   auto kv = kv_prefixes(node);
   for (worker_id w = 0; w < kv.size(); ++w) {
     if (kv[w].length == 0 || impl_->kv.host_budget(w) == 0)
       continue;
+    impl_->settle_locks(); // a promotion reads the ledgers; without a host tier, none
     const node_id end = impl_->tree.ancestor(node, kv[w].length);
     const std::uint32_t depth = impl_->kv.promote_path(end, w);
     if (depth != kv[w].length) // the prefix ends above the KV left on the host

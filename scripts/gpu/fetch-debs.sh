@@ -23,6 +23,7 @@ packages=(
   libutf8proc-dev libutf8proc2
   libssl-dev libssl3 openssl
   libjemalloc-dev libjemalloc2
+  libsimde-dev                                      # the VNNI kernels' intrinsics, headers only
   libblas-dev libblas3 libopenblas0-pthread libgfortran5 libquadmath0  # cblas.h, OpenBLAS
   pkgconf pkgconf-bin libpkgconf3                   # pkg-config, for CMake's pkg_check_modules
 )

@@ -176,8 +176,17 @@ def canopy_run(args, model, workload, steps, env, weight_dtype):
                "--threads_per_worker", args.threads] + flags[workload] + args.settings.split()
               + (["--weight_dtype", weight_dtype] if weight_dtype else []),
               env=env).stdout
-    r = json.loads(out)["results"][0]
+    doc = json.loads(out)
+    machine.update(cpu=doc["cpu"])
+    if weight_dtype:
+        machine[weight_dtype] = doc["model"]["weight_kernels"]
+    r = doc["results"][0]
     return r["queries"] / r["seconds"]
+
+
+# What the runs said of the machine: its CPU, and the kernels Canopy's int8 and int4
+# products chose on it (the table means little without them).
+machine = {}
 
 
 def peer_run(args, gguf, workload, steps):
@@ -250,7 +259,9 @@ def main():
                 table.append((name, fmt, workload, statistics.median(ours),
                               statistics.median(theirs), statistics.median(ratios),
                               targets.get((name, workload, fmt))))
-    print(f"\nthreads {args.threads}, {args.rounds} alternations, medians (queries/s)"
+    print(f"\n{machine.get('cpu', 'CPU not reported')}; Canopy's block kernels: "
+          + (", ".join(f"{w} {k}" for w, k in machine.items() if w != "cpu") or "none run"))
+    print(f"threads {args.threads}, {args.rounds} alternations, medians (queries/s)"
           + (f"; Canopy settings: {args.settings}" if args.settings else ""))
     print(f"{'model':12} {'weights':7} {'workload':9} {'Canopy':>10} {'llama.cpp':>10} "
           f"{'ratio':>6}  target")

@@ -98,6 +98,7 @@ void expect_described_as_built(const backend_spec& spec) {
   EXPECT_EQ(described.vocab_size, built.vocab_size);
   EXPECT_EQ(described.context_length, built.context_length);
   EXPECT_EQ(described.dtype, built.dtype);
+  EXPECT_EQ(described.weight_kernels, built.weight_kernels);
   EXPECT_FALSE(built.fingerprint.empty());
   if (spec.kind == "mock") {
     EXPECT_EQ(described.fingerprint, built.fingerprint);
@@ -114,8 +115,13 @@ TEST(model_identity,
   builtin.kind = "torch";
   builtin.torch.kv_budget_bytes = 1 << 20;
   expect_described_as_built(builtin);
+  builtin.torch.weight_dtype = "int4"; // names the kernels its products run on
+  expect_described_as_built(builtin);
+  EXPECT_FALSE(describe_model(builtin).weight_kernels.empty());
+  builtin.torch.weight_dtype = "";
   builtin.torch.dtype = "bfloat16";
   EXPECT_EQ(describe_model(builtin).dtype, "bfloat16");
+  EXPECT_EQ(describe_model(builtin).weight_kernels, "") << "dense weights";
 }
 
 TEST(model_identity,

@@ -8,8 +8,12 @@
 //    magnitudes: one add per block and eight lanes added at the end);
 //  - the same bits for a row whether it is computed alone or among others, on one
 //    thread or two (Note [block product tiles]), and portable and AVX2 kernels within
-//    the rounding bound of each other.
+//    the rounding bound of each other;
+//  - the AVX-512 VNNI kernels equal to the AVX2 ones bit for bit, on every tile shape,
+//    at any row of a group, and at the integers' extremes: their copy emulated by SIMDe
+//    wherever AVX2 runs, the native one where the CPU has VNNI.
 #include "models/block_dot.hpp"
+#include "models/block_dot_vnni.hpp"
 #include "models/block_product.hpp"
 #include "models/weight_blocks.hpp"
 
@@ -18,7 +22,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 namespace {
@@ -214,6 +220,112 @@ TEST_P(block_product, portable_and_avx2_kernels_agree_within_rounding_on_every_t
                     2 * std::ldexp(1.0, -24) * (blocks + 8) * exact.magnitude[i * 8 + k])
               << r << " x " << n << " tile, weight row " << k << ", activation row " << i;
     }
+}
+
+/// The VNNI kernels this machine can run: SIMDe's emulation wherever AVX2 runs (it is
+/// built with AVX2), and the native ones where the CPU has AVX-512 VNNI.
+std::vector<std::pair<std::string, block_kernels>> vnni_kernels_here() {
+  std::vector<std::pair<std::string, block_kernels>> sets;
+  if (const auto avx2 = avx2_block_kernels())
+    sets.push_back(
+        {"emulated", block_kernels{"avx512_vnni_emulated", avx512_vnni_emulated::dot_q8_0,
+                                   avx512_vnni_emulated::dot_q4_0, avx2->quantize}});
+  if (const auto native = avx512_vnni_block_kernels())
+    sets.push_back({"native", *native});
+  return sets;
+}
+
+/// Every tile shape the kernels take, from row `first` of `w` on (a tile may start
+/// anywhere in a group), through `kernels` and the AVX2 ones: the same bits.
+void expect_vnni_bits_as_avx2(const block_matrix& w, std::int64_t first,
+                              const std::vector<std::int8_t>& xq,
+                              const std::vector<float>& xd, const std::string& what) {
+  const auto avx2 = avx2_block_kernels();
+  const auto blocks = w.blocks_per_row();
+  const weight_rows rows{w.quants(first), w.scales(first)};
+  for (const auto& [name, vnni] : vnni_kernels_here())
+    for (int r : {1, 2, 3, 4, 8})
+      for (int n = 1; n <= (r == 8 ? 1 : 4); ++n) {
+        if (first % group_rows + r > group_rows)
+          continue; // a tile stays within its group
+        float expected[16], got[16];
+        avx2->for_format(w.format())(rows, r, xq.data(), xd.data(), blocks,
+                                     blocks * block_width, n, expected);
+        vnni.for_format(w.format())(rows, r, xq.data(), xd.data(), blocks,
+                                    blocks * block_width, n, got);
+        EXPECT_EQ(std::memcmp(expected, got, sizeof(float) * r * n), 0)
+            << name << " " << what << ": " << r << " x " << n << " tile from row "
+            << first;
+      }
+}
+
+TEST_P(block_product, vnni_kernels_give_the_avx2_kernels_bits_on_every_tile) {
+  if (!avx2_block_kernels())
+    GTEST_SKIP() << "this CPU has no AVX2: neither the AVX2 kernels nor their "
+                    "SIMDe-emulated VNNI copy run here";
+  // 9 blocks: int4's last unit half filled. 16 rows: two groups.
+  const std::int64_t inputs = 9 * block_width - 5, blocks = 9;
+  const auto x = normal(4 * inputs, 11, 2.0f);
+  const auto wf = normal(16 * inputs, 12, 0.05f);
+  const block_matrix w(GetParam(), wf.data(), 16, inputs);
+  std::vector<std::int8_t> xq(4 * blocks * block_width);
+  std::vector<float> xd(4 * blocks);
+  quantize_activations(x.data(), 4, inputs, blocks, xq.data(), xd.data());
+  for (std::int64_t first : {0, 3, 5, 7, 8, 12, 15})
+    expect_vnni_bits_as_avx2(w, first, xq, xd, "random");
+}
+
+/// A row of llama.cpp block records whose every weight is `q` (its extremes: Q8_0's
+/// -128 and 127, Q4_0's -8 and 7), each block's scale `d`.
+std::vector<std::byte> records_of(block_format format, int q, float d,
+                                  std::int64_t blocks) {
+  const std::size_t record = format == block_format::q8_0 ? 34 : 18;
+  std::vector<std::byte> row(blocks * record);
+  const auto half = to_half_bits(d);
+  for (std::int64_t b = 0; b < blocks; ++b) {
+    std::byte* r = row.data() + b * record;
+    std::memcpy(r, &half, 2);
+    const auto byte = format == block_format::q8_0
+                          ? static_cast<std::uint8_t>(static_cast<std::int8_t>(q))
+                          : static_cast<std::uint8_t>((q + 8) | (q + 8) << 4);
+    std::memset(r + 2, byte, record - 2);
+  }
+  return row;
+}
+
+TEST_P(block_product, vnni_kernels_give_the_avx2_kernels_bits_at_the_integers_extremes) {
+  if (!avx2_block_kernels())
+    GTEST_SKIP() << "this CPU has no AVX2: neither the AVX2 kernels nor their "
+                    "SIMDe-emulated VNNI copy run here";
+  const std::int64_t blocks = 3, inputs = blocks * block_width;
+  const bool int8 = GetParam() == block_format::q8_0;
+  // Eight rows: the format's two extremes, alternating.
+  std::vector<std::vector<std::byte>> stored;
+  std::vector<const std::byte*> records;
+  for (int k = 0; k < 8; ++k) {
+    stored.push_back(records_of(GetParam(),
+                                k % 2 == 0 ? (int8 ? -128 : -8) : (int8 ? 127 : 7),
+                                0.5f + k, blocks));
+    records.push_back(stored.back().data());
+  }
+  const block_matrix w(GetParam(), records, inputs);
+  // Activations at +-127 (the quantizer's range), all of one sign or alternating.
+  std::vector<std::int8_t> xq(4 * inputs);
+  for (std::int64_t j = 0; j < inputs; ++j) {
+    xq[j] = 127;
+    xq[inputs + j] = -127;
+    xq[2 * inputs + j] = j % 2 == 0 ? 127 : -127;
+    xq[3 * inputs + j] = j % 3 == 0 ? -127 : 127;
+  }
+  const std::vector<float> xd(4 * blocks, 0.25f);
+  expect_vnni_bits_as_avx2(w, 0, xq, xd, "extremes");
+  // And the value itself: row 0 (every weight the lowest) against activation row 0.
+  float y[1];
+  for (const auto& [name, vnni] : vnni_kernels_here()) {
+    vnni.for_format(GetParam())(weight_rows{w.quants(0), w.scales(0)}, 1, xq.data(),
+                                xd.data(), blocks, inputs, 1, y);
+    EXPECT_EQ(y[0], 0.5f * 0.25f * (int8 ? -128 : -8) * 127 * inputs) << name;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(formats, block_product,

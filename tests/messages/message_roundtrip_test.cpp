@@ -120,7 +120,8 @@ backends::model_info a_model() {
           4096,
           8192,
           "int4",
-          74000000};
+          74000000,
+          "avx512_vnni"};
 }
 
 bool same_model(const backends::model_info& a, const backends::model_info& b) {
@@ -130,7 +131,8 @@ bool same_model(const backends::model_info& a, const backends::model_info& b) {
          a.fingerprint == b.fingerprint && a.kv_bytes_per_token == b.kv_bytes_per_token &&
          a.kv_keep_bytes == b.kv_keep_bytes &&
          a.kv_host_keep_bytes == b.kv_host_keep_bytes &&
-         a.weight_dtype == b.weight_dtype && a.weight_bytes == b.weight_bytes;
+         a.weight_dtype == b.weight_dtype && a.weight_bytes == b.weight_bytes &&
+         a.weight_kernels == b.weight_kernels;
 }
 
 backends::backend_spec a_spec() {

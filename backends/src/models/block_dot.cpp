@@ -1,12 +1,15 @@
 #include "models/block_dot.hpp"
 
+#include "models/block_dot_vnni.hpp"
+#include "models/block_tile_shapes.hpp"
+
 #include <cpuid.h>
 #include <immintrin.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
-#include <cstring>
+#include <string>
 
 namespace canopy::backends {
 
@@ -90,22 +93,22 @@ CANOPY_AVX2 inline void add_block(const weight_rows& w, const std::int8_t* xq,
                                   std::int64_t x_stride, std::int64_t b,
                                   __m256 (&acc)[R][N]) {
   const __m256i ones = _mm256_set1_epi16(1);
+  // The group's scales in one conversion (from the tile's first row on; the matrix
+  // pads the array, so a tile that starts mid-group reads no further than its end),
+  // times each activation row's scale: every row's d_w d_x in one multiply.
+  const __m256 scales = _mm256_cvtph_ps(
+      _mm_loadu_si128(reinterpret_cast<const __m128i*>(w.scales + b * group_rows)));
   __m256i x[N], offset[N];
-  __m256 dx[N];
+  __m256 scaled[N];
   for (int i = 0; i < N; ++i) {
     x[i] = _mm256_loadu_si256(
         reinterpret_cast<const __m256i*>(xq + i * x_stride + b * block_width));
-    dx[i] = _mm256_set1_ps(xd[i * blocks + b]);
+    scaled[i] = _mm256_mul_ps(scales, _mm256_set1_ps(xd[i * blocks + b]));
     if constexpr (F == block_format::q4_0)
       offset[i] =
           _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(8), x[i]), ones);
   }
-  // The group's scales in one conversion (from the tile's first row on; the matrix
-  // pads the array, so a tile that starts mid-group reads no further than its end).
-  const __m256 scales = _mm256_cvtph_ps(
-      _mm_loadu_si128(reinterpret_cast<const __m128i*>(w.scales + b * group_rows)));
   for (int k = 0; k < R; ++k) {
-    const __m256 dw = _mm256_permutevar8x32_ps(scales, _mm256_set1_epi32(k));
     const __m256i unit =
         _mm256_load_si256(reinterpret_cast<const __m256i*>(unit_of<F>(w, b, k)));
     __m256i magnitude;
@@ -123,7 +126,8 @@ CANOPY_AVX2 inline void add_block(const weight_rows& w, const std::int8_t* xq,
         lanes = _mm256_sub_epi32(
             _mm256_madd_epi16(_mm256_maddubs_epi16(magnitude, x[i]), ones), offset[i]);
       acc[k][i] =
-          _mm256_fmadd_ps(_mm256_mul_ps(dw, dx[i]), _mm256_cvtepi32_ps(lanes), acc[k][i]);
+          _mm256_fmadd_ps(_mm256_permutevar8x32_ps(scaled[i], _mm256_set1_epi32(k)),
+                          _mm256_cvtepi32_ps(lanes), acc[k][i]);
     }
   }
 }
@@ -190,36 +194,23 @@ CANOPY_AVX2 void quantize_avx2(const float* x, std::int64_t rows, std::int64_t i
   }
 }
 
-template <block_format F, int R>
-void dot_avx2_rows(const weight_rows& w, const std::int8_t* xq, const float* xd,
-                   std::int64_t blocks, std::int64_t x_stride, int n, float* out) {
-  switch (n) {
-  case 1:
-    return dot_avx2_tile<F, R, 1>(w, xq, xd, blocks, x_stride, out);
-  case 2:
-    return dot_avx2_tile<F, R, 2>(w, xq, xd, blocks, x_stride, out);
-  case 3:
-    return dot_avx2_tile<F, R, 3>(w, xq, xd, blocks, x_stride, out);
-  default:
-    return dot_avx2_tile<F, R, 4>(w, xq, xd, blocks, x_stride, out);
-  }
-}
-
 template <block_format F>
 void dot_avx2(const weight_rows& w, int r, const std::int8_t* xq, const float* xd,
               std::int64_t blocks, std::int64_t x_stride, int n, float* out) {
-  switch (r) {
-  case 1:
-    return dot_avx2_rows<F, 1>(w, xq, xd, blocks, x_stride, n, out);
-  case 2:
-    return dot_avx2_rows<F, 2>(w, xq, xd, blocks, x_stride, n, out);
-  case 3:
-    return dot_avx2_rows<F, 3>(w, xq, xd, blocks, x_stride, n, out);
-  case 4:
-    return dot_avx2_rows<F, 4>(w, xq, xd, blocks, x_stride, n, out);
-  default: // eight rows of one activation row: a decoding pass
-    return dot_avx2_tile<F, 8, 1>(w, xq, xd, blocks, x_stride, out);
-  }
+  dispatch_tile(r, n, [&](auto rows, auto columns) {
+    dot_avx2_tile<F, decltype(rows)::value, decltype(columns)::value>(w, xq, xd, blocks,
+                                                                      x_stride, out);
+  });
+}
+
+/// AVX2, FMA and F16C (GCC 12's __builtin_cpu_supports knows no "f16c"; CPUID leaf 1
+/// tells).
+bool cpu_has_avx2() {
+  __builtin_cpu_init();
+  if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma"))
+    return false;
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  return __get_cpuid(1, &a, &b, &c, &d) != 0 && (c & bit_F16C) != 0;
 }
 
 } // namespace
@@ -231,22 +222,32 @@ const block_kernels& portable_block_kernels() {
 }
 
 std::optional<block_kernels> avx2_block_kernels() {
-  __builtin_cpu_init();
-  if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma"))
-    return std::nullopt;
-  // GCC 12's __builtin_cpu_supports knows no "f16c"; CPUID leaf 1 tells.
-  unsigned a = 0, b = 0, c = 0, d = 0;
-  if (__get_cpuid(1, &a, &b, &c, &d) == 0 || (c & bit_F16C) == 0)
+  if (!cpu_has_avx2())
     return std::nullopt;
   return block_kernels{"avx2", dot_avx2<block_format::q8_0>, dot_avx2<block_format::q4_0>,
+                       quantize_avx2};
+}
+
+std::optional<block_kernels> avx512_vnni_block_kernels() {
+  // __builtin_cpu_supports also asks the OS (XGETBV) whether it saves the 512-bit
+  // registers.
+  if (!cpu_has_avx2() || !__builtin_cpu_supports("avx512f") ||
+      !__builtin_cpu_supports("avx512bw") || !__builtin_cpu_supports("avx512vl") ||
+      !__builtin_cpu_supports("avx512vnni"))
+    return std::nullopt;
+  return block_kernels{"avx512_vnni", avx512_vnni::dot_q8_0, avx512_vnni::dot_q4_0,
                        quantize_avx2};
 }
 
 const block_kernels& block_kernels_here() {
   static const block_kernels chosen = [] {
     const char* cap = std::getenv("ATEN_CPU_CAPABILITY");
-    if (cap != nullptr && std::strcmp(cap, "default") == 0)
+    const std::string capability = cap != nullptr ? cap : "";
+    if (capability == "default")
       return portable_block_kernels();
+    if (capability != "avx2")
+      if (auto vnni = avx512_vnni_block_kernels())
+        return *vnni;
     if (auto avx2 = avx2_block_kernels())
       return *avx2;
     return portable_block_kernels();

@@ -11,9 +11,11 @@
 // operations in the same order whatever the tile, so an answer does not depend on how
 // queries were batched.
 //
-// Kernels per instruction set, chosen at load (block_kernels_here): AVX2 (with FMA and
-// F16C: every CPU that has AVX2 has them) where the CPU has it, else portable C++.
-// ATEN_CPU_CAPABILITY=default forces the portable kernels, as it does ATen's.
+// Kernels per instruction set, chosen at load (block_kernels_here): AVX-512 VNNI
+// (block_dot_vnni.hpp) where the CPU has it, else AVX2 (with FMA and F16C: every CPU
+// that has AVX2 has them), else portable C++. ATEN_CPU_CAPABILITY=avx2 stops at AVX2
+// and =default forces the portable kernels, as they do ATen's. The VNNI kernels give
+// the AVX2 ones' bits; the portable ones agree to float rounding.
 // Thread contract: pure functions.
 
 #include "models/weight_blocks.hpp"
@@ -34,9 +36,10 @@ struct weight_rows {
 /// out[k * n + i] = weight row k . activation row i, for k < r and i < n (r 1..4 with
 /// n 1..4 and r n at most 8, or r 8 with n 1). Activation row i's quants start at xq + i
 /// * x_stride, its scales at xd + i * blocks.
-using block_dot_fn = void (*)(const weight_rows& w, int r, const std::int8_t* xq,
-                              const float* xd, std::int64_t blocks, std::int64_t x_stride,
-                              int n, float* out);
+using block_dot_signature = void(const weight_rows& w, int r, const std::int8_t* xq,
+                                 const float* xd, std::int64_t blocks,
+                                 std::int64_t x_stride, int n, float* out);
+using block_dot_fn = block_dot_signature*;
 
 /// Quantizes `rows` rows of `inputs` floats into q8 blocks: q [rows][blocks * 32]
 /// (zero past `inputs`), d [rows][blocks]. Every kernel set rounds alike (half to
@@ -45,7 +48,7 @@ using quantize_fn = void (*)(const float* x, std::int64_t rows, std::int64_t inp
                              std::int64_t blocks, std::int8_t* q, float* d);
 
 struct block_kernels {
-  const char* isa; // "avx2" or "portable"
+  const char* isa; // "avx512_vnni", "avx2" or "portable"
   block_dot_fn q8_0, q4_0;
   quantize_fn quantize;
   block_dot_fn for_format(block_format f) const {
@@ -56,6 +59,9 @@ struct block_kernels {
 const block_kernels& portable_block_kernels();
 /// The AVX2 kernels, or nullopt where the CPU lacks AVX2, FMA or F16C.
 std::optional<block_kernels> avx2_block_kernels();
+/// The AVX-512 VNNI kernels, or nullopt where the CPU (or the OS) lacks AVX512F, BW,
+/// VL or VNNI, or AVX2, FMA or F16C.
+std::optional<block_kernels> avx512_vnni_block_kernels();
 /// What products use in this process (chosen once).
 const block_kernels& block_kernels_here();
 

@@ -6,6 +6,7 @@
 #include "kv/kv_format.hpp"
 #include "kv/kv_slots.hpp"
 #include "kv/pass_kv.hpp"
+#include "models/block_dot.hpp"
 #include "models/direct_llama_forward.hpp"
 #include "models/pass_layout.hpp"
 #include "models/torch_weights.hpp"
@@ -214,6 +215,8 @@ public:
     info_.dtype = options.dtype;
     info_.weight_dtype = blocks ? weight_dtype_name(*blocks) : options.dtype;
     info_.weight_bytes = model_->weight_bytes();
+    if (blocks)
+      info_.weight_kernels = block_kernels_here().isa;
     info_.fingerprint = checkpoint_fingerprint(ckpt);
     info_.kv_bytes_per_token = per_token;
     info_.kv_keep_bytes =

@@ -73,6 +73,9 @@ struct model_info {
   std::string weight_dtype;             // the matrices' format: the compute dtype, or
                                         // int8 | int4 (blocks of 32); empty: none (mock)
   std::uint64_t weight_bytes = 0;       // memory the weights take; 0: none (mock)
+  std::string weight_kernels;           // int8 | int4: the products' instruction set on
+                                        // this worker's CPU (avx512_vnni | avx2 |
+                                        // portable); empty otherwise
 };
 
 /// `info.name` as clients may see it: the architecture and the file or folder name the

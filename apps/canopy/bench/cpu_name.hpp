@@ -1,0 +1,15 @@
+#pragma once
+// The processor a bench ran on, as its report names it: machines of one kind come with
+// AVX2-only and with AVX-512 CPUs, and a figure means little without saying which.
+// Thread contract: pure function (reads /proc/cpuinfo).
+
+#include <string>
+
+namespace canopy::app {
+
+/// "AMD EPYC, family 25 model 1 (AVX2, no AVX-512)": the first processor's name,
+/// family and model in /proc/cpuinfo and what its flags say of the SIMD extensions
+/// Canopy's kernels choose between; "unknown CPU" where the file is missing.
+std::string cpu_name();
+
+} // namespace canopy::app
