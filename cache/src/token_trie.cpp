@@ -57,10 +57,12 @@ struct token_trie::impl {
   // A lock changes the counts along its path at once; what the ledgers derive from
   // them (which nodes are eviction candidates, the bytes locks keep) follows when
   // settle_locks() runs, before anything reads it: evictions, room checks, promotions,
-  // budget changes. Decoding extends one sequence a token a query: each query's lock
-  // climbs the whole path that the previous query's unlock has just descended. Settled
-  // together, a node whose state came back costs one comparison instead of the
-  // ledgers' updates, which were most of a long sequence's cost per query
+  // budget changes, and the clears and a worker forgotten, which drop entries through
+  // the ledgers (rare, so settling first keeps them simple). Decoding extends one
+  // sequence a token a query: each query's lock climbs the whole path that the previous
+  // query's unlock has just descended. Settled together, a node whose state came back
+  // costs one comparison instead of the ledgers' updates, which were most of a long
+  // sequence's cost per query
   // (`canopy bench --backend mock --workload decode --steps 6000 --prompt-length 4
   // --context_length 8000`). A node removed meanwhile held nothing, so the ledgers
   // count nothing of it whatever its state. With room to spare nothing reads the

@@ -8,8 +8,9 @@
 #   here:   scripts/gpu/device-run.sh --practice     (no CUDA: the same steps on the CPU with
 #           a small model, against the LibTorch that TORCH_CMAKE_PREFIX or python3 names)
 #
-# STAGES picks stages (default: core,cuda,bench,all,suite: the targets the CUDA checks and
-# the benchmark need, those checks, the benchmark, everything else, the whole suite; also
+# STAGES picks stages (default: core,cuda,bench,all,suite,vnni: the targets the CUDA checks
+# and the benchmark need, those checks, the benchmark, everything else, the whole suite,
+# the CPU's int8 and int4 kernels (AVX-512 VNNI against AVX2, where it has VNNI); also
 # diagnose and check, below); OUT receives the logs (at most 8 files come back from a
 # device call); JOBS the build's parallelism; DEADLINE_S the seconds the whole run may
 # take (stages are cut to fit it). The script stops at the first build error with the
@@ -28,7 +29,7 @@ root=$(pwd)
 
 practice=0
 [ "${1:-}" = "--practice" ] && practice=1
-stages=",${STAGES:-core,cuda,bench,all,suite},"
+stages=",${STAGES:-core,cuda,bench,all,suite,vnni},"
 out=${OUT:-/tmp/canopy-gpu-out}
 jobs=${JOBS:-$(nproc)}
 prefix=/tmp/canopy-prefix
@@ -53,7 +54,7 @@ finish() {
 }
 
 # ---- the machine
-note "machine: $(nproc) cores; $(uname -r)"
+note "machine: $(nproc) cores; $(uname -r); $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //')$(grep -qw avx512_vnni /proc/cpuinfo && echo ', AVX-512 VNNI' || echo ', no AVX-512 VNNI')"
 if command -v nvidia-smi >/dev/null; then
   note "gpu: $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1 | head -1)"
 fi
@@ -298,6 +299,32 @@ if has_stage bench; then
   note "peer bench: exit $?, GPU memory peak $(cat /tmp/canopy-gpu-peak) MiB, the float32 reference included ($(elapsed) s)"
   tail -25 "$out/bench-peer.log"
   grep -E "^\|" "$out/bench-peer.log" | tee -a "$summary" >/dev/null
+fi
+
+# ---- the int8 and int4 products on this machine's CPU (issue 31): where it has AVX-512
+# VNNI, its kernels beside the AVX2 ones (ATEN_CPU_CAPABILITY=avx2), one thread, a 110M
+# Llama decoding; two alternations. About a minute. The suite's weight_blocks_test holds
+# the two to the same bits.
+if has_stage vnni; then
+  canopy=$build/apps/canopy/canopy
+  if ! grep -qw avx512_vnni /proc/cpuinfo; then
+    note "vnni: this CPU has no AVX-512 VNNI ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-))"
+  else
+    model=/tmp/canopy-110m
+    [ -d "$model" ] || "$canopy" make-model --arch llama --hidden 768 --layers 12 --heads 12 \
+      --vocab 32000 --context 1024 --out "$model" >/dev/null
+    for round in 1 2; do
+      for weights in int8 int4; do
+        for cap in "" avx2; do
+          rate=$(env ${cap:+ATEN_CPU_CAPABILITY=$cap} OPENBLAS_NUM_THREADS=1 timeout "$(remaining)" "$canopy" \
+            bench --model "$model" --weight_dtype $weights --workload decode --steps 32 \
+            --variants full --json 2>>"$out/vnni.log" | tee -a "$out/vnni.log" |
+            "$python" -c 'import json,sys; d=json.load(sys.stdin); r=d["results"][0]; print("%.1f q/s, %s kernels" % (r["queries"] / r["seconds"], d["model"]["weight_kernels"]))')
+          note "vnni round $round: $weights decode${cap:+ (ATEN_CPU_CAPABILITY=$cap)}: $rate"
+        done
+      done
+    done
+  fi
 fi
 
 # ---- the whole suite (a failure is run again once, alone, to tell load from a defect)
