@@ -4,9 +4,6 @@
 #include <canopy/backends/model_fingerprint.hpp>
 #include <canopy/backends/models/torch_backend.hpp>
 
-#include "models/block_dot.hpp"
-#include "models/weight_blocks.hpp"
-
 #include <filesystem>
 #include <stdexcept>
 
@@ -77,8 +74,7 @@ model_info describe_model(const backend_spec& spec) {
   info.kv_window = config.sliding_window;
   info.dtype = spec.torch.dtype;
   info.kv_dtype = served_kv_dtype(spec.torch);
-  if (parse_weight_dtype(spec.torch.weight_dtype)) // what make_backend's would say here
-    info.weight_kernels = block_kernels_here().isa;
+  info.weight_kernels = weight_kernels_here(spec.torch); // what make_backend's would say
   return info;
 }
 

@@ -16,6 +16,7 @@
 #include "models/block_dot_vnni.hpp"
 #include "models/block_product.hpp"
 #include "models/weight_blocks.hpp"
+#include "models/weight_format.hpp"
 
 #include <ATen/Parallel.h>
 #include <gtest/gtest.h>
@@ -70,7 +71,7 @@ TEST(weight_blocks, every_weight_is_within_its_blocks_step) {
         const double amax = block_max(w.data() + r * inputs, inputs, j);
         EXPECT_LE(std::fabs(back[j] - w[r * inputs + j]),
                   amax / steps + amax * std::ldexp(1.0, -11))
-            << weight_dtype_name(format) << " row " << r << " element " << j;
+            << weight_format_name(format_of(format)) << " row " << r << " element " << j;
       }
     }
   }
@@ -331,7 +332,7 @@ TEST_P(block_product, vnni_kernels_give_the_avx2_kernels_bits_at_the_integers_ex
 INSTANTIATE_TEST_SUITE_P(formats, block_product,
                          ::testing::Values(block_format::q8_0, block_format::q4_0),
                          [](const ::testing::TestParamInfo<block_format>& info) {
-                           return std::string(weight_dtype_name(info.param));
+                           return weight_format_name(format_of(info.param));
                          });
 
 } // namespace

@@ -8,9 +8,8 @@ namespace canopy::backends {
 // OpenBLAS 0.3.21's sgemm packs the whole weight for every call, however few rows x
 // has; sgemv streams it once. One thread, a 768 x 32000 weight: one row 11.5 ms by
 // sgemm against 3.8 by sgemv, two rows 11.7 against 7.6, four 12.3 against 14.9
-// (768 x 2304: 587 against 240 us for one row). So up to two rows go row by row
-// through sgemv, more through one sgemm.
-constexpr std::int64_t max_rows_by_gemv = 2;
+// (768 x 2304: 587 against 240 us for one row). So up to max_rows_by_gemv rows go row
+// by row through sgemv, more through one sgemm.
 
 void multiply_in_out(const float* x, std::int64_t rows, const float* w, std::int64_t in,
                      std::int64_t out, float* y, bool accumulate) {

@@ -8,6 +8,10 @@
 
 namespace canopy::backends {
 
+/// Activation rows up to which a product goes row by row through sgemv rather than
+/// one sgemm (Note [gemv for few rows] in blas_product.cpp).
+constexpr std::int64_t max_rows_by_gemv = 2;
+
 /// y[rows, out] = x[rows, in] w[in, out], or y += x w when `accumulate` (a residual
 /// added in the same pass over y).
 void multiply_in_out(const float* x, std::int64_t rows, const float* w, std::int64_t in,

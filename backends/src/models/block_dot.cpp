@@ -1,10 +1,10 @@
 #include "models/block_dot.hpp"
 
+#include "models/avx2_target.hpp"
 #include "models/block_dot_vnni.hpp"
 #include "models/block_tile_shapes.hpp"
 
 #include <cpuid.h>
-#include <immintrin.h>
 
 #include <algorithm>
 #include <cmath>
@@ -59,15 +59,6 @@ void dot_portable(const weight_rows& w, int r, const std::int8_t* xq, const floa
       }
       out[k * n + i] = sum;
     }
-}
-
-#define CANOPY_AVX2 __attribute__((target("avx2,fma,f16c")))
-
-CANOPY_AVX2 inline float horizontal_sum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
 }
 
 // maddubs multiplies unsigned by signed bytes. An int8 weight's sign moves onto the

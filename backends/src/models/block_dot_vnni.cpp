@@ -46,7 +46,7 @@ inline simde__m512 to_floats(simde__m512i v) {
 #endif
 }
 
-/// The AVX2 kernel's lane tree (block_dot.cpp's horizontal_sum), so the bits agree.
+/// The AVX2 kernels' lane tree (avx2_target.hpp's horizontal_sum), so the bits agree.
 inline float horizontal_sum(simde__m256 v) {
   simde__m128 s =
       simde_mm_add_ps(simde_mm256_castps256_ps128(v), simde_mm256_extractf128_ps(v, 1));

@@ -84,9 +84,8 @@ at::Tensor rope_inverse_frequencies(const model_config& c) {
 
 std::size_t llama_weights::bytes() const {
   // Tied blocks are one matrix, counted once.
-  std::size_t sum = head.bytes() +
-                    (embed.blocks == head.blocks && embed.blocks ? 0 : embed.bytes()) +
-                    tensor_bytes(norm);
+  std::size_t sum =
+      head.bytes() + (embed.shares(head) ? 0 : embed.bytes()) + tensor_bytes(norm);
   for (const auto& L : layers)
     sum += tensor_bytes(L.input_norm) + L.qkv.bytes() + tensor_bytes(L.qkv_bias) +
            tensor_bytes(L.q_norm) + tensor_bytes(L.k_norm) + L.out.bytes() +
@@ -95,7 +94,7 @@ std::size_t llama_weights::bytes() const {
 }
 
 llama_model::llama_model(const checkpoint& ckpt, at::ScalarType dtype, at::Device device,
-                         std::optional<block_format> blocks)
+                         std::optional<weight_format> format)
     : config_(ckpt.config), rope_(rope_inverse_frequencies(ckpt.config),
                                   ckpt.config.context_length, dtype, device) {
   auto w = [&](const std::string& name) {
@@ -106,13 +105,14 @@ llama_model::llama_model(const checkpoint& ckpt, at::ScalarType dtype, at::Devic
   // A matrix of the checkpoint tensors `parts` stacked by rows, q/k rows (`rotated`
   // parts of an interleaved checkpoint) in rotate_half order (Note [rotary layouts]).
   // Blocks the file holds (a GGUF's) are served as they are when they are no wider
-  // than `format` (int4 blocks stay int4 where int8 is asked: widening adds no
-  // precision); float weights, and blocks wider than asked, are quantized into
-  // `format`, or kept dense when it is nullopt.
+  // than `format` (int4 blocks stay int4 where int8 or bfloat16 is asked: widening
+  // adds no precision); float weights, and blocks wider than asked, are rounded or
+  // quantized into `format`, or kept dense when it is nullopt.
   auto stacked = [&](const std::vector<std::pair<std::string, bool>>& parts,
-                     std::optional<block_format> format) {
+                     std::optional<weight_format> format) {
     const auto stored = stored_blocks(ckpt, parts);
-    if (format && stored && (*stored == *format || *stored == block_format::q4_0)) {
+    if (format && stored &&
+        bits_per_weight(format_of(*stored)) <= bits_per_weight(*format)) {
       std::vector<std::vector<std::byte>> reordered; // owns permuted q/k rows
       std::vector<const std::byte*> rows;
       for (const auto& [name, rotated] : parts) {
@@ -125,7 +125,7 @@ llama_model::llama_model(const checkpoint& ckpt, at::ScalarType dtype, at::Devic
         for (std::int64_t r = 0; r < view.shape[0]; ++r)
           rows.push_back(base + static_cast<std::size_t>(r) * row_bytes);
       }
-      return projection{at::Tensor(),
+      return projection{at::Tensor(), at::Tensor(),
                         std::make_shared<const block_matrix>(
                             *stored, rows, ckpt.tensors.at(parts[0].first).shape[1])};
     }
@@ -138,19 +138,19 @@ llama_model::llama_model(const checkpoint& ckpt, at::ScalarType dtype, at::Devic
     }
     return make_projection(rows.size() == 1 ? rows[0] : at::cat(rows, 0), format);
   };
-  auto matrix = [&](const std::string& name) { return stacked({{name, false}}, blocks); };
+  auto matrix = [&](const std::string& name) { return stacked({{name, false}}, format); };
   // The head turns the last hidden state into every log-prob: int4 keeps it (and the
   // embeddings it may share) in int8, unless the file holds it in int4.
-  const auto table_blocks = blocks ? std::optional(block_format::q8_0) : std::nullopt;
+  const auto table_format =
+      format == weight_format::q4_0 ? std::optional(weight_format::q8_0) : format;
   const std::string embed = "model.embed_tokens.weight";
   const std::string head = c.tied_embeddings ? embed : "lm_head.weight";
-  w_.head = stacked({{head, false}}, table_blocks);
-  if (!blocks)
+  w_.head = stacked({{head, false}}, table_format);
+  if (!format)
     w_.embed.dense = w(embed);
-  else if (c.tied_embeddings)
-    w_.embed.blocks = w_.head.blocks;
   else
-    w_.embed.blocks = stacked({{embed, false}}, table_blocks).blocks;
+    w_.embed = token_embedding::rows_of(
+        c.tied_embeddings ? w_.head : stacked({{embed, false}}, table_format));
   w_.norm = w("model.norm.weight");
   for (std::int64_t l = 0; l < c.num_layers; ++l) {
     const auto p = "model.layers." + std::to_string(l) + ".";
@@ -159,7 +159,7 @@ llama_model::llama_model(const checkpoint& ckpt, at::ScalarType dtype, at::Devic
          stacked({{p + "self_attn.q_proj.weight", true},
                   {p + "self_attn.k_proj.weight", true},
                   {p + "self_attn.v_proj.weight", false}},
-                 blocks),
+                 format),
          c.qkv_bias
              ? at::cat({w(p + "self_attn.q_proj.bias"), w(p + "self_attn.k_proj.bias"),
                         w(p + "self_attn.v_proj.bias")})
@@ -168,7 +168,7 @@ llama_model::llama_model(const checkpoint& ckpt, at::ScalarType dtype, at::Devic
          c.qk_norm ? w(p + "self_attn.k_norm.weight") : at::Tensor(),
          matrix(p + "self_attn.o_proj.weight"), w(p + "post_attention_layernorm.weight"),
          stacked({{p + "mlp.gate_proj.weight", false}, {p + "mlp.up_proj.weight", false}},
-                 blocks),
+                 format),
          matrix(p + "mlp.down_proj.weight")});
   }
 }

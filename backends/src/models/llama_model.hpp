@@ -9,7 +9,7 @@
 #include "models/llama_weights.hpp"
 #include "models/rope_table.hpp"
 #include "models/transformer.hpp"
-#include "models/weight_blocks.hpp"
+#include "models/weight_format.hpp"
 
 #include <optional>
 
@@ -21,10 +21,10 @@ at::Tensor rope_inverse_frequencies(const model_config& config);
 
 class llama_model final : public transformer {
 public:
-  /// `blocks`: the format of the matrices (weight_blocks.hpp; float32 on the CPU only:
+  /// `format`: the format of the matrices (weight_format.hpp; float32 on the CPU only:
   /// int4 keeps the embeddings and head in int8), or nullopt for dense in `dtype`.
   llama_model(const checkpoint& ckpt, at::ScalarType dtype, at::Device device,
-              std::optional<block_format> blocks);
+              std::optional<weight_format> format);
   const model_config& config() const override { return config_; }
   std::size_t weight_bytes() const override { return w_.bytes(); }
   at::Tensor forward(const at::Tensor& tokens, const device_layout& layout,

@@ -6,12 +6,13 @@
 #include "kv/kv_format.hpp"
 #include "kv/kv_slots.hpp"
 #include "kv/pass_kv.hpp"
+#include "models/bfloat16_product.hpp"
 #include "models/block_dot.hpp"
 #include "models/direct_llama_forward.hpp"
 #include "models/pass_layout.hpp"
 #include "models/torch_weights.hpp"
 #include "models/transformer.hpp"
-#include "models/weight_blocks.hpp"
+#include "models/weight_format.hpp"
 
 #include <ATen/Parallel.h>
 #include <ATen/detail/CUDAHooksInterface.h>
@@ -37,17 +38,18 @@ double kv_storage_roundoff(const torch_options& options) {
 
 namespace {
 
-/// The blocks a model is served in: weight_dtype's, or with weight_dtype unset the
-/// file's own where blocks run (the CPU, float32), the narrowest its layers hold, so
-/// that a quantized GGUF file is not expanded into float32 unasked; nullopt for dense
-/// weights (weight_dtype the compute dtype, or unset with float weights or elsewhere).
-std::optional<block_format> served_blocks(const torch_options& options,
-                                          const checkpoint& ckpt, at::Device device,
-                                          at::ScalarType dtype) {
+/// The format a model's matrices are served in: weight_dtype's, or with weight_dtype
+/// unset the file's own blocks where blocks run (the CPU, float32), the narrowest its
+/// layers hold, so that a quantized GGUF file is not expanded into float32 unasked;
+/// nullopt for dense weights (weight_dtype the compute dtype, or unset with float
+/// weights or elsewhere).
+std::optional<weight_format> served_format(const torch_options& options,
+                                           const checkpoint& ckpt, at::Device device,
+                                           at::ScalarType dtype) {
   if (options.weight_dtype == options.dtype)
     return std::nullopt;
   if (!options.weight_dtype.empty())
-    return parse_weight_dtype(options.weight_dtype);
+    return parse_weight_format(options.weight_dtype);
   if (!device.is_cpu() || dtype != at::kFloat || !llama_style(ckpt.config.arch))
     return std::nullopt;
   std::optional<block_format> narrowest;
@@ -56,13 +58,32 @@ std::optional<block_format> served_blocks(const torch_options& options,
         format && name.rfind("model.layers.", 0) == 0 &&
         (!narrowest || *format == block_format::q4_0))
       narrowest = format;
-  return narrowest;
+  if (!narrowest)
+    return std::nullopt;
+  return format_of(*narrowest);
 }
 
 } // namespace
 
 double block_roundoff(const model_info& served) {
-  return value_of(block_format_names, served.weight_dtype) ? 1.0 / 254 : 0.0;
+  const auto format = value_of(weight_format_names, served.weight_dtype);
+  return format && blocks_of(*format) ? 1.0 / 254 : 0.0;
+}
+
+namespace {
+
+std::string weight_kernels_of(std::optional<weight_format> format) {
+  if (!format)
+    return "";
+  return blocks_of(*format) ? block_kernels_here().isa : bfloat16_kernels_here();
+}
+
+} // namespace
+
+std::string weight_kernels_here(const torch_options& options) {
+  if (options.weight_dtype == options.dtype)
+    return "";
+  return weight_kernels_of(parse_weight_format(options.weight_dtype));
 }
 
 int cuda_device_count() {
@@ -165,8 +186,8 @@ public:
     }
     checkpoint served = ckpt; // views and storage are shared, not copied
     served.config = served_config(ckpt.config, options);
-    const auto blocks = served_blocks(options, ckpt, device_, dtype_);
-    model_ = make_transformer(served, dtype_, device_, blocks);
+    const auto weights = served_format(options, ckpt, device_, dtype_);
+    model_ = make_transformer(served, dtype_, device_, weights);
     const auto& c = model_->config();
     auto format = make_kv_format(options.kv_dtype, dtype_);
     const auto per_token =
@@ -213,10 +234,9 @@ public:
     info_.context_length = c.context_length;
     info_.kv_window = c.sliding_window;
     info_.dtype = options.dtype;
-    info_.weight_dtype = blocks ? weight_dtype_name(*blocks) : options.dtype;
+    info_.weight_dtype = weights ? weight_format_name(*weights) : options.dtype;
     info_.weight_bytes = model_->weight_bytes();
-    if (blocks)
-      info_.weight_kernels = block_kernels_here().isa;
+    info_.weight_kernels = weight_kernels_of(weights);
     info_.fingerprint = checkpoint_fingerprint(ckpt);
     info_.kv_bytes_per_token = per_token;
     info_.kv_keep_bytes =

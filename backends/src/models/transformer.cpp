@@ -23,19 +23,18 @@ std::uint64_t transformer::matmul_flops(std::int64_t tokens, std::int64_t key_vi
 
 std::unique_ptr<transformer> make_transformer(const checkpoint& ckpt,
                                               at::ScalarType dtype, at::Device device,
-                                              std::optional<block_format> blocks) {
-  if (blocks && (dtype != at::kFloat || !device.is_cpu()))
-    throw std::invalid_argument(std::string("weight_dtype ") +
-                                weight_dtype_name(*blocks) +
+                                              std::optional<weight_format> format) {
+  if (format && (dtype != at::kFloat || !device.is_cpu()))
+    throw std::invalid_argument("weight_dtype " + weight_format_name(*format) +
                                 " runs on the CPU with dtype float32");
   if (ckpt.config.arch == architecture::gpt2) {
-    if (blocks)
-      throw std::invalid_argument(
-          std::string("weight_dtype ") + weight_dtype_name(*blocks) +
-          " serves the Llama family; GPT-2 runs with float weights");
+    if (format)
+      throw std::invalid_argument("weight_dtype " + weight_format_name(*format) +
+                                  " serves the Llama family; GPT-2 runs with float "
+                                  "weights");
     return std::make_unique<gpt2_model>(ckpt, dtype, device);
   }
-  return std::make_unique<llama_model>(ckpt, dtype, device, blocks);
+  return std::make_unique<llama_model>(ckpt, dtype, device, format);
 }
 
 } // namespace canopy::backends

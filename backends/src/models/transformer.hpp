@@ -6,7 +6,7 @@
 
 #include "kv/pass_kv.hpp"
 #include "models/ragged_attention.hpp"
-#include "models/weight_blocks.hpp"
+#include "models/weight_format.hpp"
 
 #include <canopy/backends/checkpoints/checkpoint.hpp>
 
@@ -37,10 +37,10 @@ public:
 };
 
 /// Builds the model the checkpoint describes, weights converted to `dtype` on `device`,
-/// its matrices in `blocks` when set (the Llama family, float32 on the CPU; throws
+/// its matrices in `format` when set (the Llama family, float32 on the CPU; throws
 /// std::invalid_argument otherwise).
 std::unique_ptr<transformer> make_transformer(const checkpoint& ckpt,
                                               at::ScalarType dtype, at::Device device,
-                                              std::optional<block_format> blocks);
+                                              std::optional<weight_format> format);
 
 } // namespace canopy::backends

@@ -10,15 +10,6 @@
 
 namespace canopy::backends {
 
-std::optional<block_format> parse_weight_dtype(const std::string& name) {
-  if (name.empty())
-    return std::nullopt;
-  if (const auto format = value_of(block_format_names, name))
-    return format;
-  throw std::invalid_argument("unknown weight_dtype '" + name +
-                              "' (known: int8, int4, or the compute dtype)");
-}
-
 std::uint16_t to_half_bits(float x) {
   return c10::Half(x).x;
 }

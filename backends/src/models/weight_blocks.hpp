@@ -18,15 +18,12 @@
 // Thread contract: immutable after construction; read from any thread.
 
 #include <canopy/backends/checkpoints/checkpoint.hpp>
-#include <canopy/cache/enum_names.hpp>
 
-#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
 #include <optional>
-#include <string>
 #include <vector>
 
 namespace canopy::backends {
@@ -34,20 +31,6 @@ namespace canopy::backends {
 enum class block_format { q8_0, q4_0 };
 
 constexpr std::int64_t block_width = 32;
-
-/// The names `weight_dtype` takes.
-inline constexpr std::array<enum_name<block_format>, 2> block_format_names{{
-    {block_format::q8_0, "int8"},
-    {block_format::q4_0, "int4"},
-}};
-
-/// "int8" or "int4".
-inline std::string weight_dtype_name(block_format format) {
-  return std::string(name_of(block_format_names, format));
-}
-/// The format a weight_dtype name selects; nullopt for "" (dense weights); throws
-/// std::invalid_argument naming the known names otherwise.
-std::optional<block_format> parse_weight_dtype(const std::string& name);
 
 // Note [quant units]: quants are stored in units of 32 bytes, one AVX2 register:
 // an int8 block, or two int4 blocks of one row, the first block's values in the low

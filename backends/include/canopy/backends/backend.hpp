@@ -71,11 +71,11 @@ struct model_info {
   std::uint64_t kv_host_keep_bytes = 0; // the host tier the cache may keep KV in on this
                                         // worker (backend_i::demote_kv); 0: none
   std::string weight_dtype;             // the matrices' format: the compute dtype, or
-                                        // int8 | int4 (blocks of 32); empty: none (mock)
+                                        // bfloat16 | int8 | int4; empty: none (mock)
   std::uint64_t weight_bytes = 0;       // memory the weights take; 0: none (mock)
-  std::string weight_kernels;           // int8 | int4: the products' instruction set on
-                                        // this worker's CPU (avx512_vnni | avx2 |
-                                        // portable); empty otherwise
+  std::string weight_kernels;           // what the products run on (this worker's CPU):
+                                        // int8 | int4: avx512_vnni | avx2 | portable;
+                                        // bfloat16: avx2 | portable; empty otherwise
 };
 
 /// `info.name` as clients may see it: the architecture and the file or folder name the

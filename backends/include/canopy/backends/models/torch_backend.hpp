@@ -75,6 +75,11 @@ double compute_roundoff(const torch_options& options);
 /// (its model_info), 0 for dense weights.
 double block_roundoff(const model_info& served);
 
+/// What the products of weights in `options.weight_dtype` run on here: the kernels'
+/// instruction set (int8, int4: avx512_vnni, avx2 or portable; bfloat16: avx2 or
+/// portable, BLAS either way for batches), or "" (dense weights).
+std::string weight_kernels_here(const torch_options& options);
+
 /// CUDA devices LibTorch can use in this process (0 in a CPU-only build).
 int cuda_device_count();
 
