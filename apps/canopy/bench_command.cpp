@@ -34,6 +34,7 @@ const char* const usage =
     "  smc      particles extend a shared prompt one sampled token per step, all asking "
     "at\n"
     "           once; resampling duplicates them, so their contexts form a tree\n"
+    "           (the particles' sampling is spread over the cores between steps)\n"
     "  decode   one sequence extended by its most likely token, one query at a time\n"
     "           (a lone uncached query per step: the engine's fixed cost per pass)\n"
     "  scoring  every prefix of random sequences, all asked at once\n"

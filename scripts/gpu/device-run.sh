@@ -11,10 +11,12 @@
 # STAGES picks stages (default: core,cuda,bench,all,suite,vnni: the targets the CUDA checks
 # and the benchmark need, those checks, the benchmark, everything else, the whole suite,
 # the CPU's int8 and int4 kernels (AVX-512 VNNI against AVX2, where it has VNNI); also
-# diagnose and check, below); OUT receives the logs (at most 8 files come back from a
+# diagnose, check and profile, below); OUT receives the logs (at most 8 files come back from a
 # device call); JOBS the build's parallelism; DEADLINE_S the seconds the whole run may
-# take (stages are cut to fit it). The script stops at the first build error with the
-# compiler's message at the end of its output.
+# take (stages are cut to fit it); BENCH_PARTICLES the bench stage's SMC particles (64);
+# LIMITS=0 skips the profile stage's gpu_limits.py, PROFILE_WORKLOADS picks its workloads
+# (decode smc scoring). The script stops at the first build error with the compiler's
+# message at the end of its output.
 #
 # Measured on the H200 machine (16 cores): unpacking 15 s, the core build 70 s, the CUDA
 # checks 61 s, the rest of the build 43 s, the suite 263 s at two ATen threads a test (948
@@ -251,49 +253,114 @@ if has_stage cuda && [ $practice = 0 ]; then
 fi
 
 # The most device memory in use while a command runs, in MiB, less what was in use before
-# (nvidia-smi's reading, the same for both engines: context, allocator and all).
-gpu_mib() { nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits 2>/dev/null | head -1; }
+# (nvidia-smi's reading, the same for both engines: context, allocator and all), into
+# /tmp/canopy-gpu-peak; and the mean of nvidia-smi's utilization.gpu over the run (the
+# share of time a kernel was running), into /tmp/canopy-gpu-busy.
+gpu_reading() { nvidia-smi --query-gpu=memory.used,utilization.gpu --format=csv,noheader,nounits 2>/dev/null | head -1 | tr -d ' '; }
 with_gpu_peak() {
-  local before peak=0 pid now
-  before=$(gpu_mib)
+  local before peak=0 busy=0 samples=0 pid now
+  before=$(gpu_reading)
+  before=${before%%,*}
   "$@" &
   pid=$!
   while kill -0 $pid 2>/dev/null; do
-    now=$(gpu_mib)
-    [ -n "$now" ] && [ "$now" -gt "$peak" ] && peak=$now
+    now=$(gpu_reading)
+    if [ -n "$now" ]; then
+      [ "${now%%,*}" -gt "$peak" ] && peak=${now%%,*}
+      busy=$((busy + ${now##*,})) samples=$((samples + 1))
+    fi
     sleep 0.2
   done
   wait $pid
   local rc=$?
   [ -n "$before" ] && echo "$((peak - before))" >/tmp/canopy-gpu-peak || echo "n/a" >/tmp/canopy-gpu-peak
+  [ $samples -gt 0 ] && echo "$((busy / samples))%" >/tmp/canopy-gpu-busy || echo "n/a" >/tmp/canopy-gpu-busy
   return $rc
 }
 
-# ---- the first benchmark beside genlm-backend's AsyncTransformer, same model, same GPU
-if has_stage bench; then
-  model=/tmp/canopy-bench-model
-  device=cuda:0 dtype=bfloat16
-  # GPT-2's vocabulary (50,257) rather than Llama 2's 32,000: genlm-backend reads a byte
-  # vocabulary offline only from a byte-level BPE tokenizer (Llama 2's needs its
-  # SentencePiece .model, which ../shared lacks); GPT-2's files sit in ../shared.
-  shape=(--hidden 2048 --layers 16 --heads 32 --kv-heads 8 --vocab 50257 --context 2048)
-  if [ $practice = 1 ]; then
-    device=cpu dtype=float32
-    shape=(--hidden 256 --layers 4 --heads 8 --kv-heads 2 --vocab 50257 --context 2048)
-  fi
-  canopy=$build/apps/canopy/canopy
-  [ -d "$model" ] || "$canopy" make-model --arch llama "${shape[@]}" --out "$model" >/dev/null
+# ---- the benchmarks' model: the ~0.8B bfloat16 synthetic Llama (a small one in practice),
+# made once per machine. GPT-2's vocabulary (50,257) rather than Llama 2's 32,000:
+# genlm-backend reads a byte vocabulary offline only from a byte-level BPE tokenizer
+# (Llama 2's needs its SentencePiece .model, which ../shared lacks); GPT-2's files sit in
+# ../shared.
+model=/tmp/canopy-bench-model
+canopy=$build/apps/canopy/canopy
+device=cuda:0 dtype=bfloat16
+shape=(--hidden 2048 --layers 16 --heads 32 --kv-heads 8 --vocab 50257 --context 2048)
+if [ $practice = 1 ]; then
+  device=cpu dtype=float32
+  shape=(--hidden 256 --layers 4 --heads 8 --kv-heads 2 --vocab 50257 --context 2048)
+fi
+make_bench_model() {
+  [ -d "$model" ] && return 0
+  "$canopy" make-model --arch llama "${shape[@]}" --out "$model" >/dev/null
   cp "$shared/models/gpt2-synthetic/vocab.json" "$shared/models/gpt2-synthetic/merges.txt" "$model/"
   echo '{"tokenizer_class": "GPT2Tokenizer"}' >"$model/tokenizer_config.json"
   note "model: $(du -sh "$model" | cut -f1) at $model ($(elapsed) s)"
+}
+
+# ---- where a pass's time goes on the GPU (issue 32): what the device allows (copy rate,
+# bf16 matrix peak, one decode step of the model's shape eager and as a CUDA graph, which
+# attention kernels take Canopy's masks: scripts/gpu/gpu_limits.py), Canopy's lone pass
+# part by part (host time per part: nothing synchronises between parts), Canopy on the
+# issue's three workloads, and, where the machine has Nsight Systems, the GPU's busy time
+# beside the wall time of an SMC run.
+if has_stage profile; then
+  make_bench_model
+  [ "${LIMITS:-1}" = 1 ] && timeout "$(remaining)" "$python" scripts/gpu/gpu_limits.py --config "$model/config.json" \
+    --device $device >"$out/gpu-limits.json" 2>>"$out/profile.log"
+  note "gpu limits: exit $? ($(elapsed) s)"
+  [ "${LIMITS:-1}" = 1 ] && "$python" - "$out/gpu-limits.json" <<'PY' | tee -a "$summary"
+import json, sys
+f = json.load(open(sys.argv[1]))
+print("copy %.0f GB/s, bf16 matmul %.0f TFLOP/s, weights %.2f GB: decode bound %.3f ms" % (
+    f["copy_gbs"], f["matmul_tflops"], f["weight_bytes"] / 1e9, f["decode_bound_ms"]))
+for r in f["decode"]:
+    print("decode step, batch %d: eager %.2f ms, graph %s ms, graph+rows to host %s ms" % (
+        r["batch"], r["eager_ms"], "%.2f" % r["graph_ms"] if "graph_ms" in r else "n/a",
+        "%.2f" % r["graph_and_copy_ms"] if "graph_and_copy_ms" in r else "n/a"))
+if isinstance(f["sdpa"], dict):
+    for k, v in f["sdpa"].items():
+        print("sdpa %s: %s" % (k, v))
+PY
+  timeout "$(remaining)" "$canopy" bench --profile --model "$model" --devices "[\"$device\"]" \
+    --dtype $dtype >"$out/pass-profile.txt" 2>>"$out/profile.log"
+  note "lone pass profile: exit $? ($(elapsed) s)"
+  head -60 "$out/pass-profile.txt" | tee -a "$summary"
+  # One workload a run, so that the GPU's busy share is the workload's own.
+  : >"$out/bench-32.txt"
+  for workload in ${PROFILE_WORKLOADS:-decode smc scoring}; do
+    with_gpu_peak timeout "$(remaining)" "$canopy" bench --workload $workload --variants full \
+      --model "$model" --particles 256 --steps 64 --sequences 64 --sequence-length 256 \
+      --devices "[\"$device\"]" --dtype $dtype --kv_budget_bytes 8589934592 \
+      >>"$out/bench-32.txt" 2>>"$out/profile.log"
+    note "canopy $workload: exit $?, GPU busy $(cat /tmp/canopy-gpu-busy) of the run (model load included) ($(elapsed) s)"
+    grep -E "^$workload +full" "$out/bench-32.txt" | tee -a "$summary"
+  done
+  if command -v nsys >/dev/null; then
+    timeout "$(remaining)" nsys profile -t cuda,osrt --force-overwrite true -o /tmp/canopy-smc \
+      "$canopy" bench --workload smc --variants full --model "$model" --particles 256 --steps 16 \
+      --devices "[\"$device\"]" --dtype $dtype --kv_budget_bytes 8589934592 \
+      >>"$out/profile.log" 2>&1
+    timeout "$(remaining)" nsys stats -r cuda_gpu_kern_sum,cuda_api_sum,cuda_gpu_mem_time_sum \
+      -f csv /tmp/canopy-smc.nsys-rep >"$out/nsys-smc.csv" 2>>"$out/profile.log"
+    note "nsys: exit $? ($(elapsed) s), $(wc -l <"$out/nsys-smc.csv") lines in nsys-smc.csv"
+  else
+    note "nsys: not on this machine"
+  fi
+fi
+
+# ---- the first benchmark beside genlm-backend's AsyncTransformer, same model, same GPU
+if has_stage bench; then
+  make_bench_model
   with_gpu_peak timeout "$(remaining)" "$canopy" bench --workload smc,scoring --variants full \
-    --model "$model" --particles 64 --steps 64 --sequences 32 --sequence-length 256 \
+    --model "$model" --particles ${BENCH_PARTICLES:-64} --steps 64 --sequences 32 --sequence-length 256 \
     --devices "[\"$device\"]" --dtype $dtype --kv_budget_bytes 8589934592 --json \
     >"$out/bench-canopy.json" 2>"$out/bench-peer.log"
   note "canopy bench: exit $?, GPU memory peak $(cat /tmp/canopy-gpu-peak) MiB ($(elapsed) s)"
   PYTHONUNBUFFERED=1 with_gpu_peak timeout "$(remaining)" "$python" scripts/peers/bench_genlm_backend.py \
     --model "$model" --device "$device" --dtype $dtype --genlm "$shared/third_party" \
-    --gpt2 "$shared/models/gpt2-synthetic" \
+    --gpt2 "$shared/models/gpt2-synthetic" --particles ${BENCH_PARTICLES:-64} \
     --canopy "$canopy" --canopy-json "$out/bench-canopy.json" --out "$out/bench-peer.json" \
     >>"$out/bench-peer.log" 2>&1
   note "peer bench: exit $?, GPU memory peak $(cat /tmp/canopy-gpu-peak) MiB, the float32 reference included ($(elapsed) s)"
@@ -302,25 +369,28 @@ if has_stage bench; then
 fi
 
 # ---- the int8 and int4 products on this machine's CPU (issue 31): where it has AVX-512
-# VNNI, its kernels beside the AVX2 ones (ATEN_CPU_CAPABILITY=avx2), one thread, a 110M
-# Llama decoding; two alternations. About a minute. The suite's weight_blocks_test holds
-# the two to the same bits.
+# VNNI, its kernels (CANOPY_BLOCK_KERNELS=avx512_vnni) beside the AVX2 ones (the default),
+# ATen's own capability left alone, one thread, a 110M Llama decoding, then scoring (many
+# rows a product); two alternations. About two minutes. The suite's weight_blocks_test
+# holds the two to the same bits.
 if has_stage vnni; then
-  canopy=$build/apps/canopy/canopy
   if ! grep -qw avx512_vnni /proc/cpuinfo; then
     note "vnni: this CPU has no AVX-512 VNNI ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-))"
   else
-    model=/tmp/canopy-110m
-    [ -d "$model" ] || "$canopy" make-model --arch llama --hidden 768 --layers 12 --heads 12 \
-      --vocab 32000 --context 1024 --out "$model" >/dev/null
+    vnni_model=/tmp/canopy-110m
+    [ -d "$vnni_model" ] || "$canopy" make-model --arch llama --hidden 768 --layers 12 --heads 12 \
+      --vocab 32000 --context 1024 --out "$vnni_model" >/dev/null
     for round in 1 2; do
-      for weights in int8 int4; do
-        for cap in "" avx2; do
-          rate=$(env ${cap:+ATEN_CPU_CAPABILITY=$cap} OPENBLAS_NUM_THREADS=1 timeout "$(remaining)" "$canopy" \
-            bench --model "$model" --weight_dtype $weights --workload decode --steps 32 \
-            --variants full --json 2>>"$out/vnni.log" | tee -a "$out/vnni.log" |
-            "$python" -c 'import json,sys; d=json.load(sys.stdin); r=d["results"][0]; print("%.1f q/s, %s kernels" % (r["queries"] / r["seconds"], d["model"]["weight_kernels"]))')
-          note "vnni round $round: $weights decode${cap:+ (ATEN_CPU_CAPABILITY=$cap)}: $rate"
+      for workload in decode scoring; do
+        for weights in int8 int4; do
+          for kernels in avx512_vnni avx2; do
+            rate=$(CANOPY_BLOCK_KERNELS=$kernels OPENBLAS_NUM_THREADS=1 timeout "$(remaining)" "$canopy" \
+              bench --model "$vnni_model" --devices '["cpu"]' --weight_dtype $weights \
+              --workload $workload --steps 32 --sequences 2 --sequence-length 64 \
+              --variants full --json 2>>"$out/vnni.log" | tee -a "$out/vnni.log" |
+              "$python" -c 'import json,sys; d=json.load(sys.stdin); r=d["results"][0]; print("%.1f q/s, %s kernels" % (r["queries"] / r["seconds"], d["model"]["weight_kernels"]))')
+            note "vnni round $round: $weights $workload (CANOPY_BLOCK_KERNELS=$kernels): $rate"
+          done
         done
       done
     done

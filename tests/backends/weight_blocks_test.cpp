@@ -25,6 +25,7 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -194,6 +195,28 @@ TEST(block_quantizer, avx2_quantizes_activations_as_the_portable_one_bit_for_bit
   EXPECT_EQ(q1, q2);
   EXPECT_EQ(d1, d2);
   EXPECT_EQ(d1[blocks], 0.0f);
+}
+
+TEST(block_kernel_choice,
+     is_avx2_by_default_vnni_only_when_asked_and_rejects_other_names) {
+  const auto avx2 = avx2_block_kernels();
+  const std::string best = avx2 ? "avx2" : "portable";
+  EXPECT_EQ(std::string(choose_block_kernels("", "").isa), best);
+  EXPECT_EQ(std::string(choose_block_kernels("", "avx512").isa), best);
+  EXPECT_EQ(std::string(choose_block_kernels("", "default").isa), "portable");
+  EXPECT_EQ(std::string(choose_block_kernels("portable", "").isa), "portable");
+  EXPECT_EQ(std::string(choose_block_kernels("avx2", "default").isa), best)
+      << "CANOPY_BLOCK_KERNELS decides over ATen's capability";
+  EXPECT_EQ(std::string(choose_block_kernels("avx512_vnni", "").isa),
+            avx512_vnni_block_kernels() ? "avx512_vnni" : best);
+  try {
+    choose_block_kernels("sse4", "");
+    ADD_FAILURE() << "an unknown kernel set was accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("CANOPY_BLOCK_KERNELS='sse4'"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 TEST_P(block_product, portable_and_avx2_kernels_agree_within_rounding_on_every_tile) {

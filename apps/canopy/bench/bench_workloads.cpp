@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <random>
+#include <thread>
 #include <unordered_set>
 #include <variant>
 #include <vector>
@@ -71,10 +73,30 @@ double log_weight_increment(const float* logprobs, std::size_t vocab,
                             std::int32_t token) {
   const double scale = 1.0 / target_temperature;
   const double top = *std::max_element(logprobs, logprobs + vocab) * scale;
+  // Each term in float (a third of double's exp time; the weight needs no more), summed
+  // in double.
+  const auto scale_f = static_cast<float>(scale), top_f = static_cast<float>(top);
   double sum = 0;
   for (std::size_t v = 0; v < vocab; ++v)
-    sum += std::exp(logprobs[v] * scale - top);
+    sum += std::exp(logprobs[v] * scale_f - top_f);
   return logprobs[token] * (scale - 1.0) - (top + std::log(sum));
+}
+
+/// body(i) for every i < count, spread over the machine's cores (strided, so equal
+/// bodies finish together). The calls must be independent of one another.
+void for_each_on_cores(std::size_t count, const std::function<void(std::size_t)>& body) {
+  const std::size_t threads =
+      std::min<std::size_t>(count, std::max(1U, std::thread::hardware_concurrency()));
+  auto stride = [&](std::size_t first) {
+    for (auto i = first; i < count; i += threads)
+      body(i);
+  };
+  std::vector<std::thread> helpers;
+  for (std::size_t t = 1; t < threads; ++t)
+    helpers.emplace_back(stride, t);
+  stride(0);
+  for (auto& h : helpers)
+    h.join();
 }
 
 /// Unnormalized weights exp(log_w - max), safe from overflow.
@@ -134,13 +156,17 @@ sequence_census run_smc(const workload_options& o, std::int64_t vocab,
       client.ask(particles[i], answer_into(flight, &rows[i]));
     }
     client.wait_all(flight);
-    for (std::size_t i = 0; i < o.particles; ++i) {
+    // Each particle draws from its own row with its own stream, so the draws are the
+    // same whichever core makes them. On the cores, as a genlm client's batched tensor
+    // ops are: one core's two passes of exp over a 50k vocabulary per particle took
+    // longer than a GPU's pass for all of them (issue 32's profile).
+    for_each_on_cores(o.particles, [&](std::size_t i) {
       const float* row = rows[i].data_ptr<float>();
       const auto n = static_cast<std::size_t>(vocab);
       const auto token = sample_token(row, n, 1.0, streams[i]);
       log_w[i] += log_weight_increment(row, n, token);
       particles[i].push_back(token);
-    }
+    });
     if (effective_sample_size(log_w) < o.particles / 2.0)
       resample(particles, log_w, resampling_rng);
   }

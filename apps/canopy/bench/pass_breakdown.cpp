@@ -76,6 +76,9 @@ void run_pass_breakdown(const engine_config& config, const workload_options& opt
                                   bench_variant::full, answer_check_period);
   auto mock = config;
   mock.backend = "mock";
+  // The mock runs on the CPU only: as many CPU workers as the model had devices.
+  if (!mock.devices.empty())
+    mock.devices.assign(mock.devices.size(), "cpu");
   mock.vocab_size = model.vocab_size;
   mock.context_length = model.context_length;
   mock.mock_cost_per_pass_us = mock.mock_cost_per_token_us = 0;

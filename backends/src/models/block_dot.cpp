@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <stdexcept>
 #include <string>
 
 namespace canopy::backends {
@@ -230,18 +231,31 @@ std::optional<block_kernels> avx512_vnni_block_kernels() {
                        quantize_avx2};
 }
 
+block_kernels choose_block_kernels(const std::string& asked,
+                                   const std::string& aten_capability) {
+  if (!asked.empty() && asked != "portable" && asked != "avx2" && asked != "avx512_vnni")
+    throw std::invalid_argument("CANOPY_BLOCK_KERNELS='" + asked +
+                                "' is not one of portable, avx2, avx512_vnni");
+  if (asked == "portable" || (asked.empty() && aten_capability == "default"))
+    return portable_block_kernels();
+  // VNNI only when asked: on the one AVX-512 VNNI CPU measured (a 16-core Xeon, family 6
+  // model 207), the AVX2 kernels decoded a 110M Llama 1.2-1.6x faster in int8 and
+  // 1.1-1.4x in int4 (docs/benchmarks.md).
+  if (asked == "avx512_vnni")
+    if (auto vnni = avx512_vnni_block_kernels())
+      return *vnni;
+  if (auto avx2 = avx2_block_kernels())
+    return *avx2;
+  return portable_block_kernels();
+}
+
 const block_kernels& block_kernels_here() {
   static const block_kernels chosen = [] {
-    const char* cap = std::getenv("ATEN_CPU_CAPABILITY");
-    const std::string capability = cap != nullptr ? cap : "";
-    if (capability == "default")
-      return portable_block_kernels();
-    if (capability != "avx2")
-      if (auto vnni = avx512_vnni_block_kernels())
-        return *vnni;
-    if (auto avx2 = avx2_block_kernels())
-      return *avx2;
-    return portable_block_kernels();
+    auto env = [](const char* name) {
+      const char* value = std::getenv(name);
+      return std::string(value != nullptr ? value : "");
+    };
+    return choose_block_kernels(env("CANOPY_BLOCK_KERNELS"), env("ATEN_CPU_CAPABILITY"));
   }();
   return chosen;
 }

@@ -11,17 +11,19 @@
 // operations in the same order whatever the tile, so an answer does not depend on how
 // queries were batched.
 //
-// Kernels per instruction set, chosen at load (block_kernels_here): AVX-512 VNNI
-// (block_dot_vnni.hpp) where the CPU has it, else AVX2 (with FMA and F16C: every CPU
-// that has AVX2 has them), else portable C++. ATEN_CPU_CAPABILITY=avx2 stops at AVX2
-// and =default forces the portable kernels, as they do ATen's. The VNNI kernels give
-// the AVX2 ones' bits; the portable ones agree to float rounding.
+// Kernels per instruction set, chosen at load (block_kernels_here): AVX2 (with FMA and
+// F16C: every CPU that has AVX2 has them) where the CPU has it, else portable C++;
+// AVX-512 VNNI (block_dot_vnni.hpp) only when CANOPY_BLOCK_KERNELS=avx512_vnni asks
+// (slower than AVX2 where measured). CANOPY_BLOCK_KERNELS=portable|avx2 names the others;
+// without it, ATEN_CPU_CAPABILITY=default forces the portable kernels, as it does ATen's.
+// The VNNI kernels give the AVX2 ones' bits; the portable ones agree to float rounding.
 // Thread contract: pure functions.
 
 #include "models/weight_blocks.hpp"
 
 #include <cstdint>
 #include <optional>
+#include <string>
 
 namespace canopy::backends {
 
@@ -62,7 +64,12 @@ std::optional<block_kernels> avx2_block_kernels();
 /// The AVX-512 VNNI kernels, or nullopt where the CPU (or the OS) lacks AVX512F, BW,
 /// VL or VNNI, or AVX2, FMA or F16C.
 std::optional<block_kernels> avx512_vnni_block_kernels();
-/// What products use in this process (chosen once).
+/// The kernels that CANOPY_BLOCK_KERNELS (`asked`: empty, portable, avx2 or avx512_vnni)
+/// and ATEN_CPU_CAPABILITY name on this CPU; a set the CPU lacks falls back to AVX2, then
+/// portable. Throws std::invalid_argument for another `asked`.
+block_kernels choose_block_kernels(const std::string& asked,
+                                   const std::string& aten_capability);
+/// What products use in this process: chosen once, from the environment.
 const block_kernels& block_kernels_here();
 
 /// The portable quantizer (quantize_fn).
