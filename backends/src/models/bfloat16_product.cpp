@@ -19,10 +19,6 @@ namespace {
 
 constexpr std::int64_t panel_floats = 32 << 10;
 
-const std::uint16_t* bits_of(const at::Tensor& w) {
-  return reinterpret_cast<const std::uint16_t*>(w.data_ptr<at::BFloat16>());
-}
-
 float widen(std::uint16_t bits) {
   const std::uint32_t widened = std::uint32_t{bits} << 16;
   float out;
@@ -77,7 +73,7 @@ CANOPY_AVX2 void decode_rows(const std::uint16_t* w, std::int64_t inputs,
 void decode_avx2(const float* x, std::int64_t rows, const at::Tensor& w, float* y,
                  bool accumulate) {
   const auto outputs = w.size(0), inputs = w.size(1);
-  const std::uint16_t* weights = bits_of(w);
+  const std::uint16_t* weights = bfloat16_bits(w);
   // A task of fewer than ~64k multiply-adds costs more to hand out than to run.
   const auto grain = std::max<std::int64_t>(1, (std::int64_t{1} << 16) / (rows * inputs));
   at::parallel_for(0, outputs, grain, [&](std::int64_t begin, std::int64_t end) {
@@ -94,6 +90,11 @@ const char* bfloat16_kernels_here() {
   static const char* chosen =
       std::string_view(block_kernels_here().isa) == "portable" ? "portable" : "avx2";
   return chosen;
+}
+
+const std::uint16_t* bfloat16_bits(const at::Tensor& w, std::int64_t row) {
+  return reinterpret_cast<const std::uint16_t*>(w.data_ptr<at::BFloat16>()) +
+         row * w.size(1);
 }
 
 std::int64_t bfloat16_panel_rows(std::int64_t inputs) {
@@ -118,7 +119,8 @@ void widen_bfloat16(const std::uint16_t* bits, std::int64_t count, float* out) {
 void multiply_bfloat16(const float* x, std::int64_t rows, const at::Tensor& w, float* y,
                        bool accumulate) {
   static_assert(max_rows_by_gemv == 2, "decode_avx2 takes one or two rows");
-  if (rows <= max_rows_by_gemv && std::string_view(bfloat16_kernels_here()) == "avx2")
+  static const bool decode_kernels = std::string_view(bfloat16_kernels_here()) == "avx2";
+  if (rows <= max_rows_by_gemv && decode_kernels)
     decode_avx2(x, rows, w, y, accumulate);
   else
     multiply_bfloat16_panels(x, rows, w, y, accumulate);
@@ -129,7 +131,7 @@ void multiply_bfloat16_panels(const float* x, std::int64_t rows, const at::Tenso
   const auto outputs = w.size(0), inputs = w.size(1);
   const auto panel = bfloat16_panel_rows(inputs);
   const auto panels = (outputs + panel - 1) / panel;
-  const std::uint16_t* weights = bits_of(w);
+  const std::uint16_t* weights = bfloat16_bits(w);
   const float beta = accumulate ? 1.0f : 0.0f;
   const auto m = static_cast<int>(rows), k = static_cast<int>(inputs);
   // Panels are split over ATen's threads; each widens 128 KB of weights (or one row)

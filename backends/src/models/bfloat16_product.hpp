@@ -32,6 +32,9 @@ void multiply_bfloat16_panels(const float* x, std::int64_t rows, const at::Tenso
 /// AVX2 or AVX-512: block_kernels_here), "portable" where they take BLAS.
 const char* bfloat16_kernels_here();
 
+/// The bits of row `row` of `w`, a contiguous bfloat16 CPU tensor [out, in].
+const std::uint16_t* bfloat16_bits(const at::Tensor& w, std::int64_t row = 0);
+
 /// out[count] = the bfloat16 values `bits` widened into float32 (exact).
 void widen_bfloat16(const std::uint16_t* bits, std::int64_t count, float* out);
 

@@ -11,9 +11,10 @@ namespace canopy::backends {
 
 namespace {
 
-const std::uint16_t* bfloat16_row(const at::Tensor& rows, std::int64_t r) {
-  return reinterpret_cast<const std::uint16_t*>(rows.data_ptr<at::BFloat16>()) +
-         r * rows.size(1);
+/// The bytes of a matrix held in one of the three forms.
+std::size_t bytes_of(const at::Tensor& dense, const at::Tensor& bfloat16,
+                     const block_matrix* blocks) {
+  return blocks ? blocks->bytes() : tensor_bytes(bfloat16.defined() ? bfloat16 : dense);
 }
 
 } // namespace
@@ -29,7 +30,7 @@ std::int64_t projection::outputs() const {
 }
 
 std::size_t projection::bytes() const {
-  return blocks ? blocks->bytes() : tensor_bytes(bfloat16.defined() ? bfloat16 : dense);
+  return bytes_of(dense, bfloat16, blocks.get());
 }
 
 token_embedding token_embedding::rows_of(const projection& table) {
@@ -42,7 +43,7 @@ bool token_embedding::shares(const projection& head) const {
 }
 
 std::size_t token_embedding::bytes() const {
-  return blocks ? blocks->bytes() : tensor_bytes(bfloat16.defined() ? bfloat16 : dense);
+  return bytes_of(dense, bfloat16, blocks.get());
 }
 
 projection make_projection(const at::Tensor& weight,
@@ -94,7 +95,7 @@ void token_embedding::row_into(std::int64_t token, float* out) const {
     return;
   }
   if (bfloat16.defined()) {
-    widen_bfloat16(bfloat16_row(bfloat16, token), bfloat16.size(1), out);
+    widen_bfloat16(bfloat16_bits(bfloat16, token), bfloat16.size(1), out);
     return;
   }
   const auto width = dense.size(1);

@@ -3,7 +3,8 @@
 // matrices stored narrower than float32 and multiplied in float32 on the CPU.
 //  - bf16 ("bfloat16"): each weight rounded to bfloat16 (8 bits of significand, round
 //    to nearest even; a weight moves by at most 2^-8 of itself), products in float32
-//    BLAS over panels converted in registers (bfloat16_product.hpp). A bfloat16 file's
+//    (bfloat16_product.hpp): AVX2 kernels widening each weight in a register for one or
+//    two rows, BLAS over panels widened into a scratch for more. A bfloat16 file's
 //    weights are kept exactly.
 //  - q8_0 ("int8") and q4_0 ("int4"): blocks of 32 with a float16 scale each
 //    (weight_blocks.hpp), products in integers.
