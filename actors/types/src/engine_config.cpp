@@ -83,9 +83,9 @@ const std::vector<setting>& settings() {
       make_setting("dtype", "torch: compute dtype float32 | float16 | bfloat16",
                    &c::dtype),
       make_setting("weight_dtype",
-                   "torch: the weight matrices' format int8 | int4 (blocks of 32, as "
-                   "llama.cpp's Q8_0 and Q4_0; Llama family, float32 on the CPU); empty: "
-                   "the compute dtype",
+                   "torch: the weight matrices' format bfloat16 | int8 | int4 (int8 and "
+                   "int4: blocks of 32, as llama.cpp's Q8_0 and Q4_0; Llama family, "
+                   "float32 on the CPU); empty: the compute dtype",
                    &c::weight_dtype),
       make_setting("kv_dtype",
                    "torch: KV storage float32 | float16 | bfloat16 | int8 (lossy); "

@@ -23,9 +23,10 @@ struct engine_config {
   std::string tokenizer;         // tokenizer file; torch, empty: found beside model;
                                  // mock: rows of its size (vocab_size unused)
   std::string dtype = "float32"; // torch: compute dtype float32 | float16 | bfloat16
-  std::string weight_dtype;      // torch: the matrices' format: int8 | int4 (blocks of
-                                 // 32, as llama.cpp's Q8_0 and Q4_0; Llama family,
-                                 // float32 on the CPU); empty: the compute dtype
+  std::string weight_dtype;      // torch: the matrices' format: bfloat16 | int8 | int4
+                                 // (int8, int4: blocks of 32, as llama.cpp's Q8_0 and
+                                 // Q4_0; Llama family, float32 on the CPU); empty: the
+                                 // compute dtype
   std::string kv_dtype;          // torch: KV storage float32 | float16 | bfloat16 |
                                  // int8 (lossy); empty: the compute dtype
   std::uint64_t kv_residual_tokens = 0; // torch: the newest N stored tokens also keep
