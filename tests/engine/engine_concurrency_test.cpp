@@ -2,13 +2,13 @@
 // repeats: every answer equals the uncached path's value bit for bit.
 
 #include "reference.hpp"
+#include "settled_stats.hpp"
 
 #include <canopy/engine.hpp>
 
 #include <gtest/gtest.h>
 
 #include <atomic>
-#include <chrono>
 #include <random>
 #include <thread>
 
@@ -86,11 +86,7 @@ TEST(engine_concurrency, many_callers_get_exactly_the_uncached_answer) {
   EXPECT_GE(stats.answered, std::uint64_t{callers} * queries_per_caller);
   EXPECT_EQ(stats.failed, 0u);
   EXPECT_GT(stats.cache_hits, 0u);
-  // The batcher hands the locks of answered queries back to the cache right after
-  // answering, so the last ones may still be on their way.
-  for (int i = 0; i < 500 && lm.stats().locked_nodes != 0; ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  EXPECT_EQ(lm.stats().locked_nodes, 0u);
+  EXPECT_EQ(canopy::testing::stats_once_locks_released(lm).locked_nodes, 0u);
 }
 
 } // namespace

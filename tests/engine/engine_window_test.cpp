@@ -7,6 +7,7 @@
 // would show. The same run without a window cannot keep its KV in that budget.
 
 #include "reference.hpp"
+#include "settled_stats.hpp"
 
 #include <canopy/engine.hpp>
 
@@ -71,7 +72,7 @@ smc_outcome run_smc(const engine_config& config) {
       for (std::size_t p = 0; p < particles / 2; ++p)
         seqs[particles / 2 + p] = seqs[p];
   }
-  return {prefixes.size(), lm.stats()};
+  return {prefixes.size(), canopy::testing::stats_once_locks_released(lm)};
 }
 
 TEST(engine_window, smc_under_a_window_computes_each_token_once_within_the_budget) {
