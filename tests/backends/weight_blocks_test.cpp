@@ -4,13 +4,12 @@
 //    clips), plus the float16 rounding of the scale (|q| d 2^-11 at most);
 //    llama.cpp's nibble order for int4;
 //  - a product equal to the exact integer arithmetic on the quantized operands, up to
-//    float's rounding of the sum over blocks ((blocks + 8) 2^-24 of the sum of
-//    magnitudes: one add per block and eight lanes added at the end);
+//    float's rounding ((blocks + 2) 2^-24 of the sum of magnitudes: per block one
+//    rounding of d_w d_x and one of the FMA that adds it, Note [exact block sums]);
 //  - the same bits for a row whether it is computed alone or among others, on one
-//    thread or two (Note [block product tiles]), and portable and AVX2 kernels within
-//    the rounding bound of each other;
-//  - the AVX-512 VNNI kernels equal to the AVX2 ones bit for bit, on every tile shape,
-//    at any row of a group, and at the integers' extremes: their copy emulated by SIMDe
+//    thread or two (Note [block product tiles]);
+//  - the portable, AVX2 and AVX-512 VNNI kernels equal bit for bit, on every tile shape,
+//    in every group, and at the integers' extremes: the VNNI copy emulated by SIMDe
 //    wherever AVX2 runs, the native one where the CPU has VNNI.
 #include "models/block_dot.hpp"
 #include "models/block_dot_vnni.hpp"
@@ -118,7 +117,9 @@ exact_product exactly(const std::vector<float>& x, std::int64_t rows,
   const auto blocks = w.blocks_per_row();
   std::vector<std::int8_t> xq(static_cast<std::size_t>(rows * blocks * block_width));
   std::vector<float> xd(static_cast<std::size_t>(rows * blocks));
-  quantize_activations(x.data(), rows, w.inputs(), blocks, xq.data(), xd.data());
+  std::vector<std::int32_t> xs(static_cast<std::size_t>(rows * blocks));
+  quantize_activations(x.data(), rows, w.inputs(), blocks, xq.data(), xd.data(),
+                       xs.data());
   std::vector<float> row(static_cast<std::size_t>(blocks * block_width), 0.0f);
   exact_product p{std::vector<double>(static_cast<std::size_t>(rows * w.rows())),
                   std::vector<double>(static_cast<std::size_t>(rows * w.rows()))};
@@ -131,7 +132,7 @@ exact_product exactly(const std::vector<float>& x, std::int64_t rows,
         for (std::int64_t j = 0; j < block_width; ++j)
           sum += std::round(row[b * block_width + j] / d * 1.0) *
                  xq[(t * blocks + b) * block_width + j];
-        const double term = d * xd[t * blocks + b] * sum;
+        const double term = d * xd[b * rows + t] * sum;
         p.value[t * w.rows() + o] += term;
         p.magnitude[t * w.rows() + o] += std::fabs(term);
       }
@@ -147,7 +148,7 @@ TEST_P(block_product, is_the_exact_block_arithmetic_within_floats_rounding_of_th
   const auto wf = normal(outputs * inputs, 3, 0.05f);
   const block_matrix w(GetParam(), wf.data(), outputs, inputs);
   const auto exact = exactly(x, rows, w);
-  const double u = std::ldexp(1.0, -24) * static_cast<double>(w.blocks_per_row() + 8);
+  const double u = std::ldexp(1.0, -24) * static_cast<double>(w.blocks_per_row() + 2);
   std::vector<float> y(rows * outputs, 1.0f);
   multiply_blocks(x.data(), rows, w, y.data(), false);
   std::vector<float> accumulated(rows * outputs, 1.0f);
@@ -190,11 +191,20 @@ TEST(block_quantizer, avx2_quantizes_activations_as_the_portable_one_bit_for_bit
   std::fill(x.begin() + inputs, x.begin() + inputs + 32, 0.0f); // an all-zero block
   std::vector<std::int8_t> q1(rows * blocks * 32, 9), q2(rows * blocks * 32, 9);
   std::vector<float> d1(rows * blocks), d2(rows * blocks);
-  quantize_activations(x.data(), rows, inputs, blocks, q1.data(), d1.data());
-  avx2->quantize(x.data(), rows, inputs, blocks, q2.data(), d2.data());
+  std::vector<std::int32_t> s1(rows * blocks), s2(rows * blocks);
+  quantize_activations(x.data(), rows, inputs, blocks, q1.data(), d1.data(), s1.data());
+  avx2->quantize(x.data(), rows, inputs, blocks, q2.data(), d2.data(), s2.data());
   EXPECT_EQ(q1, q2);
   EXPECT_EQ(d1, d2);
-  EXPECT_EQ(d1[blocks], 0.0f);
+  EXPECT_EQ(s1, s2);
+  EXPECT_EQ(d1[0 * rows + 1], 0.0f) << "row 1's first block is all zeros";
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t b = 0; b < blocks; ++b) {
+      std::int32_t sum = 0;
+      for (std::int64_t j = 0; j < 32; ++j)
+        sum += q1[(r * blocks + b) * 32 + j];
+      EXPECT_EQ(s1[b * rows + r], sum) << "row " << r << ", block " << b;
+    }
 }
 
 TEST(block_kernel_choice,
@@ -219,31 +229,55 @@ TEST(block_kernel_choice,
   }
 }
 
-TEST_P(block_product, portable_and_avx2_kernels_agree_within_rounding_on_every_tile) {
+/// Activation rows quantized for the kernels.
+struct quantized_rows {
+  std::vector<std::int8_t> quants;
+  std::vector<float> scales;
+  std::vector<std::int32_t> sums;
+  std::int64_t rows, blocks;
+
+  activation_blocks view() const {
+    return {quants.data(),        scales.data(), sums.data(),
+            blocks * block_width, rows,          blocks};
+  }
+};
+
+quantized_rows quantized(const std::vector<float>& x, std::int64_t rows,
+                         std::int64_t inputs, std::int64_t blocks) {
+  quantized_rows q{std::vector<std::int8_t>(rows * blocks * block_width),
+                   std::vector<float>(rows * blocks),
+                   std::vector<std::int32_t>(rows * blocks), rows, blocks};
+  quantize_activations(x.data(), rows, inputs, blocks, q.quants.data(), q.scales.data(),
+                       q.sums.data());
+  return q;
+}
+
+/// Every tile shape (one, two, four activation rows) in every group of `w`, through
+/// `kernels` and the AVX2 ones: the same bits.
+void expect_avx2_bits(const block_kernels& kernels, const block_matrix& w,
+                      const activation_blocks& x, const std::string& what) {
   const auto avx2 = avx2_block_kernels();
-  if (!avx2)
-    GTEST_SKIP() << "this CPU has no AVX2";
-  const std::int64_t inputs = 256, blocks = 8;
-  const auto x = normal(4 * inputs, 6);
-  const auto wf = normal(8 * inputs, 7, 0.05f);
-  const block_matrix w(GetParam(), wf.data(), 8, inputs);
-  std::vector<std::int8_t> xq(4 * inputs);
-  std::vector<float> xd(4 * blocks);
-  quantize_activations(x.data(), 4, inputs, blocks, xq.data(), xd.data());
-  const auto exact = exactly(x, 4, w);
-  const weight_rows rows{w.quants(0), w.scales(0)};
-  float a[8], b[8];
-  for (int r : {1, 2, 3, 4, 8})
-    for (int n = 1; n <= 4 && r * n <= 8; ++n) {
-      portable_block_kernels().for_format(GetParam())(rows, r, xq.data(), xd.data(),
-                                                      blocks, inputs, n, a);
-      avx2->for_format(GetParam())(rows, r, xq.data(), xd.data(), blocks, inputs, n, b);
-      for (int k = 0; k < r; ++k)
-        for (int i = 0; i < n; ++i)
-          EXPECT_LE(std::fabs(a[k * n + i] - b[k * n + i]),
-                    2 * std::ldexp(1.0, -24) * (blocks + 8) * exact.magnitude[i * 8 + k])
-              << r << " x " << n << " tile, weight row " << k << ", activation row " << i;
+  for (std::int64_t g = 0; g < w.groups(); ++g)
+    for (int n : {1, 2, 4}) {
+      const weight_rows rows{w.quants(g * group_rows), w.scales(g * group_rows)};
+      float expected[32], got[32];
+      avx2->for_format(w.format())(rows, x, n, expected);
+      kernels.for_format(w.format())(rows, x, n, got);
+      EXPECT_EQ(std::memcmp(expected, got, sizeof(float) * group_rows * n), 0)
+          << kernels.isa << " " << what << ": 8 x " << n << " tile of group " << g;
     }
+}
+
+TEST_P(block_product, portable_and_avx2_kernels_give_the_same_bits_on_every_tile) {
+  if (!avx2_block_kernels())
+    GTEST_SKIP() << "this CPU has no AVX2";
+  // 9 blocks: int4's last unit half filled. 16 rows: two groups.
+  const std::int64_t inputs = 9 * block_width - 5, blocks = 9;
+  const auto x = normal(4 * inputs, 6, 2.0f);
+  const auto wf = normal(16 * inputs, 7, 0.05f);
+  const block_matrix w(GetParam(), wf.data(), 16, inputs);
+  expect_avx2_bits(portable_block_kernels(), w, quantized(x, 4, inputs, blocks).view(),
+                   "random");
 }
 
 /// The VNNI kernels this machine can run: SIMDe's emulation wherever AVX2 runs (it is
@@ -259,44 +293,17 @@ std::vector<std::pair<std::string, block_kernels>> vnni_kernels_here() {
   return sets;
 }
 
-/// Every tile shape the kernels take, from row `first` of `w` on (a tile may start
-/// anywhere in a group), through `kernels` and the AVX2 ones: the same bits.
-void expect_vnni_bits_as_avx2(const block_matrix& w, std::int64_t first,
-                              const std::vector<std::int8_t>& xq,
-                              const std::vector<float>& xd, const std::string& what) {
-  const auto avx2 = avx2_block_kernels();
-  const auto blocks = w.blocks_per_row();
-  const weight_rows rows{w.quants(first), w.scales(first)};
-  for (const auto& [name, vnni] : vnni_kernels_here())
-    for (int r : {1, 2, 3, 4, 8})
-      for (int n = 1; n <= (r == 8 ? 1 : 4); ++n) {
-        if (first % group_rows + r > group_rows)
-          continue; // a tile stays within its group
-        float expected[16], got[16];
-        avx2->for_format(w.format())(rows, r, xq.data(), xd.data(), blocks,
-                                     blocks * block_width, n, expected);
-        vnni.for_format(w.format())(rows, r, xq.data(), xd.data(), blocks,
-                                    blocks * block_width, n, got);
-        EXPECT_EQ(std::memcmp(expected, got, sizeof(float) * r * n), 0)
-            << name << " " << what << ": " << r << " x " << n << " tile from row "
-            << first;
-      }
-}
-
 TEST_P(block_product, vnni_kernels_give_the_avx2_kernels_bits_on_every_tile) {
   if (!avx2_block_kernels())
     GTEST_SKIP() << "this CPU has no AVX2: neither the AVX2 kernels nor their "
                     "SIMDe-emulated VNNI copy run here";
-  // 9 blocks: int4's last unit half filled. 16 rows: two groups.
   const std::int64_t inputs = 9 * block_width - 5, blocks = 9;
   const auto x = normal(4 * inputs, 11, 2.0f);
   const auto wf = normal(16 * inputs, 12, 0.05f);
   const block_matrix w(GetParam(), wf.data(), 16, inputs);
-  std::vector<std::int8_t> xq(4 * blocks * block_width);
-  std::vector<float> xd(4 * blocks);
-  quantize_activations(x.data(), 4, inputs, blocks, xq.data(), xd.data());
-  for (std::int64_t first : {0, 3, 5, 7, 8, 12, 15})
-    expect_vnni_bits_as_avx2(w, first, xq, xd, "random");
+  const auto q = quantized(x, 4, inputs, blocks);
+  for (const auto& [name, vnni] : vnni_kernels_here())
+    expect_avx2_bits(vnni, w, q.view(), name + " random");
 }
 
 /// A row of llama.cpp block records whose every weight is `q` (its extremes: Q8_0's
@@ -317,7 +324,7 @@ std::vector<std::byte> records_of(block_format format, int q, float d,
   return row;
 }
 
-TEST_P(block_product, vnni_kernels_give_the_avx2_kernels_bits_at_the_integers_extremes) {
+TEST_P(block_product, every_kernel_gives_the_avx2_kernels_bits_at_the_integers_extremes) {
   if (!avx2_block_kernels())
     GTEST_SKIP() << "this CPU has no AVX2: neither the AVX2 kernels nor their "
                     "SIMDe-emulated VNNI copy run here";
@@ -334,20 +341,26 @@ TEST_P(block_product, vnni_kernels_give_the_avx2_kernels_bits_at_the_integers_ex
   }
   const block_matrix w(GetParam(), records, inputs);
   // Activations at +-127 (the quantizer's range), all of one sign or alternating.
-  std::vector<std::int8_t> xq(4 * inputs);
+  quantized_rows q{std::vector<std::int8_t>(4 * inputs),
+                   std::vector<float>(4 * blocks, 0.25f),
+                   std::vector<std::int32_t>(4 * blocks), 4, blocks};
+  auto& xq = q.quants;
   for (std::int64_t j = 0; j < inputs; ++j) {
     xq[j] = 127;
     xq[inputs + j] = -127;
     xq[2 * inputs + j] = j % 2 == 0 ? 127 : -127;
     xq[3 * inputs + j] = j % 3 == 0 ? -127 : 127;
   }
-  const std::vector<float> xd(4 * blocks, 0.25f);
-  expect_vnni_bits_as_avx2(w, 0, xq, xd, "extremes");
+  for (std::int64_t i = 0; i < 4; ++i)
+    for (std::int64_t b = 0; b < blocks; ++b)
+      for (std::int64_t j = 0; j < block_width; ++j)
+        q.sums[b * 4 + i] += xq[i * inputs + b * block_width + j];
+  expect_avx2_bits(portable_block_kernels(), w, q.view(), "extremes");
   // And the value itself: row 0 (every weight the lowest) against activation row 0.
-  float y[1];
+  float y[8];
   for (const auto& [name, vnni] : vnni_kernels_here()) {
-    vnni.for_format(GetParam())(weight_rows{w.quants(0), w.scales(0)}, 1, xq.data(),
-                                xd.data(), blocks, inputs, 1, y);
+    expect_avx2_bits(vnni, w, q.view(), name + " extremes");
+    vnni.for_format(GetParam())(weight_rows{w.quants(0), w.scales(0)}, q.view(), 1, y);
     EXPECT_EQ(y[0], 0.5f * 0.25f * (int8 ? -128 : -8) * 127 * inputs) << name;
   }
 }

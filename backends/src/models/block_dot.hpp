@@ -1,22 +1,23 @@
 #pragma once
 // The inner products of weights in blocks (weight_blocks.hpp) with activations
 // quantized as llama.cpp quantizes them for its Q8_0 and Q4_0 products: per block of
-// 32, d = max|x| / 127 (kept in float here) and q = round(x / d) in [-127, 127]. A
-// block's product is an exact integer sum of 32 byte products, scaled by d_w d_x; the
-// sum over blocks is in float.
+// 32, d = max|x| / 127 (kept in float here) and q = round(x / d) in [-127, 127].
 //
-// A tile of weight rows against activation rows at a time (Note [independent
-// chains]): the activation rows share each loaded weight block, the weight rows each
-// loaded activation block. Every (weight row, activation row) pair runs the same
-// operations in the same order whatever the tile, so an answer does not depend on how
-// queries were batched.
+// Note [exact block sums]
+// A block's product is an exact integer: the sum of its 32 byte products (at most
+// 32 x 128 x 127 in magnitude, so exact in int32 and again in float). Each (weight
+// row, activation row) pair then adds its blocks in order, one FMA a block:
+// sum = fma(float(S_b), d_w d_x, sum), d_w d_x rounded to float first. Nothing else is
+// rounded, so every kernel, whatever its lanes, its tile and its instruction set, gives
+// the same bits: the portable one, AVX2 and AVX-512 VNNI alike, and an answer does not
+// depend on how queries were batched. The kernels reduce a tile's eight pairs' integer
+// lanes into one register and run that register's FMA once for the eight.
 //
 // Kernels per instruction set, chosen at load (block_kernels_here): AVX2 (with FMA and
 // F16C: every CPU that has AVX2 has them) where the CPU has it, else portable C++;
-// AVX-512 VNNI (block_dot_vnni.hpp) only when CANOPY_BLOCK_KERNELS=avx512_vnni asks
-// (slower than AVX2 where measured). CANOPY_BLOCK_KERNELS=portable|avx2 names the others;
-// without it, ATEN_CPU_CAPABILITY=default forces the portable kernels, as it does ATen's.
-// The VNNI kernels give the AVX2 ones' bits; the portable ones agree to float rounding.
+// AVX-512 VNNI (block_dot_vnni.hpp) only when CANOPY_BLOCK_KERNELS=avx512_vnni asks.
+// CANOPY_BLOCK_KERNELS=portable|avx2 names the others; without it,
+// ATEN_CPU_CAPABILITY=default forces the portable kernels, as it does ATen's.
 // Thread contract: pure functions.
 
 #include "models/weight_blocks.hpp"
@@ -27,27 +28,43 @@
 
 namespace canopy::backends {
 
-/// Up to eight consecutive rows of a block_matrix within one group: block_matrix's
-/// quants(r) and scales(r) of the first (row k's quant unit u is u * group_rows + k
-/// units on, its block b's scale b * group_rows + k scales on).
+/// One group of eight weight rows of a block_matrix: its quants(r) and scales(r) for
+/// the group's first row r (row k's quant unit u is u * group_rows + k units on, its
+/// block b's scale b * group_rows + k scales on).
 struct weight_rows {
   const std::uint8_t* quants;
   const std::uint16_t* scales;
 };
 
-/// out[k * n + i] = weight row k . activation row i, for k < r and i < n (r 1..4 with
-/// n 1..4 and r n at most 8, or r 8 with n 1). Activation row i's quants start at xq + i
-/// * x_stride, its scales at xd + i * blocks.
-using block_dot_signature = void(const weight_rows& w, int r, const std::int8_t* xq,
-                                 const float* xd, std::int64_t blocks,
-                                 std::int64_t x_stride, int n, float* out);
+/// Activation rows quantized in blocks (quantize_fn): row i's quants start at
+/// quants + i * stride; block b's scales of consecutive rows lie side by side from
+/// scales + b * rows, and so do the sums of their quants (sums + b * rows), which the
+/// kernels need where a weight is stored with an offset (int4's q = w + 8).
+struct activation_blocks {
+  const std::int8_t* quants;
+  const float* scales;
+  const std::int32_t* sums;
+  std::int64_t stride; // quants of a row: blocks * block_width
+  std::int64_t rows;   // rows quantized: the step between blocks' scales and sums
+  std::int64_t blocks;
+};
+
+/// Activation rows per tile: 1, 2 or 4 (a decoding pass takes one).
+constexpr int max_tile_rows = 4;
+
+/// out[k * n + i] = weight row k . activation row i of `x`, for the group's eight
+/// weight rows k and n activation rows i (n 1, 2 or 4) starting at x's first row.
+using block_dot_signature = void(const weight_rows& w, const activation_blocks& x, int n,
+                                 float* out);
 using block_dot_fn = block_dot_signature*;
 
 /// Quantizes `rows` rows of `inputs` floats into q8 blocks: q [rows][blocks * 32]
-/// (zero past `inputs`), d [rows][blocks]. Every kernel set rounds alike (half to
-/// even), so the quants do not depend on the instruction set.
+/// (zero past `inputs`), d [blocks][rows] and s [blocks][rows] (each block's sum of
+/// quants). Every kernel set rounds alike (half to even), so the quants do not depend
+/// on the instruction set.
 using quantize_fn = void (*)(const float* x, std::int64_t rows, std::int64_t inputs,
-                             std::int64_t blocks, std::int8_t* q, float* d);
+                             std::int64_t blocks, std::int8_t* q, float* d,
+                             std::int32_t* s);
 
 struct block_kernels {
   const char* isa; // "avx512_vnni", "avx2" or "portable"
@@ -74,6 +91,6 @@ const block_kernels& block_kernels_here();
 
 /// The portable quantizer (quantize_fn).
 void quantize_activations(const float* x, std::int64_t rows, std::int64_t inputs,
-                          std::int64_t blocks, std::int8_t* q, float* d);
+                          std::int64_t blocks, std::int8_t* q, float* d, std::int32_t* s);
 
 } // namespace canopy::backends

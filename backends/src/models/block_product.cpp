@@ -22,12 +22,15 @@ public:
       return;
     quants_.reset(static_cast<std::int8_t*>(std::aligned_alloc(32, need * block_width)));
     scales_.reset(static_cast<float*>(std::aligned_alloc(32, need * sizeof(float))));
-    if (!quants_ || !scales_)
+    sums_.reset(
+        static_cast<std::int32_t*>(std::aligned_alloc(32, need * sizeof(std::int32_t))));
+    if (!quants_ || !scales_ || !sums_)
       throw std::bad_alloc();
     capacity_ = need;
   }
   std::int8_t* quants() { return quants_.get(); }
   float* scales() { return scales_.get(); }
+  std::int32_t* sums() { return sums_.get(); }
 
 private:
   struct free_deleter {
@@ -35,20 +38,23 @@ private:
   };
   std::unique_ptr<std::int8_t[], free_deleter> quants_;
   std::unique_ptr<float[], free_deleter> scales_;
+  std::unique_ptr<std::int32_t[], free_deleter> sums_;
   std::size_t capacity_ = 0;
 };
 
 // Note [block product tiles]
-// The kernels take tiles of up to four activation rows by as many weight rows as keep
-// eight accumulators (eight weight rows, a whole group, for one activation row)
-// (block_dot.hpp, Note [independent chains]); the activation rows are walked in chunks
-// whose quants stay in the core's L2 while every weight row streams past them once per
-// chunk. Outputs (weight rows) are split over ATen's threads. Each (row, output) pair is
-// computed the same way whatever the tile and the split, so the answer is the same for
-// any batch and on any number of threads.
+// The kernels take a group of eight weight rows against one, two or four activation
+// rows (block_dot.hpp); the activation rows are walked in chunks whose quants stay in
+// the core's L2 while every weight group streams past them once per chunk. Groups are
+// split over ATen's threads. Each (row, output) pair is computed the same way whatever
+// the tile and the split (Note [exact block sums]), so the answer is the same for any
+// batch and on any number of threads.
 constexpr std::int64_t chunk_bytes = 128 << 10;
-constexpr int max_tile_rows = 4;
-constexpr int accumulators = 8;
+
+/// The tile widths a chunk's rows take: fours, then a two and a one for the rest.
+int tile_rows(std::int64_t left) {
+  return left >= max_tile_rows ? max_tile_rows : left >= 2 ? 2 : 1;
+}
 
 } // namespace
 
@@ -59,9 +65,10 @@ void multiply_blocks(const float* x, std::int64_t rows, const block_matrix& w, f
   const auto stride = blocks * block_width;
   scratch.reserve(rows, blocks);
   const auto& kernels = block_kernels_here();
-  kernels.quantize(x, rows, w.inputs(), blocks, scratch.quants(), scratch.scales());
-  const std::int8_t* xq = scratch.quants();
-  const float* xd = scratch.scales();
+  kernels.quantize(x, rows, w.inputs(), blocks, scratch.quants(), scratch.scales(),
+                   scratch.sums());
+  const activation_blocks all{
+      scratch.quants(), scratch.scales(), scratch.sums(), stride, rows, blocks};
   const auto dot = kernels.for_format(w.format());
   const auto outputs = w.rows();
   const auto chunk = std::max<std::int64_t>(max_tile_rows, chunk_bytes / stride);
@@ -69,29 +76,26 @@ void multiply_blocks(const float* x, std::int64_t rows, const block_matrix& w, f
   const auto grain =
       std::max<std::int64_t>(1, (std::int64_t{1} << 16) / (rows * stride * group_rows));
   at::parallel_for(0, w.groups(), grain, [&](std::int64_t begin, std::int64_t end) {
-    float out[accumulators];
+    float out[group_rows * max_tile_rows];
     for (std::int64_t first = 0; first < rows; first += chunk) {
       const auto last = std::min(rows, first + chunk);
-      // Tiles of one shape across the chunk: as many rows of a group as the widest
-      // tile takes.
-      const auto widest =
-          static_cast<int>(std::min<std::int64_t>(max_tile_rows, last - first));
-      const auto tile_outputs =
-          static_cast<std::int64_t>(std::min<int>(group_rows, accumulators / widest));
-      for (auto o = begin * group_rows; o < end * group_rows; o += tile_outputs) {
-        const weight_rows tile{w.quants(o), w.scales(o)};
-        const auto r = static_cast<int>(tile_outputs);
-        const auto real =
-            std::min<std::int64_t>(r, outputs - o); // padding rows: not stored
-        for (std::int64_t t = first; t < last; t += max_tile_rows) {
-          const auto n =
-              static_cast<int>(std::min<std::int64_t>(max_tile_rows, last - t));
-          dot(tile, r, xq + t * stride, xd + t * blocks, blocks, stride, n, out);
+      for (auto g = begin; g < end; ++g) {
+        const auto o = g * group_rows;
+        const weight_rows group{w.quants(o), w.scales(o)};
+        const auto real = std::min(group_rows, outputs - o); // padding rows: not stored
+        for (std::int64_t t = first; t < last;) {
+          const int n = tile_rows(last - t);
+          activation_blocks tile = all;
+          tile.quants += t * stride;
+          tile.scales += t;
+          tile.sums += t;
+          dot(group, tile, n, out);
           for (std::int64_t k = 0; k < real; ++k)
             for (int i = 0; i < n; ++i) {
               float& target = y[(t + i) * outputs + o + k];
               target = accumulate ? target + out[k * n + i] : out[k * n + i];
             }
+          t += n;
         }
       }
     }

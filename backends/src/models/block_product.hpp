@@ -1,6 +1,6 @@
 #pragma once
 // The matrix product of the forwards with weights in blocks (weight_blocks.hpp):
-// activations quantized per block of 32 (block_dot.hpp), integer block products,
+// activations quantized per block of 32 (block_dot.hpp), exact integer block products,
 // nothing of the weights expanded into floats.
 // Thread contract: callable from several threads at once (each has its own scratch);
 // one call may split its outputs over ATen's intra-op threads.
