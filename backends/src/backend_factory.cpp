@@ -78,6 +78,12 @@ model_info describe_model(const backend_spec& spec) {
   return info;
 }
 
+void backend_i::add_adapter(const std::string& name, const std::string& dir) {
+  (void)dir;
+  throw std::invalid_argument("adapter '" + name + "': the " + info().architecture +
+                              " backend has no adapters");
+}
+
 std::string public_name(const model_info& info) {
   const auto space = info.name.find(' ');
   if (space == std::string::npos)

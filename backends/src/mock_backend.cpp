@@ -183,6 +183,9 @@ private:
                                                     " then " +
                                                     std::to_string(item.rows[r]) + ")");
     }
+    if (!item.adapter.empty())
+      fail_item<std::invalid_argument>(index, "adapter '" + item.adapter +
+                                                  "' asked of the mock, which has none");
     const std::uint64_t length = std::uint64_t{item.prefix_length} + item.tokens.size();
     if (length > static_cast<std::uint64_t>(options_.context_length))
       fail_item<std::invalid_argument>(index,

@@ -142,6 +142,7 @@ const float* direct_llama_forward::forward(const std::vector<std::int64_t>& toke
                                            kv_storage& storage,
                                            const std::vector<std::int64_t>& slots,
                                            const std::vector<std::int64_t>& rows,
+                                           const lora_spans& adapters,
                                            profile_clock& clock) {
   const denormals_flushed flushed;
   const auto T = static_cast<std::int64_t>(tokens.size());
@@ -162,6 +163,16 @@ const float* direct_llama_forward::forward(const std::vector<std::int64_t>& toke
   for (std::int64_t t = 0; t < T; ++t)
     embed_.row_into(tokens[static_cast<std::size_t>(t)], x_.data() + t * D);
   const auto q = at::from_blob(q_.data(), {T, H, hd}, at::kFloat);
+  // y[T, width_y] += the adapters' deltas from x[T, width_x] (ATen views of the buffers).
+  auto add_adapters = [&](lora_site site, std::int64_t l, std::vector<float>& x,
+                          std::int64_t width_x, std::vector<float>& y,
+                          std::int64_t width_y) {
+    if (adapters.empty())
+      return;
+    auto out = at::from_blob(y.data(), {T, width_y}, at::kFloat);
+    add_lora_deltas(adapters, site, l, at::from_blob(x.data(), {T, width_x}, at::kFloat),
+                    out);
+  };
   auto attention = at::from_blob(attention_.data(), {T, H * hd}, at::kFloat);
   const auto& positions = layout.host->positions;
   const auto& rope = model_.rope_for(positions);
@@ -172,6 +183,7 @@ const float* direct_llama_forward::forward(const std::vector<std::int64_t>& toke
     const auto& L = layers_[static_cast<std::size_t>(l)];
     rms_norm(x_.data(), L.input_norm, T, D, normed_.data());
     project_into(normed_.data(), T, *L.qkv, qkv_.data(), false);
+    add_adapters(lora_site::qkv, l, normed_, D, qkv_, (H + 2 * KV) * hd);
     clock.lap(l, "norm, qkv projection");
     for (std::int64_t t = 0; t < T; ++t)
       place_qkv(t, positions[static_cast<std::size_t>(t)],
@@ -180,9 +192,11 @@ const float* direct_llama_forward::forward(const std::vector<std::int64_t>& toke
     ragged_attention_into(q, storage.layer(l), layout, attention);
     clock.lap(l, "attention");
     project_into(attention_.data(), T, *L.out, x_.data(), true);
+    add_adapters(lora_site::out, l, attention_, H * hd, x_, D);
     clock.lap(l, "output projection");
     rms_norm(x_.data(), L.post_norm, T, D, normed_.data());
     project_into(normed_.data(), T, *L.gate_up, gate_up_.data(), false);
+    add_adapters(lora_site::gate_up, l, normed_, D, gate_up_, 2 * F);
     for (std::int64_t t = 0; t < T; ++t) {
       const float* gate = gate_up_.data() + t * 2 * F;
       const float* up = gate + F;
@@ -191,6 +205,7 @@ const float* direct_llama_forward::forward(const std::vector<std::int64_t>& toke
         out[f] = silu(gate[f]) * up[f];
     }
     project_into(swiglu_.data(), T, *L.down, x_.data(), true);
+    add_adapters(lora_site::down, l, swiglu_, F, x_, D);
     clock.lap(l, "norm, MLP");
   }
   for (std::int64_t r = 0; r < R; ++r)

@@ -19,6 +19,7 @@
 
 #include "kv/pass_kv.hpp"
 #include "models/llama_model.hpp"
+#include "models/lora_weights.hpp"
 #include "models/ragged_attention.hpp"
 
 #include <canopy/backends/pass_profile.hpp>
@@ -36,12 +37,14 @@ public:
 
   /// tokens: [T] packed new tokens; slots: [T] the storage row each one's KV goes to
   /// (the layout's keys point into the storage); rows: [R] packed rows whose
-  /// next-token log-probs are wanted. Returns [R, V] natural-log probabilities.
-  /// `clock` is lapped after each part.
+  /// next-token log-probs are wanted; `adapters`: the spans of tokens computed under a
+  /// LoRA adapter. Returns [R, V] natural-log probabilities. `clock` is lapped after
+  /// each part.
   const float* forward(const std::vector<std::int64_t>& tokens,
                        const device_layout& layout, kv_storage& storage,
                        const std::vector<std::int64_t>& slots,
-                       const std::vector<std::int64_t>& rows, profile_clock& clock);
+                       const std::vector<std::int64_t>& rows, const lora_spans& adapters,
+                       profile_clock& clock);
 
 private:
   void rms_norm(const float* x, const float* weight, std::int64_t rows,

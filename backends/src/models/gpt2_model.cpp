@@ -2,6 +2,7 @@
 
 #include "models/torch_weights.hpp"
 
+#include <stdexcept>
 #include <string>
 
 namespace canopy::backends {
@@ -45,7 +46,10 @@ at::Tensor gpt2_model::layer_norm(const at::Tensor& x, const norm& n) const {
 }
 
 at::Tensor gpt2_model::forward(const at::Tensor& tokens, const device_layout& layout,
-                               const pass_kv& kv, const at::Tensor& rows) const {
+                               const pass_kv& kv, const at::Tensor& rows,
+                               const lora_spans& adapters) const {
+  if (!adapters.empty())
+    throw std::invalid_argument("LoRA adapters apply to Llama-family models, not GPT-2");
   const auto& c = config_;
   const auto T = tokens.size(0);
   const auto H = c.num_heads, hd = c.head_dim, D = c.hidden_size;

@@ -15,7 +15,8 @@ public:
   const model_config& config() const override { return config_; }
   std::size_t weight_bytes() const override;
   at::Tensor forward(const at::Tensor& tokens, const device_layout& layout,
-                     const pass_kv& kv, const at::Tensor& rows) const override;
+                     const pass_kv& kv, const at::Tensor& rows,
+                     const lora_spans& adapters) const override;
 
 private:
   struct norm {

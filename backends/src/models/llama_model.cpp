@@ -195,7 +195,8 @@ at::Tensor llama_model::rotate(const at::Tensor& x, const at::Tensor& cos,
 }
 
 at::Tensor llama_model::forward(const at::Tensor& tokens, const device_layout& layout,
-                                const pass_kv& kv, const at::Tensor& rows) const {
+                                const pass_kv& kv, const at::Tensor& rows,
+                                const lora_spans& adapters) const {
   const auto& c = config_;
   const auto T = tokens.size(0);
   const auto H = c.num_heads, KV = c.num_kv_heads, hd = c.head_dim;
@@ -207,7 +208,8 @@ at::Tensor llama_model::forward(const at::Tensor& tokens, const device_layout& l
   for (std::int64_t l = 0; l < c.num_layers; ++l) {
     const auto& L = w_.layers[static_cast<std::size_t>(l)];
     const auto normed = rms_norm(x, L.input_norm);
-    const auto projected = project(normed, L.qkv);
+    auto projected = project(normed, L.qkv);
+    add_lora_deltas(adapters, lora_site::qkv, l, normed, projected);
     const auto qkv = L.qkv_bias.defined() ? projected + L.qkv_bias : projected;
     auto q = qkv.narrow(1, 0, H * hd).view({T, H, hd});
     auto k = qkv.narrow(1, H * hd, KV * hd).view({T, KV, hd});
@@ -218,10 +220,18 @@ at::Tensor llama_model::forward(const at::Tensor& tokens, const device_layout& l
     q = rotate(q, cos, sin);
     k = rotate(k, cos, sin);
     const auto v = qkv.narrow(1, (H + KV) * hd, KV * hd).reshape({T, KV, hd});
-    x = x + project(ragged_attention(q, kv.sources(l, k, v), layout), L.out);
-    const auto gate_up = project(rms_norm(x, L.post_norm), L.gate_up);
+    const auto attention = ragged_attention(q, kv.sources(l, k, v), layout);
+    auto out = project(attention, L.out);
+    add_lora_deltas(adapters, lora_site::out, l, attention, out);
+    x = x + out;
+    const auto post_normed = rms_norm(x, L.post_norm);
+    auto gate_up = project(post_normed, L.gate_up);
+    add_lora_deltas(adapters, lora_site::gate_up, l, post_normed, gate_up);
     const auto F = gate_up.size(1) / 2;
-    x = x + project(at::silu(gate_up.narrow(1, 0, F)) * gate_up.narrow(1, F, F), L.down);
+    const auto swiglu = at::silu(gate_up.narrow(1, 0, F)) * gate_up.narrow(1, F, F);
+    auto down = project(swiglu, L.down);
+    add_lora_deltas(adapters, lora_site::down, l, swiglu, down);
+    x = x + down;
   }
   const auto last = rms_norm(x.index_select(0, rows), w_.norm);
   return log_probs(project(last, w_.head));

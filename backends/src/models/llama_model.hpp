@@ -28,7 +28,8 @@ public:
   const model_config& config() const override { return config_; }
   std::size_t weight_bytes() const override { return w_.bytes(); }
   at::Tensor forward(const at::Tensor& tokens, const device_layout& layout,
-                     const pass_kv& kv, const at::Tensor& rows) const override;
+                     const pass_kv& kv, const at::Tensor& rows,
+                     const lora_spans& adapters) const override;
   const llama_weights& weights() const { return w_; }
   /// RoPE's tables, covering every position of `positions` (grown on demand: Note in
   /// rope_table.hpp); valid until the next call. The worker's thread only.

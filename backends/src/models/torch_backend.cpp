@@ -9,6 +9,7 @@
 #include "models/bfloat16_product.hpp"
 #include "models/block_dot.hpp"
 #include "models/direct_llama_forward.hpp"
+#include "models/lora_weights.hpp"
 #include "models/pass_layout.hpp"
 #include "models/torch_weights.hpp"
 #include "models/transformer.hpp"
@@ -21,6 +22,8 @@
 
 #include <chrono>
 #include <cstring>
+#include <map>
+#include <memory>
 #include <stdexcept>
 #include <string>
 
@@ -292,8 +295,13 @@ public:
                                           model_->config().sliding_window);
 
     std::vector<std::int64_t> tokens, rows, store_rows, store_slots;
+    lora_spans adapted;
     for (std::size_t i = 0; i < items.size(); ++i) {
       const auto offset = layout.item_offset[i];
+      if (!items[i].adapter.empty())
+        adapted.push_back({offset,
+                           offset + static_cast<std::int64_t>(items[i].tokens.size()),
+                           adapters_.at(items[i].adapter).get()});
       tokens.insert(tokens.end(), items[i].tokens.begin(), items[i].tokens.end());
       for (const auto r : items[i].rows)
         rows.push_back(offset + r);
@@ -313,13 +321,14 @@ public:
     at::Tensor aten_rows; // the ATen forward's answer, kept alive while it is copied
     const float* next_row = nullptr;
     if (direct_ && pooled) {
-      next_row = direct_->forward(tokens, on_device, *kv_, store_slots, rows, clock);
+      next_row =
+          direct_->forward(tokens, on_device, *kv_, store_slots, rows, adapted, clock);
     } else {
       const pass_kv kv{kv_.get(), pooled, index_tensor(store_rows, device_),
                        index_tensor(store_slots, device_),
                        index_tensor(layout.prefix_slots, device_)};
       aten_rows = rows_on_host(model_->forward(index_tensor(tokens, device_), on_device,
-                                               kv, index_tensor(rows, device_)));
+                                               kv, index_tensor(rows, device_), adapted));
       next_row = aten_rows.data_ptr<float>();
       clock.lap("ATen forward");
     }
@@ -382,6 +391,21 @@ public:
 
   void attach_profile(pass_profile* profile) override { profile_ = profile; }
 
+  void add_adapter(const std::string& name, const std::string& dir) override {
+    if (name.empty())
+      throw std::invalid_argument("an adapter needs a name");
+    if (adapters_.count(name) != 0)
+      throw std::invalid_argument("adapter '" + name +
+                                  "' is already loaded; remove it first");
+    const auto adapter = load_lora_adapter(dir, model_->config(), public_name(info_));
+    adapters_.emplace(name, std::make_unique<const lora_weights>(
+                                adapter, model_->config(), device_, dtype_));
+  }
+
+  bool remove_adapter(const std::string& name) override {
+    return adapters_.erase(name) != 0;
+  }
+
 private:
   /// Storage rows of taken slots, in place.
   void to_rows(std::vector<kv_slots::slot>& slots) const {
@@ -433,6 +457,8 @@ private:
         fail_item(index, "rows must be ascending indices into the new tokens");
     if (item.prefix == no_kv && item.prefix_length != 0)
       fail_item(index, "prefix_length without a prefix KV handle");
+    if (!item.adapter.empty() && adapters_.count(item.adapter) == 0)
+      fail_item(index, "no adapter '" + item.adapter + "' is loaded");
     item_shape shape;
     shape.new_tokens = static_cast<std::int64_t>(item.tokens.size());
     if (item.prefix != no_kv) {
@@ -457,6 +483,7 @@ private:
   std::unique_ptr<kv_storage> host_kv_; // the host tier; null: none
   model_info info_;
   pass_profile* profile_ = nullptr;
+  std::map<std::string, std::unique_ptr<const lora_weights>> adapters_; // by name
 };
 
 } // namespace

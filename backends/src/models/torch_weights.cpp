@@ -40,12 +40,8 @@ at::Tensor dequantized(const tensor_view& view) {
 
 } // namespace
 
-at::Tensor load_weight(const checkpoint& ckpt, const std::string& name,
-                       at::ScalarType dtype, at::Device device) {
-  const auto found = ckpt.tensors.find(name);
-  if (found == ckpt.tensors.end())
-    throw checkpoint_error(ckpt.source + ": missing tensor '" + name + "'");
-  const auto& view = found->second;
+at::Tensor tensor_from_view(const tensor_view& view, const std::string& what,
+                            at::ScalarType dtype, at::Device device) {
   at::Tensor host;
   if (is_block_dtype(view.dtype)) {
     host = dequantized(view);
@@ -56,10 +52,18 @@ at::Tensor load_weight(const checkpoint& ckpt, const std::string& name,
   // A NaN or infinite weight makes every answer NaN (null in JSON) with no error: refused
   // here, by name, while the bytes are in cache anyway.
   if (!at::isfinite(host).all().item<bool>())
-    throw checkpoint_error(
-        ckpt.source + ": tensor '" + name +
-        "' holds NaN or infinite values; its every answer would be NaN");
+    throw checkpoint_error(what + " holds NaN or infinite values; its every answer would "
+                                  "be NaN");
   return host.to(device, dtype);
+}
+
+at::Tensor load_weight(const checkpoint& ckpt, const std::string& name,
+                       at::ScalarType dtype, at::Device device) {
+  const auto found = ckpt.tensors.find(name);
+  if (found == ckpt.tensors.end())
+    throw checkpoint_error(ckpt.source + ": missing tensor '" + name + "'");
+  return tensor_from_view(found->second, ckpt.source + ": tensor '" + name + "'", dtype,
+                          device);
 }
 
 at::Tensor in_out(const at::Tensor& weight) {

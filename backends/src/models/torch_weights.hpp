@@ -19,6 +19,11 @@ namespace canopy::backends {
 at::Tensor load_weight(const checkpoint& ckpt, const std::string& name,
                        at::ScalarType dtype, at::Device device);
 
+/// The values of `view` as load_weight gives them; `what` names the tensor in messages
+/// ("file: tensor 'name'").
+at::Tensor tensor_from_view(const tensor_view& view, const std::string& what,
+                            at::ScalarType dtype, at::Device device);
+
 // Note [weights in, out]
 // Checkpoints store projections [out, in] (y = x W^T). A pass multiplies a few dozen
 // rows by each weight; OpenBLAS ran x W on a contiguous [in, out] copy faster than

@@ -5,6 +5,7 @@
 // Thread contract: const after construction; forward() from the worker's thread.
 
 #include "kv/pass_kv.hpp"
+#include "models/lora_weights.hpp"
 #include "models/ragged_attention.hpp"
 #include "models/weight_format.hpp"
 
@@ -24,10 +25,13 @@ public:
   /// Memory the weights take on their device.
   virtual std::size_t weight_bytes() const = 0;
   /// tokens: [T] int64 packed new tokens; rows: [R] int64 packed rows whose next-token
-  /// distribution is wanted. Stores new KV through `kv`. Returns [R, V] float32
-  /// natural-log probabilities on the model's device.
+  /// distribution is wanted; `adapters`: the spans of tokens computed under a LoRA
+  /// adapter (the Llama family only; a GPT-2 throws std::invalid_argument for any).
+  /// Stores new KV through `kv`. Returns [R, V] float32 natural-log probabilities on the
+  /// model's device.
   virtual at::Tensor forward(const at::Tensor& tokens, const device_layout& layout,
-                             const pass_kv& kv, const at::Tensor& rows) const = 0;
+                             const pass_kv& kv, const at::Tensor& rows,
+                             const lora_spans& adapters) const = 0;
 
   /// FLOPs of the matrix products of a pass: every layer's projections for each of
   /// `tokens`, attention scores and weighted values for `key_visits` (query, key)

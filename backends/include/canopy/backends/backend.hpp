@@ -29,6 +29,9 @@ struct pass_item {
   std::vector<std::uint32_t> rows; // ascending indices into `tokens` whose next-token
                                    // log-probs are wanted
   bool keep_kv = true;             // false: the reference path; KV is dropped
+  std::string adapter;             // the LoRA adapter it is computed under ("": none;
+                                   // backend_i::add_adapter); its prefix KV must be
+                                   // the same adapter's
 };
 
 struct pass_request {
@@ -106,6 +109,17 @@ public:
   /// Charges the parts of every pass from now on to `profile` (null: stops). A
   /// backend without parts worth naming (the mock) ignores it.
   virtual void attach_profile(pass_profile* profile) { (void)profile; }
+  /// Loads the PEFT LoRA adapter in directory `dir` as `name`, for pass items naming
+  /// it. Throws (checkpoint_error or std::invalid_argument, naming the problem) when
+  /// the adapter cannot serve this model, when `name` is empty or already loaded, or
+  /// when the backend has no adapters (the mock).
+  virtual void add_adapter(const std::string& name, const std::string& dir);
+  /// Unloads adapter `name`; false when none was loaded under it. KV computed under it
+  /// is the caller's to release.
+  virtual bool remove_adapter(const std::string& name) {
+    (void)name;
+    return false;
+  }
 };
 
 } // namespace canopy::backends

@@ -17,7 +17,7 @@ namespace canopy::backends {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, pass_item& x) {
   return f(caf::meta::type_name("pass_item"), x.prefix, x.prefix_length, x.tokens, x.rows,
-           x.keep_kv);
+           x.keep_kv, x.adapter);
 }
 
 template <class Inspector>

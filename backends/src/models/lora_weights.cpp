@@ -1,0 +1,77 @@
+#include "models/lora_weights.hpp"
+
+#include "models/torch_weights.hpp"
+
+#include <string>
+
+namespace canopy::backends {
+
+namespace {
+
+/// A module's site and the first column of its output there.
+std::pair<lora_site, std::int64_t> site_of(const std::string& module,
+                                           const model_config& c) {
+  const auto q = c.num_heads * c.head_dim, kv = c.num_kv_heads * c.head_dim;
+  if (module == "q_proj")
+    return {lora_site::qkv, 0};
+  if (module == "k_proj")
+    return {lora_site::qkv, q};
+  if (module == "v_proj")
+    return {lora_site::qkv, q + kv};
+  if (module == "o_proj")
+    return {lora_site::out, 0};
+  if (module == "gate_proj")
+    return {lora_site::gate_up, 0};
+  if (module == "up_proj")
+    return {lora_site::gate_up, c.intermediate_size};
+  return {lora_site::down, 0};
+}
+
+} // namespace
+
+lora_weights::lora_weights(const lora_adapter& adapter, const model_config& config,
+                           at::Device device, at::ScalarType dtype)
+    : layers_(static_cast<std::size_t>(config.num_layers)) {
+  for (std::int64_t l = 0; l < config.num_layers; ++l)
+    for (const auto& module : adapter.modules) {
+      const std::string block =
+          module == "gate_proj" || module == "up_proj" || module == "down_proj"
+              ? "mlp"
+              : "self_attn";
+      const std::string weight =
+          "model.layers." + std::to_string(l) + "." + block + "." + module + ".weight";
+      const auto& f = adapter.factors.at(weight);
+      const std::string what = adapter.source + ": the factors of " + weight;
+      // In double, then rounded once: scale B is what a merged weight would add.
+      const auto a = tensor_from_view(f.a, what, at::kDouble, at::kCPU);
+      const auto b = tensor_from_view(f.b, what, at::kDouble, at::kCPU) * adapter.scale;
+      const auto [site, column] = site_of(module, config);
+      module_factors m{a.t().contiguous().to(device, dtype),
+                       b.t().contiguous().to(device, dtype), column};
+      bytes_ += static_cast<std::size_t>(m.a_t.numel() + m.scaled_b_t.numel()) *
+                m.a_t.element_size();
+      layers_[static_cast<std::size_t>(l)][static_cast<std::size_t>(site)].push_back(
+          std::move(m));
+    }
+}
+
+void lora_weights::add_deltas(lora_site site, std::int64_t layer, const at::Tensor& x,
+                              std::int64_t begin, std::int64_t end, at::Tensor& y) const {
+  const auto& modules =
+      layers_[static_cast<std::size_t>(layer)][static_cast<std::size_t>(site)];
+  if (modules.empty())
+    return;
+  const auto rows = x.narrow(0, begin, end - begin);
+  for (const auto& m : modules)
+    y.narrow(0, begin, end - begin)
+        .narrow(1, m.column, m.scaled_b_t.size(1))
+        .add_(at::mm(at::mm(rows, m.a_t), m.scaled_b_t));
+}
+
+void add_lora_deltas(const lora_spans& spans, lora_site site, std::int64_t layer,
+                     const at::Tensor& x, at::Tensor& y) {
+  for (const auto& s : spans)
+    s.weights->add_deltas(site, layer, x, s.begin, s.end, y);
+}
+
+} // namespace canopy::backends
