@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <set>
 
 namespace canopy::backends {
@@ -140,15 +141,14 @@ adapter_settings read_settings(const json& root, const std::string& file) {
   return s;
 }
 
-/// "self_attn" or "mlp": where HF's Llama keeps a module.
-std::string block_of(const std::string& module) {
-  return module == "q_proj" || module == "k_proj" || module == "v_proj" ||
-                 module == "o_proj"
-             ? "self_attn"
-             : "mlp";
-}
-
 } // namespace
+
+std::string lora_adapted_weight(std::int64_t layer, const std::string& module) {
+  const bool attention = module == "q_proj" || module == "k_proj" || module == "v_proj" ||
+                         module == "o_proj";
+  return "model.layers." + std::to_string(layer) + (attention ? ".self_attn." : ".mlp.") +
+         module + ".weight";
+}
 
 lora_adapter load_lora_adapter(const fs::path& dir, const model_config& base,
                                const std::string& base_source) {
@@ -223,13 +223,13 @@ lora_adapter load_lora_adapter(const fs::path& dir, const model_config& base,
   };
   for (std::int64_t layer = 0; layer < base.num_layers; ++layer)
     for (const auto& module : settings.modules) {
-      const std::string path =
-          "model.layers." + std::to_string(layer) + "." + block_of(module) + "." + module;
-      const auto& weight = shapes.at(path + ".weight"); // [out, in]
+      const std::string weight = lora_adapted_weight(layer, module);
+      const std::string path = weight.substr(0, weight.size() - std::strlen(".weight"));
+      const auto& shape = shapes.at(weight); // [out, in]
       lora_factors f;
-      f.a = take(path, "lora_A", {settings.rank, weight[1]});
-      f.b = take(path, "lora_B", {weight[0], settings.rank});
-      out.factors.emplace(path + ".weight", f);
+      f.a = take(path, "lora_A", {settings.rank, shape[1]});
+      f.b = take(path, "lora_B", {shape[0], settings.rank});
+      out.factors.emplace(weight, f);
     }
   if (!views.empty()) {
     std::string names;

@@ -52,10 +52,11 @@ template <int N> inline __m256i rows_across_lanes(const std::int32_t* v) {
 }
 
 /// Row k's unit holding block b: weight_blocks.hpp's unit_offset written out, since a
-/// header's inline function called here could be kept as the AVX-512 file's copy.
+/// header's inline function called here at run time could be kept as the AVX-512
+/// file's copy (blocks_per_unit is evaluated at compile time only).
 template <block_format F>
 inline const std::uint8_t* unit_at(const weight_rows& w, std::int64_t b, int k) {
-  constexpr std::int64_t blocks_a_unit = F == block_format::q8_0 ? 1 : 2;
+  constexpr std::int64_t blocks_a_unit = blocks_per_unit(F); // at compile time
   return w.quants + (b / blocks_a_unit * group_rows + k) * unit_bytes;
 }
 
@@ -105,7 +106,7 @@ void group_tile(const weight_rows& w, const activation_blocks& x, float* out) {
                  : _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
   }
   // An int4 unit's two blocks in one iteration: no test of b's parity inside.
-  constexpr std::int64_t blocks_a_unit = F == block_format::q8_0 ? 1 : 2;
+  constexpr std::int64_t blocks_a_unit = blocks_per_unit(F);
   std::int64_t b = 0;
   for (; b + blocks_a_unit <= x.blocks; b += blocks_a_unit) {
     add_group_block<Pairs, F, 0, N>(w, x, b, weight_of_lane, acc);

@@ -34,12 +34,7 @@ lora_weights::lora_weights(const lora_adapter& adapter, const model_config& conf
     : layers_(static_cast<std::size_t>(config.num_layers)) {
   for (std::int64_t l = 0; l < config.num_layers; ++l)
     for (const auto& module : adapter.modules) {
-      const std::string block =
-          module == "gate_proj" || module == "up_proj" || module == "down_proj"
-              ? "mlp"
-              : "self_attn";
-      const std::string weight =
-          "model.layers." + std::to_string(l) + "." + block + "." + module + ".weight";
+      const std::string weight = lora_adapted_weight(l, module);
       const auto& f = adapter.factors.at(weight);
       const std::string what = adapter.source + ": the factors of " + weight;
       // In double, then rounded once: scale B is what a merged weight would add.
@@ -48,8 +43,6 @@ lora_weights::lora_weights(const lora_adapter& adapter, const model_config& conf
       const auto [site, column] = site_of(module, config);
       module_factors m{a.t().contiguous().to(device, dtype),
                        b.t().contiguous().to(device, dtype), column};
-      bytes_ += static_cast<std::size_t>(m.a_t.numel() + m.scaled_b_t.numel()) *
-                m.a_t.element_size();
       layers_[static_cast<std::size_t>(l)][static_cast<std::size_t>(site)].push_back(
           std::move(m));
     }

@@ -33,9 +33,6 @@ public:
   void add_deltas(lora_site site, std::int64_t layer, const at::Tensor& x,
                   std::int64_t begin, std::int64_t end, at::Tensor& y) const;
 
-  /// Memory the factors take on the device.
-  std::size_t bytes() const { return bytes_; }
-
 private:
   struct module_factors {
     at::Tensor a_t;          // [in, r]
@@ -44,7 +41,6 @@ private:
   };
   // [layer][site]: the site's adapted modules.
   std::vector<std::array<std::vector<module_factors>, 4>> layers_;
-  std::size_t bytes_ = 0;
 };
 
 /// Packed rows [begin, end) of a pass computed under `weights`.

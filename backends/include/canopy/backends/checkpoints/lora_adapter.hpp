@@ -52,6 +52,11 @@ struct lora_adapter {
   std::shared_ptr<const void> storage; // keeps the mapped file alive
 };
 
+/// The canonical name of the weight that `module` (one of lora_module_names) adapts in
+/// `layer`: "model.layers.3.self_attn.q_proj.weight",
+/// "model.layers.3.mlp.up_proj.weight".
+std::string lora_adapted_weight(std::int64_t layer, const std::string& module);
+
 /// Reads the adapter in `dir` for a model of `base` (from `base_source`, named in
 /// messages). Throws checkpoint_error naming the file, and the key or tensor, on any
 /// problem.
