@@ -31,6 +31,7 @@ void emit_item(const chain& c, const std::vector<plan_entry>& entries,
   item.prefix_length = start;
   item.keep_kv = options.kv_reuse;
   item.tokens.assign(longest.begin() + start, longest.end());
+  item.adapter = head.adapter;
   auto item_index = static_cast<std::uint32_t>(plan.pass.items.size());
   if (rows_at_every_position) {
     item.rows.resize(item.tokens.size());

@@ -381,6 +381,14 @@ batcher_actor::behavior_type batcher(batcher_pointer self, batcher_options optio
           answer_sink& sink) {
         run_uncached(self, std::move(tokens), ticket, std::move(sink));
       },
+      [=](adapter_atom, const std::string& key, backends::lora_adapter_files& files) {
+        return add_adapter(self, key, files);
+      },
+      [=](adapter_atom, const std::string& key) {
+        const bool removed = remove_adapter(self, key);
+        maybe_flush(self);
+        return removed;
+      },
   };
 }
 

@@ -1,7 +1,8 @@
 #pragma once
 // What the batcher's parts share: the queue and its flushes (batcher_actor.cpp), the
 // passes, routed, run and answered (batcher_passes.cpp), and its workers coming and
-// going, with the reference path that runs on them (batcher_workers.cpp).
+// going, with the reference path that runs on them (batcher_workers.cpp), and the LoRA
+// adapters they load (batcher_adapters.cpp).
 // Thread contract: called only from the batcher's handlers.
 
 #include <canopy/actors/batcher_actor.hpp>
@@ -10,6 +11,7 @@
 #include <caf/error.hpp>
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace canopy::actors::batcher_detail {
@@ -68,5 +70,14 @@ void run_uncached(batcher_pointer self, cache::token_seq tokens, std::uint64_t t
                   messages::answer_sink sink);
 /// Sends job `id` to an active worker, or answers it worker_lost when none is left.
 void send_uncached(batcher_pointer self, std::uint64_t id);
+
+/// Loads an adapter on every worker and keeps it for joiners (batcher_actor's
+/// adapter_atom).
+caf::result<bool> add_adapter(batcher_pointer self, const std::string& key,
+                              backends::lora_adapter_files& files);
+/// Unloads it everywhere; false when it was not loaded.
+bool remove_adapter(batcher_pointer self, const std::string& key);
+/// A joining worker loads every adapter, before any pass is sent to it.
+void load_adapters(batcher_pointer self, const messages::worker_actor& handle);
 
 } // namespace canopy::actors::batcher_detail

@@ -5,6 +5,7 @@
 #include "batcher_internals.hpp"
 
 #include <canopy/actors/pass_check.hpp>
+#include <canopy/messages/adapter_key.hpp>
 #include <canopy/messages/errors.hpp>
 
 #include <algorithm>
@@ -173,7 +174,7 @@ std::vector<entry_id> start_batch(batcher_pointer self, cache::worker_id worker,
     const auto& q = st.entries.at(ids[i]).q;
     plan_entries.push_back(
         {&q.tokens, worker < prefixes.size() ? prefixes[worker] : cache::kv_prefix{},
-         q.partition});
+         q.partition, q.adapter});
   }
   auto plan = plan_batch(plan_entries, st.options.plan);
 
@@ -266,6 +267,11 @@ void dispatch(batcher_pointer self, std::vector<entry_id> ids,
       finish(self, ids[i], p.hit);
     } else if (entry.waiters.empty()) {
       finish(self, ids[i], make_error(errc::cancelled, "cancelled"));
+    } else if (!entry.q.adapter.empty() && st.adapters.count(entry.q.adapter) == 0) {
+      finish(self, ids[i],
+             make_error(errc::unknown_adapter,
+                        "adapter '" + std::string(adapter_name_of(entry.q.adapter)) +
+                            "' was removed while the query waited"));
     } else {
       todo.push_back(ids[i]);
       todo_prepared.push_back(&p);

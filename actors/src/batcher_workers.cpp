@@ -52,6 +52,7 @@ caf::result<cache::worker_id> join(batcher_pointer self, worker_actor handle,
   st.metrics->worker_joined(w, slot.description.node, slot.description.device);
   // Before any prepare that could route to it, so the cache knows where its KV goes.
   self->send(st.cache, join_atom::value, w, slot.handle, slot.description);
+  load_adapters(self, slot.handle); // before any pass: its mailbox keeps the order
   maybe_flush(self);
   return w;
 }

@@ -10,6 +10,50 @@ namespace canopy::actors {
 
 using namespace messages;
 
+// Note [adapter scopes]
+// Rows and KV computed under a LoRA adapter must never answer a query under another
+// adapter or the base model, and equal sequences under one adapter must still merge.
+// So the adapter joins the partition in the cache key: the trie partition of
+// (partition, adapter) is the partition alone for the base model, and
+// partition + NUL + key under an adapter. Partitions hold no NUL (the request actors
+// refuse one), so the names of two different pairs never coincide, and a clear of the
+// partitions starting with a prefix takes their adapters' entries too. The batcher
+// compares partitions, so it merges, orders and reuses KV within one adapter alone.
+//
+// The key is not the adapter's name but the name of one loading of it ("name#7",
+// unique in the engine's life): removing an adapter drops its unlocked entries, and
+// entries still locked then can never be matched again, even when an adapter of the
+// same name is loaded later (genlm-backend's stale cache after set_lora).
+
+bool cache_state::scope(query& q) const {
+  if (q.adapter.empty())
+    return true;
+  const auto it = adapters.find(q.adapter);
+  if (it == adapters.end())
+    return false;
+  q.adapter = it->second;
+  q.partition.reserve(q.partition.size() + 1 + q.adapter.size());
+  q.partition += '\0';
+  q.partition += q.adapter;
+  return true;
+}
+
+namespace {
+
+/// "no adapter 'x' is loaded (loaded: a, b)".
+caf::error unknown_adapter(const std::string& name,
+                           const std::map<std::string, std::string>& adapters) {
+  std::string loaded;
+  for (const auto& [known, key] : adapters)
+    loaded += (loaded.empty() ? "" : ", ") + known;
+  return make_error(errc::unknown_adapter,
+                    "no adapter '" + name + "' is loaded (" +
+                        (loaded.empty() ? std::string("none is") : "loaded: " + loaded) +
+                        ")");
+}
+
+} // namespace
+
 cache::row_ptr cache_state::answerable(cache::node_id node, bool require_kv) const {
   auto row = trie->logprobs(node);
   if (!row || !require_kv || trie->kv_continues(node))
@@ -161,6 +205,11 @@ cache_actor::behavior_type cache(cache_actor::stateful_pointer<cache_state> self
                      make_error(errc::no_workers, "the engine is not started"));
           return;
         }
+        if (!st.scope(q)) {
+          self->send(sink, answer_atom::value, ticket,
+                     unknown_adapter(q.adapter, st.adapters));
+          return;
+        }
         auto leaf = cache::root_node;
         if (st.options.enabled) {
           const auto m = st.trie->match(q.partition, q.tokens.data(), q.tokens.size(),
@@ -204,12 +253,11 @@ cache_actor::behavior_type cache(cache_actor::stateful_pointer<cache_state> self
                             std::string("storing a pass: ") + e.what());
         }
       },
-      [=](keep_atom, const std::string& partition, const cache::token_seq& tokens,
-          shared_logprobs& answer) {
+      [=](keep_atom, query& q, shared_logprobs& answer) {
         auto& st = self->state;
-        if (!st.options.enabled || !answer.row || !answer.extra)
+        if (!st.options.enabled || !answer.row || !answer.extra || !st.scope(q))
           return;
-        const auto node = st.trie->find(partition, tokens.data(), tokens.size());
+        const auto node = st.trie->find(q.partition, q.tokens.data(), q.tokens.size());
         if (node == cache::no_node)
           return;
         st.trie->attach_extra(node, answer.row, std::move(answer.extra));
@@ -233,6 +281,10 @@ cache_actor::behavior_type cache(cache_actor::stateful_pointer<cache_state> self
       [=](connect_atom, const batcher_actor& batcher) { self->state.batcher = batcher; },
       [=](cancel_atom, answer_sink& sink, std::vector<std::uint64_t>& tickets,
           std::vector<query>& keys) {
+        // A query whose adapter is gone was answered when it went (the batcher's
+        // removal); its key matches nothing now.
+        for (auto& q : keys)
+          self->state.scope(q);
         if (self->state.batcher)
           self->send(self->state.batcher, cancel_atom::value, std::move(sink),
                      std::move(tickets), std::move(keys));
@@ -246,6 +298,33 @@ cache_actor::behavior_type cache(cache_actor::stateful_pointer<cache_state> self
         self->state.trie->clear_kv(partitions);
         self->state.after_change();
         return true;
+      },
+      [=](adapter_atom, std::string& name, std::string& key) -> caf::result<bool> {
+        if (!self->state.adapters.emplace(std::move(name), std::move(key)).second)
+          return make_error(errc::invalid_request, "an adapter of that name is loaded");
+        return true;
+      },
+      [=](adapter_atom, const std::string& name) -> caf::result<std::string> {
+        auto& st = self->state;
+        const auto it = st.adapters.find(name);
+        if (it == st.adapters.end())
+          return unknown_adapter(name, st.adapters);
+        const std::string key = it->second;
+        st.adapters.erase(it);
+        const std::string suffix = std::string(1, '\0') + key;
+        st.trie->clear([&](std::string_view partition) {
+          return partition.size() >= suffix.size() &&
+                 partition.compare(partition.size() - suffix.size(), suffix.size(),
+                                   suffix) == 0;
+        });
+        st.after_change();
+        return key;
+      },
+      [=](adapters_atom) {
+        std::vector<std::string> names;
+        for (const auto& [name, key] : self->state.adapters)
+          names.push_back(name);
+        return names;
       },
   };
 }

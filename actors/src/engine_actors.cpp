@@ -51,6 +51,7 @@ backends::backend_spec backend_spec_for(const engine_config& config,
   spec.torch.kv_budget_bytes = config.kv_budget_bytes;
   spec.torch.max_context_length = config.max_context_length;
   spec.torch.direct_forward = config.direct_forward;
+  spec.torch.adapter_budget_bytes = config.adapter_budget_bytes;
   // Note [intra-op threads]: by default each worker runs ATen's element-wise work
   // on its own thread, while matmuls use every core through OpenBLAS's pool. Two
   // OpenMP threads per worker beside that pool made passes ~5x slower on 2 cores
@@ -159,6 +160,7 @@ spawn_engine_actors(caf::actor_system& sys, const engine_config& config,
       config.rows_at_every_position && config.cache_enabled;
   batch_opts.plan.kv_reuse = config.cache_enabled && config.kv_reuse;
   batch_opts.pass_timeout = from_ms(config.pass_timeout_ms);
+  batch_opts.adapter_budget_bytes = config.adapter_budget_bytes;
   // A lost node that comes back within the timeout takes the queries that waited.
   if (!config.remote_workers.empty())
     batch_opts.rejoin_patience = from_ms(config.worker_timeout_ms);

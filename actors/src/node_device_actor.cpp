@@ -23,9 +23,14 @@ std::vector<cache::kv_handle> session_kv(node_device_state& st, std::uint64_t se
   if (it == st.sessions.end())
     return mine;
   for (auto kv : handles)
-    if (forget ? it->second.erase(kv) != 0 : it->second.count(kv) != 0)
+    if (forget ? it->second.kv.erase(kv) != 0 : it->second.kv.count(kv) != 0)
       mine.push_back(kv);
   return mine;
+}
+
+/// The backend's name for a session's adapter: sessions never share one.
+std::string loaded_as(std::uint64_t session, const std::string& key) {
+  return std::to_string(session) + "/" + key;
 }
 
 caf::error no_session() {
@@ -42,19 +47,26 @@ node_device(device_pointer self,
   self->state.backend = std::move(*backend);
   self->state.owner_key = owner_key;
   return {
-      [=](run_atom, std::uint64_t session, const backends::pass_request& request,
+      [=](run_atom, std::uint64_t session, backends::pass_request& request,
           cache::row_dtype rows) -> caf::result<computed_pass> {
         auto& st = self->state;
         auto it = st.sessions.find(session);
         if (it == st.sessions.end())
           return no_session();
-        auto& owned = it->second;
+        auto& owned = it->second.kv;
         for (std::size_t i = 0; i < request.items.size(); ++i) {
-          const auto prefix = request.items[i].prefix;
-          if (prefix != cache::no_kv && owned.count(prefix) == 0)
+          auto& item = request.items[i];
+          if (item.prefix != cache::no_kv && owned.count(item.prefix) == 0)
             return make_error(errc::invalid_request,
                               "pass item " + std::to_string(i) +
                                   " builds on KV its session does not hold");
+          if (item.adapter.empty())
+            continue;
+          if (it->second.adapters.count(item.adapter) == 0)
+            return make_error(errc::invalid_request,
+                              "pass item " + std::to_string(i) +
+                                  " names an adapter its session did not load");
+          item.adapter = loaded_as(session, item.adapter);
         }
         auto result = run_pass(*st.backend, request, rows);
         if (!result)
@@ -81,16 +93,36 @@ node_device(device_pointer self,
           return make_error(errc::invalid_request,
                             "sessions are the node's gate's to open");
         if (open) {
-          st.sessions.emplace(session, std::unordered_set<cache::kv_handle>{});
+          st.sessions.emplace(session, node_device_state::session{});
           return std::uint64_t{0};
         }
         auto it = st.sessions.find(session);
         if (it == st.sessions.end())
           return std::uint64_t{0};
-        std::vector<cache::kv_handle> freed(it->second.begin(), it->second.end());
+        std::vector<cache::kv_handle> freed(it->second.kv.begin(), it->second.kv.end());
+        for (const auto& key : it->second.adapters)
+          st.backend->remove_adapter(loaded_as(session, key));
         st.sessions.erase(it);
         release_kv(*st.backend, freed);
         return std::uint64_t{freed.size()};
+      },
+      [=](adapter_atom, std::uint64_t session, const std::string& key,
+          const backends::lora_adapter_files& files) -> caf::result<bool> {
+        auto& st = self->state;
+        auto it = st.sessions.find(session);
+        if (it == st.sessions.end())
+          return no_session();
+        auto loaded = load_adapter(*st.backend, loaded_as(session, key), key, files);
+        if (!loaded)
+          return std::move(loaded.error());
+        it->second.adapters.insert(key);
+        return true;
+      },
+      [=](adapter_atom, std::uint64_t session, const std::string& key) {
+        auto& st = self->state;
+        auto it = st.sessions.find(session);
+        if (it != st.sessions.end() && it->second.adapters.erase(key) != 0)
+          st.backend->remove_adapter(loaded_as(session, key));
       },
       [=](drain_atom, std::uint64_t key) {
         if (key == self->state.owner_key)

@@ -19,6 +19,13 @@ worker_actor::behavior_type remote_worker_proxy(worker_actor::pointer self,
         self->send(device, demote_kv_atom::value, session, std::move(handles));
       },
       [=](info_atom) { return model; },
+      [=](adapter_atom, std::string& key, backends::lora_adapter_files& files) {
+        return self->delegate(device, adapter_atom::value, session, std::move(key),
+                              std::move(files));
+      },
+      [=](adapter_atom, std::string& key) {
+        self->send(device, adapter_atom::value, session, std::move(key));
+      },
   };
 }
 

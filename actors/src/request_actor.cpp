@@ -30,6 +30,14 @@ caf::error validate_query(const query& q, const backends::model_info& model) {
                                                  std::to_string(q.partition.size()) +
                                                  " bytes, more than the limit of " +
                                                  std::to_string(max_partition_bytes));
+  // Note [adapter scopes] (cache_actor.cpp): NUL separates a partition from its adapter.
+  if (q.partition.find('\0') != std::string::npos)
+    return make_error(errc::invalid_request, "the cache partition holds a NUL byte");
+  if (q.adapter.size() > max_adapter_name_bytes)
+    return make_error(errc::invalid_request, "the adapter name has " +
+                                                 std::to_string(q.adapter.size()) +
+                                                 " bytes, more than the limit of " +
+                                                 std::to_string(max_adapter_name_bytes));
   return validate_tokens(q.tokens, model);
 }
 
@@ -128,6 +136,7 @@ void ask(request_pointer self, query q, answer_fn answer,
     query key;
     key.tokens = q.tokens;
     key.partition = q.partition;
+    key.adapter = q.adapter;
     st.by_caller.emplace(std::move(*caller),
                          request_state::cancellable{ticket, std::move(key)});
   }
@@ -183,9 +192,13 @@ void ask_next_byte(request_pointer self, next_byte_query nq, next_byte_fn answer
   auto& st = self->state;
   bump(st.metrics->next_byte_queries);
   auto order = st.options.byte_order;
-  // The sequence is copied: the masses are kept by the partition and sequence.
+  // The key is copied: the masses are kept by the sequence's partition and adapter.
+  query kept;
+  kept.tokens = nq.tokens.tokens;
+  kept.partition = nq.tokens.partition;
+  kept.adapter = nq.tokens.adapter;
   answer_fn on_row = [self, order, prefix = std::move(nq.prefix), reduce = nq.reduce,
-                      partition = nq.tokens.partition, tokens = nq.tokens.tokens,
+                      kept = std::move(kept),
                       answer = std::move(answer)](caf::expected<shared_logprobs> row) {
     if (!row)
       return answer(row.error());
@@ -200,7 +213,7 @@ void ask_next_byte(request_pointer self, next_byte_query nq, next_byte_fn answer
       }
       bump(self->state.metrics->next_byte_masses_made);
       remember_masses(self, row->row, masses);
-      self->send(self->state.cache, keep_atom::value, partition, tokens,
+      self->send(self->state.cache, keep_atom::value, kept,
                  shared_logprobs{row->row, masses});
     }
     answer(masses->next_byte(prefix, reduce));

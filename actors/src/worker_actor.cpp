@@ -26,6 +26,16 @@ worker(worker_actor::stateful_pointer<worker_state> self,
         demote_kv(*self->state.backend, handles);
       },
       [=](info_atom) { return self->state.backend->info(); },
+      [=](adapter_atom, const std::string& key,
+          const backends::lora_adapter_files& files) -> caf::result<bool> {
+        auto loaded = load_adapter(*self->state.backend, key, key, files);
+        if (!loaded)
+          return std::move(loaded.error());
+        return true;
+      },
+      [=](adapter_atom, const std::string& key) {
+        self->state.backend->remove_adapter(key);
+      },
   };
 }
 

@@ -59,6 +59,7 @@ int exit_code_of(const canopy::error& e) {
   case canopy::errc::invalid_config:
   case canopy::errc::invalid_request:
   case canopy::errc::no_tokenizer: // text given to a model without one: use --tokens
+  case canopy::errc::unknown_adapter:
     return 2;
   default:
     return 1;

@@ -78,8 +78,8 @@ model_info describe_model(const backend_spec& spec) {
   return info;
 }
 
-void backend_i::add_adapter(const std::string& name, const std::string& dir) {
-  (void)dir;
+void backend_i::add_adapter(const std::string& name, const lora_adapter_files& files) {
+  (void)files;
   throw std::invalid_argument("adapter '" + name + "': the " + info().architecture +
                               " backend has no adapters");
 }

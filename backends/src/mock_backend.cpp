@@ -8,6 +8,7 @@
 #include <array>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -99,15 +100,14 @@ public:
                                  0,
                                  "",
                                  0,
-                                 ""},
-        empty_state_(sequence_hash_start(options.seed)) {}
+                                 ""} {}
 
   const model_info& info() const override { return info_; }
 
   pass_result run(const pass_request& request) override {
     const auto started = std::chrono::steady_clock::now();
     // Every item is checked before any is computed, so a failed pass makes no KV.
-    std::vector<std::uint64_t> start_states;
+    std::vector<item_start> start_states;
     start_states.reserve(request.items.size());
     std::uint64_t tokens = 0;
     for (std::size_t i = 0; i < request.items.size(); ++i) {
@@ -128,6 +128,18 @@ public:
     return result;
   }
 
+  void add_adapter(const std::string& name, const lora_adapter_files& files) override {
+    if (name.empty())
+      throw std::invalid_argument("mock backend: an adapter needs a name");
+    if (!adapters_.emplace(name, mock_adapted(options_, files).seed).second)
+      throw std::invalid_argument("mock backend: adapter '" + name +
+                                  "' is already loaded; remove it first");
+  }
+
+  bool remove_adapter(const std::string& name) override {
+    return adapters_.erase(name) != 0;
+  }
+
   void release_kv(const std::vector<kv_handle>& handles) override {
     for (const kv_handle handle : handles)
       kv_.erase(handle);
@@ -143,6 +155,13 @@ private:
     std::uint32_t position; // sequence length including this token
     std::uint64_t state;    // sequence hash including this token
     kv_handle parent;       // the previous token's entry; no_kv at the start
+    std::uint64_t seed;     // of the adapter it was computed under (options' for none)
+  };
+
+  /// Where an item's hash continues from, and the seed of its adapter.
+  struct item_start {
+    std::uint64_t state;
+    std::uint64_t seed;
   };
 
   /// Checks that the prefix's last W-1 entries (a window's reads) are still held,
@@ -161,7 +180,7 @@ private:
   }
 
   /// Checks item `index` and returns the hash state it continues from.
-  std::uint64_t resolve(std::size_t index, const pass_item& item) const {
+  item_start resolve(std::size_t index, const pass_item& item) const {
     if (item.tokens.empty())
       fail_item<std::invalid_argument>(index, "no tokens");
     for (std::size_t j = 0; j < item.tokens.size(); ++j) {
@@ -183,9 +202,14 @@ private:
                                                     " then " +
                                                     std::to_string(item.rows[r]) + ")");
     }
-    if (!item.adapter.empty())
-      fail_item<std::invalid_argument>(index, "adapter '" + item.adapter +
-                                                  "' asked of the mock, which has none");
+    std::uint64_t seed = options_.seed;
+    if (!item.adapter.empty()) {
+      const auto adapter = adapters_.find(item.adapter);
+      if (adapter == adapters_.end())
+        fail_item<std::invalid_argument>(index,
+                                         "no adapter '" + item.adapter + "' is loaded");
+      seed = adapter->second;
+    }
     const std::uint64_t length = std::uint64_t{item.prefix_length} + item.tokens.size();
     if (length > static_cast<std::uint64_t>(options_.context_length))
       fail_item<std::invalid_argument>(index,
@@ -197,7 +221,7 @@ private:
         fail_item<std::invalid_argument>(index, "prefix_length " +
                                                     std::to_string(item.prefix_length) +
                                                     " without a prefix KV handle");
-      return empty_state_;
+      return {sequence_hash_start(seed), seed};
     }
     const auto entry = kv_.find(item.prefix);
     if (entry == kv_.end())
@@ -210,13 +234,18 @@ private:
                      " disagrees with KV handle " + std::to_string(item.prefix) +
                      ", which ends at position " +
                      std::to_string(entry->second.position));
+    // A real model would silently mix two adapters' KV; the mock says so.
+    if (entry->second.seed != seed)
+      fail_item<std::runtime_error>(index, "KV handle " + std::to_string(item.prefix) +
+                                               " was computed under another adapter");
     if (options_.kv_window > 0)
       check_window(index, item);
-    return entry->second.state;
+    return {entry->second.state, seed};
   }
 
   /// Computes a checked item from the hash state of its prefix.
-  item_output compute(const pass_item& item, std::uint64_t state) {
+  item_output compute(const pass_item& item, item_start start) {
+    std::uint64_t state = start.state;
     const auto vocab = static_cast<std::size_t>(options_.vocab_size);
     item_output out;
     out.logprobs.resize(item.rows.size() * vocab);
@@ -229,7 +258,7 @@ private:
       if (item.keep_kv) {
         const kv_handle handle = next_handle_++;
         const auto position = static_cast<std::uint32_t>(item.prefix_length + j + 1);
-        kv_.emplace(handle, kv_entry{position, state, parent});
+        kv_.emplace(handle, kv_entry{position, state, parent, start.seed});
         out.kv.push_back(handle);
         parent = handle;
       }
@@ -243,7 +272,7 @@ private:
 
   mock_options options_;
   model_info info_;
-  std::uint64_t empty_state_; // hash of the empty sequence under the seed
+  std::map<std::string, std::uint64_t> adapters_; // name -> mock_adapted's seed
   std::unordered_map<kv_handle, kv_entry> kv_;
   kv_handle next_handle_ = 1; // handles start at 1 and are never reused
 };
@@ -256,6 +285,20 @@ std::vector<float> mock_logprobs(const mock_options& options,
   std::vector<float> row(static_cast<std::size_t>(options.vocab_size));
   fill_logprobs(options.vocab_size, sequence_hash(options.seed, tokens, n), row.data());
   return row;
+}
+
+mock_options mock_adapted(const mock_options& options, const lora_adapter_files& files) {
+  // FNV-1a over both files, then mixed into the seed: any change of either file is
+  // another adapter.
+  std::uint64_t h = 0xCBF29CE484222325ULL;
+  for (const std::string* file : {&files.config_json, &files.weights}) {
+    for (const char c : *file)
+      h = (h ^ static_cast<unsigned char>(c)) * 0x100000001B3ULL;
+    h = detail::mix64(h);
+  }
+  mock_options out = options;
+  out.seed = detail::mix64(options.seed ^ h);
+  return out;
 }
 
 std::unique_ptr<backend_i> make_mock_backend(const mock_options& options) {

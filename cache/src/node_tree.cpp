@@ -137,15 +137,14 @@ void node_tree::prune(node_id id) {
 
 // Ids say nothing of depth (they are recycled), so each node's answer comes from its
 // parent's, found by walking up to the first node already decided: O(nodes) in all.
-std::vector<bool> node_tree::in_partitions(std::string_view prefix) const {
-  std::vector<bool> chosen(nodes.size(), prefix.empty());
-  if (prefix.empty())
-    return chosen;
+std::vector<bool> node_tree::in_partitions(const partition_filter& pick) const {
+  std::vector<bool> chosen(nodes.size());
   std::vector<bool> decided(nodes.size());
-  decided[root_node] = true; // the shared partition's name "" starts with no prefix
+  decided[root_node] = true;
+  chosen[root_node] = pick("");
   for (const auto& [name, root] : partition_roots) {
     decided[root] = true;
-    chosen[root] = name.compare(0, prefix.size(), prefix) == 0;
+    chosen[root] = pick(name);
   }
   std::vector<node_id> walk;
   for (node_id id = 0; id < nodes.size(); ++id) {

@@ -193,8 +193,8 @@ struct node_tree {
   // ancestor it leaves empty.
   void prune(node_id id);
 
-  // [nodes] whether each node lies in a partition whose name starts with `prefix`.
-  std::vector<bool> in_partitions(std::string_view prefix) const;
+  // [nodes] whether each node lies in a partition whose name `pick` chooses.
+  std::vector<bool> in_partitions(const partition_filter& pick) const;
 
   // The tree's invariants: links, depths, child and lock counts, partitions, the free
   // list and the node statistics. Throws std::logic_error naming the first violation.

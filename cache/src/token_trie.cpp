@@ -243,8 +243,8 @@ struct token_trie::impl {
   // (its entry is a tombstone until they lose theirs) and may be visited while it
   // still has children (pruning its last child prunes it then). Pruning allocates
   // nothing, so ids not yet visited keep their meaning.
-  void clear(std::string_view partitions, bool rows_too) {
-    const auto chosen = tree.in_partitions(partitions);
+  void clear(const partition_filter& pick, bool rows_too) {
+    const auto chosen = tree.in_partitions(pick);
     for (node_id id = 1; id < tree.nodes.size(); ++id) {
       if (!tree.nodes[id].live || tree.nodes[id].locks != 0 || !chosen[id])
         continue;
@@ -430,14 +430,28 @@ bool token_trie::kv_on_host(node_id node, worker_id worker) const {
   return e && e->on_host;
 }
 
+namespace {
+
+partition_filter starting_with(std::string_view prefix) {
+  return [prefix](std::string_view name) {
+    return name.compare(0, prefix.size(), prefix) == 0;
+  };
+}
+
+} // namespace
+
 void token_trie::clear(std::string_view partitions) {
+  clear(starting_with(partitions));
+}
+
+void token_trie::clear(const partition_filter& pick) {
   impl_->settle_locks();
-  impl_->clear(partitions, true);
+  impl_->clear(pick, true);
 }
 
 void token_trie::clear_kv(std::string_view partitions) {
   impl_->settle_locks();
-  impl_->clear(partitions, false);
+  impl_->clear(starting_with(partitions), false);
 }
 
 worker_id token_trie::add_worker(std::size_t kv_budget_bytes,

@@ -44,6 +44,7 @@ void add_message_types(caf::actor_system_config& config) {
   config.add_message_type<backends::mock_options>("canopy::mock_options");
   config.add_message_type<backends::torch_options>("canopy::torch_options");
   config.add_message_type<backends::backend_spec>("canopy::backend_spec");
+  config.add_message_type<backends::lora_adapter_files>("canopy::lora_adapter_files");
   config.add_message_type<cache::row_dtype>("canopy::row_dtype");
   config.add_message_type<computed_item>("canopy::computed_item");
   config.add_message_type<computed_pass>("canopy::computed_pass");
@@ -66,6 +67,7 @@ void add_message_types(caf::actor_system_config& config) {
   config.add_message_type<std::vector<cache::node_id>>("canopy::node_ids");
   config.add_message_type<cache::token_seq>("canopy::token_seq");
   config.add_message_type<std::vector<query>>("canopy::queries");
+  config.add_message_type<std::vector<std::string>>("canopy::strings");
   config.add_error_category(error_category, render_error);
 }
 

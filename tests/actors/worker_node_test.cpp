@@ -1,9 +1,10 @@
 // A worker node's actors on the deterministic scheduler, as a stranger and as fronts
 // would use them: a device serves open sessions only, lets a pass build only on its
 // own session's KV and frees exactly that KV when the session ends; owner-only
-// messages need the node's key; the gate admits a front that proves the secret,
-// refuses one that does not, replaces a link's session when it comes back, and keeps
-// a flood of hellos bounded.
+// messages need the node's key; a session's LoRA adapters are its own (two sessions
+// may load different files under one key) and go with it; the gate admits a front that
+// proves the secret, refuses one that does not, replaces a link's session when it comes
+// back, and keeps a flood of hellos bounded.
 
 #include "deterministic_system.hpp"
 #include "probe_backend.hpp"
@@ -45,25 +46,10 @@ struct worker_node_test : canopy::testing::deterministic_system {
     sched.run();
   }
 
-  /// Sends a request from a new actor and runs everything; the reply or the error.
-  template <class T, class Dest, class... Ts>
-  caf::expected<T> ask(const Dest& dest, Ts... xs) {
-    std::optional<caf::expected<T>> out;
-    sys.spawn([&, dest](caf::event_based_actor* self) {
-      self->request(dest, caf::infinite, xs...)
-          .then([&](T& x) { out = std::move(x); },
-                [&](caf::error& e) { out = std::move(e); });
-    });
-    sched.run();
-    if (!out)
-      return caf::make_error(caf::sec::request_timeout);
-    return std::move(*out);
-  }
-
   caf::expected<computed_pass> run(std::uint64_t session, backends::pass_item item) {
-    return ask<computed_pass>(device, run_atom::value, session,
-                              backends::pass_request{{std::move(item)}},
-                              cache::row_dtype::float32);
+    return request_and_run<computed_pass>(device, run_atom::value, session,
+                                          backends::pass_request{{std::move(item)}},
+                                          cache::row_dtype::float32);
   }
 
   static backends::pass_item item(cache::token_seq tokens,
@@ -86,10 +72,10 @@ TEST_F(worker_node_test,
        a_device_serves_open_sessions_only_and_each_builds_on_its_own_kv) {
   EXPECT_EQ(code_of(run(7, item({1, 2})).error()), errc::worker_lost)
       << "no session is open";
-  ASSERT_TRUE(
-      ask<std::uint64_t>(device, session_atom::value, owner_key, std::uint64_t{7}, true));
-  ASSERT_TRUE(
-      ask<std::uint64_t>(device, session_atom::value, owner_key, std::uint64_t{8}, true));
+  ASSERT_TRUE(request_and_run<std::uint64_t>(device, session_atom::value, owner_key,
+                                             std::uint64_t{7}, true));
+  ASSERT_TRUE(request_and_run<std::uint64_t>(device, session_atom::value, owner_key,
+                                             std::uint64_t{8}, true));
   auto first = run(7, item({1, 2}));
   ASSERT_TRUE(first) << message_or(first);
   const auto kv = first->items.at(0).kv;
@@ -105,23 +91,60 @@ TEST_F(worker_node_test,
   sched.run();
   EXPECT_EQ(probe->kv_entries, 3u);
   // Closing session 7 frees exactly its three entries.
-  auto freed =
-      ask<std::uint64_t>(device, session_atom::value, owner_key, std::uint64_t{7}, false);
+  auto freed = request_and_run<std::uint64_t>(device, session_atom::value, owner_key,
+                                              std::uint64_t{7}, false);
   ASSERT_TRUE(freed);
   EXPECT_EQ(*freed, 3u);
   EXPECT_EQ(probe->kv_entries, 0u);
   EXPECT_EQ(code_of(run(7, item({1})).error()), errc::worker_lost) << "the session ended";
 }
 
+TEST_F(worker_node_test, each_session_has_its_own_adapters_and_they_go_with_it) {
+  for (std::uint64_t s : {7u, 8u})
+    ASSERT_TRUE(
+        request_and_run<std::uint64_t>(device, session_atom::value, owner_key, s, true));
+  const backends::lora_adapter_files seven{"seven", "{}", "7"}, eight{"eight", "{}", "8"};
+  const std::string key = "tuned#1"; // both fronts' first loading of "tuned"
+  ASSERT_TRUE(
+      request_and_run<bool>(device, adapter_atom::value, std::uint64_t{7}, key, seven));
+  auto under = [&](std::uint64_t session) {
+    auto i = item({1, 2});
+    i.adapter = key;
+    return run(session, i);
+  };
+  auto refused = under(8);
+  ASSERT_FALSE(refused);
+  EXPECT_NE(message_of(refused.error()).find("did not load"), std::string::npos);
+  ASSERT_TRUE(
+      request_and_run<bool>(device, adapter_atom::value, std::uint64_t{8}, key, eight));
+  EXPECT_EQ(probe->adapters, 2);
+  for (const auto& [session, files] : {std::pair{std::uint64_t{7}, seven}, {8, eight}}) {
+    auto pass = under(session);
+    ASSERT_TRUE(pass) << message_or(pass);
+    const cache::token_seq tokens{1, 2};
+    EXPECT_EQ(pass->items.at(0).values,
+              backends::mock_logprobs(backends::mock_adapted(mock, files), tokens.data(),
+                                      tokens.size()))
+        << "session " << session << " gets the rows of its own adapter";
+  }
+  ASSERT_TRUE(request_and_run<std::uint64_t>(device, session_atom::value, owner_key,
+                                             std::uint64_t{7}, false));
+  EXPECT_EQ(probe->adapters, 1) << "session 7's adapter went with it";
+  caf::anon_send(device, adapter_atom::value, std::uint64_t{8}, key);
+  sched.run();
+  EXPECT_EQ(probe->adapters, 0);
+  EXPECT_FALSE(under(8)) << "unloaded";
+}
+
 TEST_F(worker_node_test, owner_only_messages_need_the_nodes_key) {
-  auto opened = ask<std::uint64_t>(device, session_atom::value, std::uint64_t{1},
-                                   std::uint64_t{9}, true);
+  auto opened = request_and_run<std::uint64_t>(device, session_atom::value,
+                                               std::uint64_t{1}, std::uint64_t{9}, true);
   ASSERT_FALSE(opened);
   EXPECT_EQ(code_of(run(9, item({1})).error()), errc::worker_lost);
   caf::anon_send(device, drain_atom::value, std::uint64_t{1});
   sched.run();
-  ASSERT_TRUE(
-      ask<std::uint64_t>(device, session_atom::value, owner_key, std::uint64_t{9}, true))
+  ASSERT_TRUE(request_and_run<std::uint64_t>(device, session_atom::value, owner_key,
+                                             std::uint64_t{9}, true))
       << "a drain without the key stops nothing";
   EXPECT_TRUE(run(9, item({1})));
 }
@@ -199,8 +222,8 @@ TEST_F(gate_test, a_front_that_proves_the_secret_gets_the_devices_and_a_session)
   EXPECT_EQ(a.devices[0].handle, device);
   const auto session = session_of(f, "shared secret");
   EXPECT_TRUE(run(session, item({1, 2, 3})));
-  EXPECT_TRUE(ask<bool>(gate, ping_atom::value, session));
-  EXPECT_EQ(code_of(ask<bool>(gate, ping_atom::value, session + 1).error()),
+  EXPECT_TRUE(request_and_run<bool>(gate, ping_atom::value, session));
+  EXPECT_EQ(code_of(request_and_run<bool>(gate, ping_atom::value, session + 1).error()),
             errc::worker_lost);
   // The link goes down: its session ends and its KV is freed.
   caf::anon_send_exit(f.self, caf::exit_reason::kill);
@@ -266,7 +289,8 @@ TEST_F(gate_test,
   front f;
   handshake(f, "shared secret");
   EXPECT_TRUE(f.outcome && *f.outcome);
-  EXPECT_FALSE(ask<bool>(gate, drain_atom::value, std::uint64_t{1})) << "not the owner";
+  EXPECT_FALSE(request_and_run<bool>(gate, drain_atom::value, std::uint64_t{1}))
+      << "not the owner";
   EXPECT_FALSE(gate_actor->state.draining);
   for (auto& s : strangers)
     caf::anon_send_exit(s, caf::exit_reason::kill);

@@ -3,11 +3,14 @@
 // here in double): on every oracle case of every Llama-family HF model, under both
 // forwards of float32 on the CPU (the direct one and ATen's), within the oracle's
 // tolerance; after KV reuse under the adapter; and in one pass mixing adapted and base
-// items, each as it is alone. Unknown and removed adapters fail the pass by name.
+// items, each as it is alone. Unknown and removed adapters fail the pass by name, and
+// the adapters' budget is a hard limit.
 #include <canopy/backends/checkpoints/checkpoint.hpp>
 #include <canopy/backends/checkpoints/checkpoint_writer.hpp>
+#include <canopy/backends/checkpoints/lora_adapter.hpp>
 #include <canopy/backends/models/torch_backend.hpp>
 
+#include "lora_test_adapter.hpp"
 #include "oracle.hpp"
 #include "pass_items.hpp"
 #include "scratch_files.hpp"
@@ -35,89 +38,16 @@ using canopy::testing::max_abs_diff;
 using canopy::testing::model_fixture;
 using canopy::testing::oracle_case;
 
-constexpr std::int64_t rank = 4;
-constexpr double alpha = 8; // scale 2
-
-/// A float32 weight's values (every oracle model is stored in float32).
-std::vector<double> values_of(const tensor_view& v) {
-  EXPECT_EQ(v.dtype, weight_dtype::f32);
-  std::vector<float> f(static_cast<std::size_t>(numel(v)));
-  std::memcpy(f.data(), v.data, f.size() * sizeof(float));
-  return {f.begin(), f.end()};
-}
-
-/// Writes an all-linear adapter for `base` into `dir` (random factors, seeded) and
-/// returns the same model with it merged: W + scale B A rounded once to float32.
-checkpoint write_adapter(const checkpoint& base, const std::filesystem::path& dir) {
-  checkpoint merged = base;
-  auto storage = std::make_shared<std::vector<std::vector<float>>>();
-  std::mt19937 rng(7);
-  std::normal_distribution<float> normal(0.0f, 0.05f);
-  std::map<std::string, std::vector<float>> factors;
-  std::map<std::string, std::vector<std::int64_t>> shapes;
-  const std::vector<std::pair<std::string, std::string>> modules{
-      {"self_attn", "q_proj"}, {"self_attn", "k_proj"}, {"self_attn", "v_proj"},
-      {"self_attn", "o_proj"}, {"mlp", "gate_proj"},    {"mlp", "up_proj"},
-      {"mlp", "down_proj"}};
-  storage->reserve(static_cast<std::size_t>(base.config.num_layers) * modules.size());
-  for (std::int64_t l = 0; l < base.config.num_layers; ++l)
-    for (const auto& [block, module] : modules) {
-      const std::string path =
-          "model.layers." + std::to_string(l) + "." + block + "." + module;
-      const auto& w = base.tensors.at(path + ".weight");
-      const auto rows = w.shape[0], inputs = w.shape[1];
-      std::vector<float> a(static_cast<std::size_t>(rank * inputs)),
-          b(static_cast<std::size_t>(rows * rank));
-      for (auto& x : a)
-        x = normal(rng);
-      for (auto& x : b)
-        x = normal(rng);
-      const auto original = values_of(w);
-      std::vector<float> sum(original.size());
-      for (std::int64_t o = 0; o < rows; ++o)
-        for (std::int64_t i = 0; i < inputs; ++i) {
-          double delta = 0;
-          for (std::int64_t k = 0; k < rank; ++k)
-            delta += double{b[static_cast<std::size_t>(o * rank + k)]} *
-                     a[static_cast<std::size_t>(k * inputs + i)];
-          sum[static_cast<std::size_t>(o * inputs + i)] = static_cast<float>(
-              original[static_cast<std::size_t>(o * inputs + i)] + alpha / rank * delta);
-        }
-      storage->push_back(std::move(sum));
-      merged.tensors[path + ".weight"] =
-          tensor_view{weight_dtype::f32, w.shape,
-                      reinterpret_cast<const std::byte*>(storage->back().data())};
-      const std::string name = "base_model.model." + path;
-      shapes[name + ".lora_A.weight"] = {rank, inputs};
-      shapes[name + ".lora_B.weight"] = {rows, rank};
-      factors[name + ".lora_A.weight"] = std::move(a);
-      factors[name + ".lora_B.weight"] = std::move(b);
-    }
-  std::map<std::string, tensor_view> tensors;
-  for (const auto& [name, values] : factors)
-    tensors[name] = tensor_view{weight_dtype::f32, shapes.at(name),
-                                reinterpret_cast<const std::byte*>(values.data())};
-  write_safetensors_file(dir / "adapter_model.safetensors", tensors);
-  const nlohmann::json config{{"peft_type", "LORA"},
-                              {"r", rank},
-                              {"lora_alpha", alpha},
-                              {"target_modules", "all-linear"},
-                              {"bias", "none"}};
-  std::ofstream(dir / "adapter_config.json") << config.dump();
-  merged.storage =
-      std::make_shared<std::pair<std::shared_ptr<const void>, decltype(storage)>>(
-          base.storage, storage);
-  return merged;
-}
-
 /// A model, and whether float32 passes take the direct forward.
 using lora_param = std::tuple<model_fixture, bool>;
 
 class lora_fidelity : public ::testing::TestWithParam<lora_param> {
 protected:
-  std::unique_ptr<backend_i> make(const checkpoint& ckpt) const {
+  std::unique_ptr<backend_i> make(const checkpoint& ckpt,
+                                  std::uint64_t adapter_budget = 1u << 30) const {
     torch_options options;
     options.kv_budget_bytes = 64u << 20;
+    options.adapter_budget_bytes = adapter_budget;
     options.direct_forward = std::get<1>(GetParam());
     return make_torch_backend(ckpt, canopy::testing::test_device(), options);
   }
@@ -133,9 +63,9 @@ TEST_P(lora_fidelity, rows_match_the_merged_model_on_every_case_and_after_kv_reu
   CANOPY_LOAD_ORACLE_MODEL_OF(std::get<0>(GetParam()));
   const auto base = load_checkpoint(model_path);
   canopy::testing::scratch_dir dir;
-  const auto merged_checkpoint = write_adapter(base, dir.path());
+  const auto merged_checkpoint = canopy::testing::write_lora_adapter(base, dir.path());
   auto adapted = make(base);
-  adapted->add_adapter("a", dir.path().string());
+  adapted->add_adapter("a", read_lora_adapter_files(dir.path()));
   auto merged = make(merged_checkpoint);
   for (const auto& c : cases) {
     pass_request alone, reference;
@@ -177,9 +107,9 @@ TEST_P(lora_fidelity, a_pass_mixing_adapted_and_base_items_gives_each_its_rows_a
   ASSERT_GE(cases.size(), 2u);
   const auto base = load_checkpoint(model_path);
   canopy::testing::scratch_dir dir;
-  write_adapter(base, dir.path());
+  canopy::testing::write_lora_adapter(base, dir.path());
   auto backend = make(base);
-  backend->add_adapter("a", dir.path().string());
+  backend->add_adapter("a", read_lora_adapter_files(dir.path()));
   const std::vector<std::pair<std::size_t, std::string>> order{
       {0, ""}, {0, "a"}, {1, "a"}, {1, ""}};
   pass_request mixed;
@@ -202,9 +132,9 @@ TEST_P(lora_fidelity, unknown_duplicate_and_removed_adapters_are_refused_by_name
   CANOPY_LOAD_ORACLE_MODEL_OF(std::get<0>(GetParam()));
   const auto base = load_checkpoint(model_path);
   canopy::testing::scratch_dir dir;
-  write_adapter(base, dir.path());
+  canopy::testing::write_lora_adapter(base, dir.path());
   auto backend = make(base);
-  backend->add_adapter("a", dir.path().string());
+  backend->add_adapter("a", read_lora_adapter_files(dir.path()));
   auto refusal = [](auto&& call) {
     try {
       call();
@@ -214,7 +144,7 @@ TEST_P(lora_fidelity, unknown_duplicate_and_removed_adapters_are_refused_by_name
     return std::string();
   };
   EXPECT_NE(refusal([&] {
-              backend->add_adapter("a", dir.path().string());
+              backend->add_adapter("a", read_lora_adapter_files(dir.path()));
             }).find("'a' is already loaded"),
             std::string::npos);
   pass_request request;
@@ -227,6 +157,19 @@ TEST_P(lora_fidelity, unknown_duplicate_and_removed_adapters_are_refused_by_name
   EXPECT_NE(refusal([&] { backend->run(request); }).find("no adapter 'a' is loaded"),
             std::string::npos);
   EXPECT_EQ(backend->kv_entries(), 0u) << "a refused pass keeps no KV";
+
+  // The budget holds one copy exactly: a second is refused, and room comes back on
+  // removal.
+  const auto files = read_lora_adapter_files(dir.path());
+  std::uint64_t one = 0; // float32 factors on the device
+  for (const auto& [weight, f] : parse_lora_adapter(files, base.config, "base").factors)
+    one += 4 * static_cast<std::uint64_t>(numel(f.a) + numel(f.b));
+  auto tight = make(base, one);
+  tight->add_adapter("a", files);
+  EXPECT_NE(refusal([&] { tight->add_adapter("b", files); }).find("budget"),
+            std::string::npos);
+  EXPECT_TRUE(tight->remove_adapter("a"));
+  EXPECT_NO_THROW(tight->add_adapter("b", files));
 }
 
 /// The Llama family's HF checkpoints (llama2.c's .bin keeps q and k in another order,

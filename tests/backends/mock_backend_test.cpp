@@ -295,6 +295,38 @@ TEST(mock_backend, invalid_items_fail_the_whole_pass_and_make_no_kv) {
   EXPECT_EQ(run_one(*backend, make_item(token_seq(14, 1), {}, prefix, 2)).kv.size(), 14u);
 }
 
+TEST(mock_backend, an_adapter_has_rows_of_its_own_and_its_kv_is_never_read_by_another) {
+  const auto options = small_options();
+  auto backend = make_mock_backend(options);
+  const lora_adapter_files files{"a-dir", "{}", "weights of a"};
+  backend->add_adapter("a", files);
+  const token_seq tokens{3, 1, 4, 1};
+  auto adapted = make_item(tokens, {3});
+  adapted.adapter = "a";
+  const auto out = run_one(*backend, adapted);
+  const auto want = expected(mock_adapted(options, files), tokens);
+  EXPECT_EQ(row_of(out, 0, options.vocab_size), want);
+  EXPECT_NE(want, expected(options, tokens));
+  auto other_files = files;
+  other_files.weights.back() = 'b';
+  EXPECT_NE(expected(mock_adapted(options, other_files), tokens), want)
+      << "one byte of the weights makes another adapter";
+
+  // The adapted KV continues under the adapter, bit for bit, and under nothing else.
+  auto base_next = make_item({5}, {0}, out.kv.back(), 4);
+  EXPECT_THROW(run_one(*backend, base_next), std::runtime_error);
+  auto adapted_next = base_next;
+  adapted_next.adapter = "a";
+  token_seq longer = tokens;
+  longer.push_back(5);
+  EXPECT_EQ(row_of(run_one(*backend, adapted_next), 0, options.vocab_size),
+            expected(mock_adapted(options, files), longer));
+
+  EXPECT_THROW(backend->add_adapter("a", files), std::invalid_argument);
+  EXPECT_TRUE(backend->remove_adapter("a"));
+  EXPECT_THROW(run_one(*backend, adapted), std::invalid_argument);
+}
+
 TEST(mock_backend, simulated_cost_is_spent_per_pass_and_per_token) {
   mock_options options = small_options();
   options.cost_per_token = std::chrono::milliseconds(2);

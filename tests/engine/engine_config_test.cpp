@@ -87,6 +87,10 @@ TEST(engine_config, command_line_values_use_the_same_keys) {
   config.set("flush_when_idle", "false");
   config.set("devices", R"(["cpu"])");
   config.set("max_context_length", "2048");
+  config.set("adapters", "a=/x,b=/y/z");
+  EXPECT_EQ(config.adapter_list(), (std::vector<std::pair<std::string, std::string>>{
+                                       {"a", "/x"}, {"b", "/y/z"}}))
+      << "a list given as text separated by commas";
   EXPECT_EQ(config.max_context_length, 2048u);
   EXPECT_EQ(config.batch_size, 16u);
   EXPECT_EQ(config.eviction_policy, "fifo");

@@ -67,7 +67,11 @@ struct system_fixture : ::testing::Test {
               },
               [](free_kv_atom, const std::vector<cache::kv_handle>&) {},
               [](demote_kv_atom, const std::vector<cache::kv_handle>&) {},
-              [](info_atom) { return backends::model_info{}; }};
+              [](info_atom) { return backends::model_info{}; },
+              [](adapter_atom, const std::string&, const backends::lora_adapter_files&) {
+                return true;
+              },
+              [](adapter_atom, const std::string&) {}};
     });
   }
   node_device_actor some_device() {
@@ -79,7 +83,10 @@ struct system_fixture : ::testing::Test {
               [](session_atom, std::uint64_t, std::uint64_t, bool) {
                 return std::uint64_t{0};
               },
-              [](drain_atom, std::uint64_t) {}};
+              [](drain_atom, std::uint64_t) {},
+              [](adapter_atom, std::uint64_t, const std::string&,
+                 const backends::lora_adapter_files&) { return true; },
+              [](adapter_atom, std::uint64_t, const std::string&) {}};
     });
   }
   worker_link_actor some_link() {
@@ -156,6 +163,7 @@ backends::backend_spec a_spec() {
   s.torch.threads = 3;
   s.torch.max_context_length = 4000;
   s.torch.direct_forward = false;
+  s.torch.adapter_budget_bytes = 4343;
   return s;
 }
 
@@ -165,6 +173,7 @@ bool same_torch(const backends::torch_options& a, const backends::torch_options&
          a.kv_host_budget_bytes == b.kv_host_budget_bytes &&
          a.kv_host_dtype == b.kv_host_dtype && a.kv_budget_bytes == b.kv_budget_bytes &&
          a.threads == b.threads && a.max_context_length == b.max_context_length &&
+         a.adapter_budget_bytes == b.adapter_budget_bytes &&
          a.direct_forward == b.direct_forward;
 }
 
@@ -185,12 +194,14 @@ backends::pass_item an_item() {
   i.tokens = {3, 1, 4};
   i.rows = {0, 2};
   i.keep_kv = false;
+  i.adapter = "tuned#3";
   return i;
 }
 
 bool same_item(const backends::pass_item& a, const backends::pass_item& b) {
   return a.prefix == b.prefix && a.prefix_length == b.prefix_length &&
-         a.tokens == b.tokens && a.rows == b.rows && a.keep_kv == b.keep_kv;
+         a.tokens == b.tokens && a.rows == b.rows && a.keep_kv == b.keep_kv &&
+         a.adapter == b.adapter;
 }
 
 bool same_pass(const backends::pass_request& a, const backends::pass_request& b) {
@@ -227,9 +238,9 @@ TEST_F(system_fixture, every_registered_type_survives_a_round_trip) {
   const auto same_query = [](const query& a, const query& b) {
     return a.tokens == b.tokens && a.priority == b.priority &&
            a.require_kv == b.require_kv && a.timeout == b.timeout &&
-           a.partition == b.partition;
+           a.partition == b.partition && a.adapter == b.adapter;
   };
-  const query q{{1, 2, 3}, 7, true, std::chrono::milliseconds(9), "3\nsalt"};
+  const query q{{1, 2, 3}, 7, true, std::chrono::milliseconds(9), "3\nsalt", "tuned"};
   check("canopy::query", q, same_query);
   const auto row = row_of({-1.0f, -2.5f, -0.125f}, cache::row_dtype::float16);
   check("canopy::shared_logprobs", row, same_row);
@@ -296,6 +307,14 @@ TEST_F(system_fixture, every_registered_type_survives_a_round_trip) {
                             same_announced);
         });
   check("canopy::bytes", std::vector<std::uint8_t>{0, 255, 17}, std::equal_to<>{});
+  check("canopy::strings", std::vector<std::string>{"a", "", "b"}, std::equal_to<>{});
+  check("canopy::lora_adapter_files",
+        backends::lora_adapter_files{"/adapters/x", "{\"r\": 4}",
+                                     std::string("\0\x01w", 3)},
+        [](const auto& a, const auto& b) {
+          return a.source == b.source && a.config_json == b.config_json &&
+                 a.weights == b.weights;
+        });
   check("canopy::kv_prefix", cache::kv_prefix{5, 55}, [](const auto& a, const auto& b) {
     return a.length == b.length && a.handle == b.handle;
   });

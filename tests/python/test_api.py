@@ -25,9 +25,12 @@ class RequestBodyTest(unittest.TestCase):
         body = api.logprobs_body([[1], [2, 3]], batch=True, all_positions=True, dtype="float16")
         self.assertEqual(body, {"batch": [[1], [2, 3]], "all_positions": True, "dtype": "float16"})
 
-    def test_a_cache_salt_goes_into_the_body_only_when_given(self):
-        self.assertEqual(api.salted({"tokens": [1]}, None), {"tokens": [1]})
-        self.assertEqual(api.salted({"tokens": [1]}, "mine"), {"tokens": [1], "cache_salt": "mine"})
+    def test_a_cache_salt_and_an_adapter_go_into_the_body_only_when_given(self):
+        self.assertEqual(api.scoped({"tokens": [1]}, None, None), {"tokens": [1]})
+        self.assertEqual(api.scoped({"tokens": [1]}, "mine", None),
+                         {"tokens": [1], "cache_salt": "mine"})
+        self.assertEqual(api.scoped({"tokens": [1]}, None, "tuned"),
+                         {"tokens": [1], "adapter": "tuned"})
         self.assertEqual(api.check_cache_salt("é" * 128), "é" * 128)  # 256 bytes
         for bad in ("", b"bytes", "é" * 129):
             with self.assertRaises(ValueError):

@@ -1,6 +1,7 @@
 """A server started with --auth-token-file: the right bearer token works, a wrong or
 missing one is refused with 401 unauthorized."""
 
+import asyncio
 import json
 import os
 import tempfile
@@ -86,3 +87,54 @@ class TenantsTest(TokenFileServer):
         for salt in ("", 7, "s" * 257):
             with self.assertRaises(ValueError):
                 CanopyLM(self.server.url, auth_token=FIRST, cache_salt=salt)
+
+
+class LoraTest(TokenFileServer):
+    """genlm-backend's adapter calls against a server with a token: add_new_lora loads,
+    set_lora runs this client's queries under it (each the row the server gives under
+    that adapter, never the base model's or another client's), clear_lora goes back to
+    the base model; errors as genlm-backend's."""
+
+    tokens = (TOKEN,)
+    client_options = {"auth_token": TOKEN}
+
+    def adapter_dir(self, weights):
+        directory = tempfile.TemporaryDirectory(prefix="canopy-lora-")
+        self.addCleanup(directory.cleanup)
+        for name, text in (("adapter_config.json", '{"r": 4}'),
+                           ("adapter_model.safetensors", weights)):
+            with open(os.path.join(directory.name, name), "w") as f:
+                f.write(text)  # the mock takes any two files as an adapter
+        return directory.name
+
+    def server_row(self, tokens, adapter):
+        status, _, body = self.server.fetch(
+            "POST", "/v1/logprobs", {"tokens": tokens, "adapter": adapter},
+            headers={"Authorization": f"Bearer {TOKEN}"})
+        self.assertEqual(status, 200, body)
+        return np.array(json.loads(body)["logprobs"], dtype=np.float32)
+
+    def test_adapters_are_added_set_and_cleared_as_in_genlm_backend(self):
+        tokens = [3, 1, 4]
+        base = self.lm.next_token_logprobs_sync(tokens)
+        self.lm.add_new_lora(self.adapter_dir("weights of a"), "a")
+        self.lm.add_new_lora(self.adapter_dir("weights of b"), lora_name="b")
+        self.assertEqual(self.lm.loaded_loras(), ["a", "b"])
+        np.testing.assert_array_equal(self.lm.next_token_logprobs_sync(tokens), base,
+                                      "loading is not activating")
+        with CanopyLM(self.server.url, auth_token=TOKEN, array="numpy") as other:
+            self.lm.set_lora(lora_name="a")
+            other.set_lora("unused path", "b")
+            under_a = asyncio.run(self.lm.next_token_logprobs(tokens))
+            np.testing.assert_array_equal(under_a, self.server_row(tokens, "a"))
+            np.testing.assert_array_equal(other.next_token_logprobs_sync(tokens),
+                                          self.server_row(tokens, "b"))
+            self.assertFalse(np.array_equal(under_a, base))
+            self.lm.clear_lora()
+            np.testing.assert_array_equal(self.lm.next_token_logprobs_sync(tokens), base)
+        with self.assertRaisesRegex(ValueError, "has not been loaded yet"):
+            self.lm.set_lora(lora_name="missing")
+        with self.assertRaises(ValueError):  # a name taken, a directory that is none
+            self.lm.add_new_lora(self.adapter_dir("again"), "a")
+        with self.assertRaises(ValueError):
+            self.lm.add_new_lora("/no/such/adapter", "c")

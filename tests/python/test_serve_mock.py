@@ -219,12 +219,6 @@ class MockServerTest(ServerTestCase):
             with self.assertRaises(CanopyRequestError):
                 asyncio.run(self.lm.next_token_logprobs(bad))
 
-    def test_lora_calls_say_adapters_are_not_served_yet(self):
-        for call, args in [(self.lm.add_new_lora, ("path", "name")),
-                           (self.lm.set_lora, ("path", "name")), (self.lm.clear_lora, ())]:
-            with self.assertRaisesRegex(NotImplementedError, "LoRA"):
-                call(*args)
-
     def assert_canopy_error(self, status, code, call, *args):
         with self.assertRaises(CanopyError) as caught:
             call(*args)

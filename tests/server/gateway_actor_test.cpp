@@ -243,7 +243,7 @@ TEST_F(gateway_test, cache_kv_and_clear_jobs_complete) {
   start();
   reply_probe kv;
   caf::anon_send(gateway, cache_kv_atom::value, request_id{7},
-                 cache_kv_job{{1, 2, 3, 4}, "", kv.done()});
+                 cache_kv_job{{1, 2, 3, 4}, {}, kv.done()});
   EXPECT_FALSE(kv.get().error);
   EXPECT_EQ(lm->stats().tokens_computed, 4u);
   EXPECT_GT(lm->stats().kv_bytes.at(0), 0u);

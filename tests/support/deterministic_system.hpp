@@ -8,9 +8,12 @@
 
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
+#include <caf/event_based_actor.hpp>
 #include <caf/scheduler/test_coordinator.hpp>
 
 #include <gtest/gtest.h>
+
+#include <optional>
 
 namespace canopy::testing {
 
@@ -27,6 +30,22 @@ struct deterministic_system : ::testing::Test {
 
   // A test system whose actors never ran hangs in its destructor: drain it.
   ~deterministic_system() override { sched.run(); }
+
+  /// Sends a request from a new actor and runs everything; the reply or the error
+  /// (request_timeout when nothing answered).
+  template <class T, class Dest, class... Ts>
+  caf::expected<T> request_and_run(const Dest& dest, Ts... xs) {
+    std::optional<caf::expected<T>> out;
+    sys.spawn([&, dest](caf::event_based_actor* self) {
+      self->request(dest, caf::infinite, xs...)
+          .then([&](T& x) { out = std::move(x); },
+                [&](caf::error& e) { out = std::move(e); });
+    });
+    sched.run();
+    if (!out)
+      return caf::make_error(caf::sec::request_timeout);
+    return std::move(*out);
+  }
 };
 
 } // namespace canopy::testing

@@ -11,6 +11,7 @@
 #include <memory>
 #include <mutex>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 namespace canopy::testing {
@@ -19,8 +20,10 @@ struct probe {
   std::atomic<int> passes{0};
   std::atomic<int> items{0};
   std::atomic<std::uint64_t> tokens{0};
-  std::atomic<bool> fail{false};          // the next passes throw while set
-  std::atomic<std::size_t> kv_entries{0}; // KV the backends hold after the last call
+  std::atomic<bool> fail{false};            // the next passes throw while set
+  std::atomic<std::size_t> kv_entries{0};   // KV the backends hold after the last call
+  std::atomic<int> adapters{0};             // adapters the backends hold
+  std::atomic<bool> refuse_adapters{false}; // loading an adapter throws while set
   std::mutex mutex;
   std::vector<backends::pass_request> requests; // every pass, in order
 };
@@ -49,6 +52,18 @@ public:
     probe_->kv_entries = mock_->kv_entries();
   }
   std::size_t kv_entries() const override { return mock_->kv_entries(); }
+  void add_adapter(const std::string& name,
+                   const backends::lora_adapter_files& files) override {
+    if (probe_->refuse_adapters)
+      throw std::invalid_argument("injected refusal");
+    mock_->add_adapter(name, files);
+    ++probe_->adapters;
+  }
+  bool remove_adapter(const std::string& name) override {
+    const bool removed = mock_->remove_adapter(name);
+    probe_->adapters -= removed ? 1 : 0;
+    return removed;
+  }
 
 private:
   std::unique_ptr<backends::backend_i> mock_;

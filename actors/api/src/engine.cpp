@@ -4,6 +4,8 @@
 #include <canopy/actors/engine_actors.hpp>
 #include <canopy/actors/model_tokenizer.hpp>
 #include <canopy/actors/remote_workers.hpp>
+#include <canopy/backends/checkpoints/lora_adapter.hpp>
+#include <canopy/messages/adapter_key.hpp>
 #include <canopy/messages/errors.hpp>
 #include <canopy/sampling.hpp>
 
@@ -46,6 +48,7 @@ struct engine::impl {
   std::optional<actors::model_tokenizer> tokenizer;
   backends::special_tokens special;
   std::atomic<std::size_t> next_front{0};
+  std::atomic<std::uint64_t> next_adapter{1}; // adapter_key's serials
 
   const actors::model_tokenizer& need_tokenizer() const {
     if (!tokenizer)
@@ -89,6 +92,8 @@ struct engine::impl {
       self->request(actors.batcher, caf::infinite, ping_atom::value)
           .receive([](bool) {}, [&](const caf::error& e) { throw to_exception(sys, e); });
     }
+    for (const auto& [name, dir] : config.adapter_list())
+      add_adapter(name, dir); // remote workers load them when they join
     if (config.remote_workers.empty())
       return;
     actors::spawn_worker_links(sys, config, actors);
@@ -96,6 +101,26 @@ struct engine::impl {
     // round trips, each bounded by worker_timeout_ms.
     actors::await_first_attempts(sys, actors.links,
                                  3 * from_ms(config.worker_timeout_ms));
+  }
+
+  /// start(), leaving nothing running when it throws (an adapter of the `adapters`
+  /// setting refused, say): an actor left alive would keep the actor system's
+  /// destructor waiting for ever.
+  void start_or_stop(caf::actor_system& sys) {
+    try {
+      start(sys);
+    } catch (...) {
+      stop();
+      throw;
+    }
+  }
+
+  void stop() {
+    actors.stop();
+    // Drop our handles first: a detached worker's thread ends only once its actor
+    // object is gone, and the system's destructor waits for that thread.
+    actors = {};
+    own_system.reset();
   }
 
   /// Sends a query whose outcome (a logprobs_result) goes to `on_result`, on an actor
@@ -151,10 +176,47 @@ struct engine::impl {
 
   /// Asks a front actor something with a bool answer and waits for it.
   template <class Atom, class... Ts> void control(Atom atom, Ts&&... xs) {
+    ask<bool>(front(), atom, std::forward<Ts>(xs)...);
+  }
+
+  /// The answer of `to` to a request, waited for; its error thrown as canopy::error.
+  template <class T, class Handle, class... Ts> T ask(const Handle& to, Ts&&... xs) {
     caf::scoped_actor self{*system};
-    self->request(front(), caf::infinite, atom, std::forward<Ts>(xs)...)
-        .receive([](bool) {},
+    T out{};
+    self->request(to, caf::infinite, std::forward<Ts>(xs)...)
+        .receive([&](T& answer) { out = std::move(answer); },
                  [&](const caf::error& e) { throw to_exception(*system, e); });
+    return out;
+  }
+
+  void add_adapter(const std::string& name, const std::string& dir) {
+    if (auto problem = adapter_name_problem(name); !problem.empty())
+      throw canopy::error(errc::invalid_request, problem);
+    auto taken = [&] {
+      const auto names =
+          ask<std::vector<std::string>>(actors.cache, adapters_atom::value);
+      return std::find(names.begin(), names.end(), name) != names.end();
+    };
+    if (taken()) // before reading and loading it for nothing
+      throw canopy::error(errc::invalid_request, "adapter '" + name +
+                                                     "' is loaded already; remove it "
+                                                     "first");
+    backends::lora_adapter_files files;
+    try {
+      files = backends::read_lora_adapter_files(dir, config.adapter_budget_bytes);
+    } catch (const std::exception& e) {
+      throw canopy::error(errc::invalid_request, "adapter '" + name + "': " + e.what());
+    }
+    const auto key = adapter_key(name, next_adapter.fetch_add(1));
+    ask<bool>(actors.batcher, adapter_atom::value, key, std::move(files));
+    try {
+      ask<bool>(actors.cache, adapter_atom::value, name, key);
+    } catch (const canopy::error&) { // another call took the name meanwhile
+      ask<bool>(actors.batcher, adapter_atom::value, key);
+      throw canopy::error(errc::invalid_request, "adapter '" + name +
+                                                     "' is loaded already; remove it "
+                                                     "first");
+    }
   }
 };
 
@@ -168,30 +230,28 @@ engine::engine(engine_config config) : impl_(std::make_unique<impl>()) {
     threads = std::max(2u, std::thread::hardware_concurrency());
   impl_->own_config->set("scheduler.max-threads", static_cast<std::size_t>(threads));
   impl_->own_system = std::make_unique<caf::actor_system>(*impl_->own_config);
-  impl_->start(*impl_->own_system);
+  impl_->start_or_stop(*impl_->own_system);
 }
 
 engine::engine(caf::actor_system& host, engine_config config)
     : impl_(std::make_unique<impl>()) {
   config.validate();
   impl_->config = std::move(config);
-  impl_->start(host);
+  impl_->start_or_stop(host);
 }
 
 engine::~engine() {
-  impl_->actors.stop();
-  // Drop our handles first: a detached worker's thread ends only once its actor
-  // object is gone, and the system's destructor waits for that thread.
-  impl_->actors = {};
-  impl_->own_system.reset();
+  impl_->stop();
 }
 
 namespace {
 
 query make_query(token_seq tokens, const query_options& options,
                  bool require_kv = false) {
-  return query{std::move(tokens), options.priority, require_kv,
-               from_ms(options.timeout_ms), options.cache_partition};
+  query q{std::move(tokens), options.priority, require_kv, from_ms(options.timeout_ms),
+          options.cache_partition};
+  q.adapter = options.adapter;
+  return q;
 }
 
 } // namespace
@@ -297,6 +357,20 @@ void engine::clear_kv_cache(std::string_view partitions) {
 }
 void engine::reset_async_queries() {
   impl_->control(cancel_atom::value);
+}
+
+void engine::add_adapter(const std::string& name, const std::string& dir) {
+  impl_->add_adapter(name, dir);
+}
+
+void engine::remove_adapter(const std::string& name) {
+  const auto key =
+      impl_->ask<std::string>(impl_->actors.cache, adapter_atom::value, name);
+  impl_->ask<bool>(impl_->actors.batcher, adapter_atom::value, key);
+}
+
+std::vector<std::string> engine::adapters() const {
+  return impl_->ask<std::vector<std::string>>(impl_->actors.cache, adapters_atom::value);
 }
 
 token_seq engine::tokenize(std::string_view text, bool add_special_tokens) const {

@@ -4,11 +4,13 @@
 #include <canopy/cache/eviction_policy.hpp>
 #include <canopy/cache/logprob_row.hpp>
 #include <canopy/error.hpp>
+#include <canopy/messages/adapter_key.hpp>
 
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <functional>
+#include <set>
 #include <string>
 #include <type_traits>
 
@@ -168,6 +170,13 @@ const std::vector<setting>& settings() {
                    &c::logprob_max_entries),
       make_setting("kv_budget_bytes", "hard limit on KV bytes per worker",
                    &c::kv_budget_bytes),
+      make_setting("adapter_budget_bytes",
+                   "hard limit on LoRA adapters' bytes (files kept, factors per worker)",
+                   &c::adapter_budget_bytes),
+      make_setting("adapters",
+                   "LoRA adapters loaded at start, e.g. [\"tuned=/models/tuned-lora\"] "
+                   "(name=PEFT directory)",
+                   &c::adapters),
       make_setting("max_context_length",
                    "torch: 0: the model's context; N: up to N tokens (more only with a "
                    "sliding window)",
@@ -241,6 +250,17 @@ void engine_config::set(std::string_view key, std::string_view value) {
     parsed = std::string(value);
   if (s.read(*this).is_string() && !parsed.is_string())
     parsed = std::string(value);
+  // A list may also be given as text separated by commas: `--adapters a=/x,b=/y`.
+  if (s.read(*this).is_array() && parsed.is_string()) {
+    json items = json::array();
+    for (std::size_t begin = 0; begin <= value.size();) {
+      const auto comma = std::min(value.find(',', begin), value.size());
+      if (comma > begin)
+        items.push_back(std::string(value.substr(begin, comma - begin)));
+      begin = comma + 1;
+    }
+    parsed = std::move(items);
+  }
   s.assign(*this, parsed);
 }
 
@@ -291,6 +311,26 @@ void engine_config::validate() const {
     invalid("query_timeout_ms", "must be non-negative");
   if (pass_timeout_ms <= 0)
     invalid("pass_timeout_ms", "must be positive");
+  std::set<std::string> adapter_names;
+  for (const auto& entry : adapters) {
+    const auto equals = entry.find('=');
+    if (equals == std::string::npos || equals + 1 == entry.size())
+      invalid("adapters", "'" + entry + "' is not name=PATH");
+    const auto name = entry.substr(0, equals);
+    if (auto problem = messages::adapter_name_problem(name); !problem.empty())
+      invalid("adapters", "'" + entry + "': " + problem);
+    if (!adapter_names.insert(name).second)
+      invalid("adapters", "the name '" + name + "' is given twice");
+  }
+}
+
+std::vector<std::pair<std::string, std::string>> engine_config::adapter_list() const {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const auto& entry : adapters) {
+    const auto equals = entry.find('=');
+    out.emplace_back(entry.substr(0, equals), entry.substr(equals + 1));
+  }
+  return out;
 }
 
 std::string engine_config::to_json() const {

@@ -26,11 +26,14 @@ def check_cache_salt(cache_salt):
     return cache_salt
 
 
-def salted(body, cache_salt):
-    """``body`` with its ``cache_salt``: the request's queries then share cached rows
-    and KV only with requests of the same tenant and salt."""
+def scoped(body, cache_salt, adapter):
+    """``body`` with its ``cache_salt`` (the request's queries then share cached rows
+    and KV only with requests of the same tenant and salt) and its LoRA ``adapter``
+    (the queries run under it; None: the base model)."""
     if cache_salt is not None:
         body["cache_salt"] = cache_salt
+    if adapter is not None:
+        body["adapter"] = adapter
     return body
 
 

@@ -3,6 +3,7 @@
 import asyncio
 import functools
 import json
+import os
 import threading
 from urllib.parse import urlsplit
 
@@ -77,6 +78,7 @@ class CanopyLM(_AsyncLM):
         self._to_array = array_converter(array)
         self._dtype = dtype
         self._cache_salt = api.check_cache_salt(cache_salt)
+        self._lora = None  # the active LoRA adapter's name (set_lora)
         self._max_batch = max_batch
         self._timeout = timeout
         self._prefix = parts.path.rstrip("/")
@@ -196,7 +198,7 @@ class CanopyLM(_AsyncLM):
         body = api.sample_body([api.token_list(prompt_token_ids)], False, max_tokens,
                                eos_token_ids, temperature, seed)
         answer = await self._run_async(
-            self._post_json("/v1/sample", api.salted(body, self._cache_salt)))
+            self._post_json("/v1/sample", self._scoped(body)))
         return api.generated_ids(answer["tokens"], body["eos_token_ids"])
 
     async def batch_sample(self, prompt_token_ids_list, max_tokens, eos_token_ids,
@@ -205,21 +207,41 @@ class CanopyLM(_AsyncLM):
         ``(seed, i)``, so equal prompts give independent samples."""
         prompts = [api.token_list(prompt) for prompt in prompt_token_ids_list]
         body = api.sample_body(prompts, True, max_tokens, eos_token_ids, temperature, seed)
-        return await self._run_async(self._sample_batch(api.salted(body, self._cache_salt)))
+        return await self._run_async(self._sample_batch(self._scoped(body)))
 
     # -- LoRA adapters ---------------------------------------------------------------
 
-    def add_new_lora(self, lora_path, lora_name):
-        """genlm-backend's LoRA call; ``canopy serve`` loads no adapters yet."""
-        raise NotImplementedError("canopy serve does not load LoRA adapters yet")
+    # Adapters are the server's, shared by its clients; which one a client's queries run
+    # under is the client's own. The server keys its cache by adapter, so switching
+    # needs no clearing (genlm-backend's set_lora clears its caches, and a stale one
+    # was its bug).
 
-    def set_lora(self, lora_path=None, lora_name=None):
-        """genlm-backend's LoRA call; ``canopy serve`` loads no adapters yet."""
-        raise NotImplementedError("canopy serve does not load LoRA adapters yet")
+    def add_new_lora(self, lora_path, lora_name="lora_1"):
+        """Load the PEFT adapter in directory ``lora_path`` (on the server's machine) as
+        ``lora_name`` (POST /v1/adapters; the server needs bearer tokens). It is not
+        active until ``set_lora``. A name already loaded, or a directory that is no
+        adapter of the model, raises ``CanopyRequestError`` (a ``ValueError``)."""
+        self._run(self._post_json("/v1/adapters",
+                                  {"name": lora_name, "path": os.fspath(lora_path)}))
+
+    def set_lora(self, lora_path=None, lora_name="lora_1"):
+        """Run this client's queries under the loaded adapter ``lora_name`` from now on
+        (``lora_path`` is unused, as in genlm-backend). An adapter the server has not
+        loaded raises ``ValueError``, as genlm-backend's."""
+        if lora_name not in self.loaded_loras():
+            raise ValueError(
+                f"A LoRA adapter named '{lora_name}' has not been loaded yet. Please call "
+                "add_new_lora() first to load and name your LoRA adapters.")
+        self._lora = lora_name
 
     def clear_lora(self):
-        """genlm-backend's LoRA call; ``canopy serve`` loads no adapters yet."""
-        raise NotImplementedError("canopy serve does not load LoRA adapters yet")
+        """Run this client's queries under the base model from now on."""
+        self._lora = None
+
+    def loaded_loras(self):
+        """The names of the adapters the server has loaded (from GET /v1/models)."""
+        models = self._run(self._get_json("/v1/models"))["data"]
+        return [m["id"] for m in models if "parent" in m]
 
     # -- caches ----------------------------------------------------------------------
 
@@ -235,7 +257,7 @@ class CanopyLM(_AsyncLM):
     def cache_kv(self, prompt_tokens):
         """Compute and keep the prompt's KV on the server; returns once it is cached."""
         body = {"tokens": api.token_list(prompt_tokens)}
-        self._run(self._post_json("/v1/cache/kv", api.salted(body, self._cache_salt)))
+        self._run(self._post_json("/v1/cache/kv", self._scoped(body)))
 
     # -- model and vocabulary --------------------------------------------------------
 
@@ -361,6 +383,10 @@ class CanopyLM(_AsyncLM):
         """Next-byte answers to (token_ids, prefix) pairs, asked from the caller's loop."""
         return await self._run_async(self._next_bytes(questions, True, reduce))
 
+    def _scoped(self, body):
+        """``body`` with this client's cache salt and active adapter."""
+        return api.scoped(body, self._cache_salt, self._lora)
+
     # The coroutines below run on the client's loop.
 
     async def _next_bytes(self, questions, batch, reduce):
@@ -368,8 +394,8 @@ class CanopyLM(_AsyncLM):
         chunks = ([questions[i:i + self._max_batch]
                    for i in range(0, len(questions), self._max_batch)] if batch else [questions])
         answers = await asyncio.gather(*(
-            self._post_json("/v1/next_byte", api.salted(api.next_byte_body(chunk, batch, reduce),
-                                                        self._cache_salt))
+            self._post_json("/v1/next_byte",
+                            self._scoped(api.next_byte_body(chunk, batch, reduce)))
             for chunk in chunks))
         return [api.next_byte_answer(result, self._to_array)
                 for answer in answers for result in (answer["results"] if batch else [answer])]
@@ -395,8 +421,7 @@ class CanopyLM(_AsyncLM):
 
     async def _score(self, sequences, batch, all_positions=False):
         """Rows for ``sequences``, checked to answer exactly what was asked."""
-        body = api.salted(api.logprobs_body(sequences, batch, all_positions, self._dtype),
-                          self._cache_salt)
+        body = self._scoped(api.logprobs_body(sequences, batch, all_positions, self._dtype))
         response = await self._call("POST", "/v1/logprobs", body, accept=api.BINARY)
         if response.headers.get("content-type", "").split(";")[0].strip() != api.BINARY:
             raise CanopyProtocolError(

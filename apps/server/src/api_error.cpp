@@ -56,6 +56,9 @@ api_error from_engine_error(messages::errc code, std::string message) {
   case errc::no_tokenizer:
     status = 400;
     break;
+  case errc::unknown_adapter:
+    status = 404;
+    break;
   case errc::deadline_exceeded:
     status = 504;
     break;

@@ -150,8 +150,7 @@ std::string lora_adapted_weight(std::int64_t layer, const std::string& module) {
          module + ".weight";
 }
 
-lora_adapter load_lora_adapter(const fs::path& dir, const model_config& base,
-                               const std::string& base_source) {
+lora_adapter_files read_lora_adapter_files(const fs::path& dir, std::uint64_t max_bytes) {
   const fs::path config_path = dir / "adapter_config.json";
   const fs::path weights_path = dir / "adapter_model.safetensors";
   std::error_code ec;
@@ -164,11 +163,31 @@ lora_adapter load_lora_adapter(const fs::path& dir, const model_config& base,
                                 ? " (adapter_model.bin is a pickle, which Canopy does "
                                   "not read; save with safe_serialization=True)"
                                 : ""));
-  const std::string config_file = config_path.string();
+  const mapped_file config(config_path);
+  const mapped_file weights(weights_path);
+  const std::uint64_t bytes = config.size() + weights.size();
+  if (bytes > max_bytes)
+    throw checkpoint_error(dir.string() + ": the adapter's files hold " +
+                           std::to_string(bytes) + " bytes, more than the " +
+                           std::to_string(max_bytes) + " its budget allows");
+  return {dir.string(), std::string(config.bytes()), std::string(weights.bytes())};
+}
+
+lora_adapter load_lora_adapter(const fs::path& dir, const model_config& base,
+                               const std::string& base_source) {
+  auto files = std::make_shared<const lora_adapter_files>(read_lora_adapter_files(dir));
+  auto out = parse_lora_adapter(*files, base, base_source);
+  out.storage = std::move(files);
+  return out;
+}
+
+lora_adapter parse_lora_adapter(const lora_adapter_files& files, const model_config& base,
+                                const std::string& base_source) {
+  const fs::path dir = files.source;
+  const std::string config_file = (dir / "adapter_config.json").string();
   json root;
   try {
-    const mapped_file text(config_path);
-    root = json::parse(text.bytes());
+    root = json::parse(files.config_json);
   } catch (const json::exception& e) {
     throw checkpoint_error(config_file + ": not valid JSON: " + e.what());
   }
@@ -196,10 +215,9 @@ lora_adapter load_lora_adapter(const fs::path& dir, const model_config& base,
                                         : static_cast<double>(settings.rank));
   out.modules = settings.modules;
 
-  auto file = std::make_shared<mapped_file>(weights_path);
-  const std::string weights_file = weights_path.string();
-  const auto header = parse_safetensors_header(file->bytes(), weights_file);
-  auto views = safetensors_views(header, file->bytes());
+  const std::string weights_file = (dir / "adapter_model.safetensors").string();
+  const auto header = parse_safetensors_header(files.weights, weights_file);
+  auto views = safetensors_views(header, files.weights);
   std::map<std::string, std::vector<std::int64_t>> shapes;
   for (const auto& spec : expected_tensors(base))
     shapes[spec.name] = spec.shape;
@@ -244,7 +262,6 @@ lora_adapter load_lora_adapter(const fs::path& dir, const model_config& base,
                            "not account for: " +
                            names);
   }
-  out.storage = std::move(file);
   return out;
 }
 

@@ -31,7 +31,8 @@ std::pair<lora_site, std::int64_t> site_of(const std::string& module,
 
 lora_weights::lora_weights(const lora_adapter& adapter, const model_config& config,
                            at::Device device, at::ScalarType dtype)
-    : layers_(static_cast<std::size_t>(config.num_layers)) {
+    : layers_(static_cast<std::size_t>(config.num_layers)),
+      bytes_(bytes_for(adapter, dtype)) {
   for (std::int64_t l = 0; l < config.num_layers; ++l)
     for (const auto& module : adapter.modules) {
       const std::string weight = lora_adapted_weight(l, module);
@@ -46,6 +47,13 @@ lora_weights::lora_weights(const lora_adapter& adapter, const model_config& conf
       layers_[static_cast<std::size_t>(l)][static_cast<std::size_t>(site)].push_back(
           std::move(m));
     }
+}
+
+std::uint64_t lora_weights::bytes_for(const lora_adapter& adapter, at::ScalarType dtype) {
+  std::uint64_t elements = 0;
+  for (const auto& [weight, f] : adapter.factors)
+    elements += static_cast<std::uint64_t>(numel(f.a) + numel(f.b));
+  return elements * at::elementSize(dtype);
 }
 
 void lora_weights::add_deltas(lora_site site, std::int64_t layer, const at::Tensor& x,

@@ -28,6 +28,10 @@ public:
   lora_weights(const lora_adapter& adapter, const model_config& config, at::Device device,
                at::ScalarType dtype);
 
+  /// What it holds on the device: the factors of every adapted module in `dtype`.
+  static std::uint64_t bytes_for(const lora_adapter& adapter, at::ScalarType dtype);
+  std::uint64_t bytes() const { return bytes_; }
+
   /// y[rows] += scale B (A x[rows]) for every module of `site` in `layer`: x [T, in]
   /// and y [T, out of the fused site], rows [begin, end).
   void add_deltas(lora_site site, std::int64_t layer, const at::Tensor& x,
@@ -41,6 +45,7 @@ private:
   };
   // [layer][site]: the site's adapted modules.
   std::vector<std::array<std::vector<module_factors>, 4>> layers_;
+  std::uint64_t bytes_ = 0;
 };
 
 /// Packed rows [begin, end) of a pass computed under `weights`.

@@ -178,7 +178,7 @@ public:
   torch_backend(const checkpoint& ckpt, const std::string& device,
                 const torch_options& options)
       : device_(parse_device(device)), dtype_(parse_dtype(options.dtype)),
-        threads_(options.threads) {
+        threads_(options.threads), adapter_budget_bytes_(options.adapter_budget_bytes) {
     if (dtype_ == at::kHalf && device_.is_cpu())
       throw std::invalid_argument("dtype float16 needs a CUDA device (LibTorch has no "
                                   "float16 matmul on the CPU); use bfloat16 or float32");
@@ -391,19 +391,33 @@ public:
 
   void attach_profile(pass_profile* profile) override { profile_ = profile; }
 
-  void add_adapter(const std::string& name, const std::string& dir) override {
+  void add_adapter(const std::string& name, const lora_adapter_files& files) override {
     if (name.empty())
       throw std::invalid_argument("an adapter needs a name");
     if (adapters_.count(name) != 0)
       throw std::invalid_argument("adapter '" + name +
                                   "' is already loaded; remove it first");
-    const auto adapter = load_lora_adapter(dir, model_->config(), public_name(info_));
+    const auto adapter = parse_lora_adapter(files, model_->config(), public_name(info_));
+    // Checked before anything is allocated: the budget is a hard limit.
+    const auto bytes = lora_weights::bytes_for(adapter, dtype_);
+    if (bytes > adapter_budget_bytes_ - adapter_bytes_)
+      throw std::invalid_argument(
+          "adapter '" + name + "' takes " + std::to_string(bytes) + " bytes on " +
+          device_.str() + ", and the adapters' budget of " +
+          std::to_string(adapter_budget_bytes_) + " bytes has " +
+          std::to_string(adapter_budget_bytes_ - adapter_bytes_) + " left");
     adapters_.emplace(name, std::make_unique<const lora_weights>(
                                 adapter, model_->config(), device_, dtype_));
+    adapter_bytes_ += bytes;
   }
 
   bool remove_adapter(const std::string& name) override {
-    return adapters_.erase(name) != 0;
+    const auto it = adapters_.find(name);
+    if (it == adapters_.end())
+      return false;
+    adapter_bytes_ -= it->second->bytes();
+    adapters_.erase(it);
+    return true;
   }
 
 private:
@@ -484,6 +498,8 @@ private:
   model_info info_;
   pass_profile* profile_ = nullptr;
   std::map<std::string, std::unique_ptr<const lora_weights>> adapters_; // by name
+  std::uint64_t adapter_budget_bytes_;
+  std::uint64_t adapter_bytes_ = 0; // what adapters_ holds
 };
 
 } // namespace

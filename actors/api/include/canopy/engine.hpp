@@ -57,7 +57,11 @@ struct query_options {
                                  // cached rows, KV and computations only with each
                                  // other (a tenant, a caller's cache_salt), so nobody
                                  // learns from timing what another partition asked.
-                                 // At most messages::max_partition_bytes.
+                                 // At most messages::max_partition_bytes, no NUL.
+  std::string adapter{};         // the LoRA adapter (add_adapter's name) it is computed
+                                 // under; "": the base model. Rows and KV are never
+                                 // shared across adapters, nor between an adapter and
+                                 // the base.
 };
 
 /// A query's outcome for the callback overloads: the row, or the error.
@@ -126,6 +130,20 @@ public:
   void clear_kv_cache(std::string_view partitions = {});
   /// Answers every waiting query with errc::cancelled.
   void reset_async_queries();
+
+  /// Loads the PEFT LoRA adapter in directory `dir` (lora_adapter.hpp says what is
+  /// accepted) as `name` on every worker, and on each that joins later; queries name it
+  /// in query_options::adapter. Throws canopy::error: errc::invalid_request when the
+  /// name is invalid (messages::adapter_name_problem) or taken, the directory is no
+  /// adapter of this model, or it does not fit adapter_budget_bytes (each says why).
+  void add_adapter(const std::string& name, const std::string& dir);
+  /// Unloads adapter `name`: queries naming it get errc::unknown_adapter from now on,
+  /// those still waiting too, and its cached rows and KV are dropped (those in use
+  /// when they are no longer). A name loaded again later is a new adapter, never
+  /// served from the old one's cache. Throws errc::unknown_adapter when none is loaded.
+  void remove_adapter(const std::string& name);
+  /// The names of the adapters loaded, in order.
+  std::vector<std::string> adapters() const;
 
   /// Text to ids with the model's tokenizer, in its own convention (llama2.c: BOS and
   /// the dummy-prefix space; GPT-2: nothing added; tokenizer.json: its post-processor's

@@ -26,7 +26,9 @@ namespace canopy::actors {
 struct plan_entry {
   const cache::token_seq* tokens = nullptr; // the full sequence (non-empty)
   cache::kv_prefix kv;                      // on the chosen worker, capped at length-1
-  std::string_view partition{};             // its cache partition
+  std::string_view partition{};             // its cache partition (Note [adapter
+                                            // scopes]: it names the adapter too)
+  std::string_view adapter{};               // the adapter's key its item runs under
 };
 
 /// Where an entry's answer comes from.

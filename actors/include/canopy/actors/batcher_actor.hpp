@@ -16,7 +16,8 @@
 // backend (the worker is gone): the queries of every pass they had not returned go
 // back to the head of the queue for the remaining workers, and only when none is left
 // do they fail with worker_lost. A failed pass, a cancellation, an expired deadline or
-// shutdown reaches every waiter as an error.
+// shutdown reaches every waiter as an error. LoRA adapters are loaded on every worker,
+// and on each that joins, before any pass under them.
 // Thread contract: the state is touched only by the actor.
 
 #include <canopy/actors/batch_planner.hpp>
@@ -33,6 +34,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -51,6 +53,8 @@ struct batcher_options {
   /// How long queries wait for a worker while none is alive (a front whose nodes are
   /// all lost, or not joined yet: worker_timeout_ms); 0: they fail at once.
   caf::timespan rejoin_patience{0};
+  /// What the adapters' files kept for joining workers may hold, all together.
+  std::uint64_t adapter_budget_bytes = std::uint64_t{1} << 30;
 };
 
 using entry_id = std::uint64_t;
@@ -136,6 +140,9 @@ struct batcher_state {
   bool burst_enqueued = false;    // handling that idle_atom
   // Passes' round trip, a moving average (Note [idle gather] in batcher_actor.cpp).
   caf::actor_clock::duration_type recent_pass{};
+  // The LoRA adapters loaded, by key, with their files for workers that join later.
+  std::map<std::string, backends::lora_adapter_files> adapters;
+  std::uint64_t adapter_bytes = 0; // their files' bytes
 
   static inline const char* name = "canopy.batcher";
 };

@@ -4,7 +4,8 @@
 // answers hits itself, so hits never reach the batcher; it locks each miss's node and
 // forwards the miss to the batcher, reports how a batch stands before its pass,
 // stores what a pass computed (rows come encoded in the storage dtype), and tells
-// workers to free the KV it evicts.
+// workers to free the KV it evicts. It names the loaded LoRA adapters, so a query's
+// adapter is part of its cache key (Note [adapter scopes] in cache_actor.cpp).
 // Thread contract: the state is touched only by the actor.
 
 #include <canopy/actors/engine_metrics.hpp>
@@ -12,8 +13,10 @@
 #include <canopy/messages/actor_interfaces.hpp>
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 namespace canopy::actors {
@@ -35,7 +38,12 @@ struct cache_state {
   std::vector<cache_worker> workers;       // [trie workers]
   messages::batcher_actor batcher;
   std::shared_ptr<engine_metrics> metrics;
+  std::map<std::string, std::string> adapters; // loaded adapters' keys by name
 
+  /// Puts a caller's query in its cache scope: its adapter's name becomes the loaded
+  /// instance's key, and its partition the trie partition of (partition, key). False,
+  /// with `q` unchanged, when no adapter of that name is loaded.
+  bool scope(messages::query& q) const;
   /// The row answering the sequence that ends at `node` now, or null: its stored row,
   /// and when require_kv (cache_kv) its KV on some worker as well. Lookups and
   /// prepares both ask this.

@@ -3,7 +3,8 @@
 // spawned detached. It serves fronts by session: a pass runs only for an open session,
 // may build only on KV that session made, and the KV a session made is freed when the
 // session ends (its front closed, died or was replaced), so a front that dies loses
-// nothing durable and leaves nothing behind.
+// nothing durable and leaves nothing behind. LoRA adapters are a session's too: two
+// fronts may load different adapters under one key, and each pass sees its own.
 // Thread contract: the state is touched only by the actor.
 
 #include <canopy/backends/backend.hpp>
@@ -11,6 +12,8 @@
 
 #include <cstdint>
 #include <memory>
+#include <set>
+#include <string>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -19,8 +22,12 @@ namespace canopy::actors {
 struct node_device_state {
   std::unique_ptr<backends::backend_i> backend;
   std::uint64_t owner_key = 0; // proves a message comes from this node's own actors
-  /// Open sessions by token, each with the KV entries it made and has not freed.
-  std::unordered_map<std::uint64_t, std::unordered_set<cache::kv_handle>> sessions;
+  struct session {
+    std::unordered_set<cache::kv_handle> kv; // made and not freed
+    std::set<std::string> adapters;          // keys it loaded
+  };
+  /// Open sessions by token.
+  std::unordered_map<std::uint64_t, session> sessions;
   static inline const char* name = "canopy.node_device";
 };
 

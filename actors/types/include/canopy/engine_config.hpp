@@ -11,6 +11,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace canopy {
@@ -83,8 +84,13 @@ struct engine_config {
   std::uint64_t logprob_budget_bytes = std::uint64_t{1} << 30;
   std::uint64_t logprob_max_entries = 0; // 0: none (genlm-backend OutputCache maxsize)
   std::uint64_t kv_budget_bytes = std::uint64_t{1} << 30; // per worker
-  std::string eviction_policy = "lru";                    // lru | lfu | fifo | priority
-  std::string logprob_dtype = "float32";                  // float32 | float16 | bfloat16
+  std::uint64_t adapter_budget_bytes = std::uint64_t{1}
+                                       << 30; // LoRA adapters: their files kept by the
+                                              // batcher, and their factors on each
+                                              // worker's device, all together
+  std::vector<std::string> adapters;   // loaded at start: "name=PATH" (a PEFT directory)
+  std::string eviction_policy = "lru"; // lru | lfu | fifo | priority
+  std::string logprob_dtype = "float32"; // float32 | float16 | bfloat16
 
   // -- runtime ------------------------------------------------------------------------
   std::uint32_t request_actors = 0;    // front actors callers are spread over; 0: half
@@ -118,6 +124,8 @@ struct engine_config {
   /// backend_factory), else `workers` times "cpu": a host's own factory gets the
   /// workers it asked for whatever GPUs the machine has.
   std::vector<std::string> device_list() const;
+  /// `adapters` as (name, directory) pairs, in order.
+  std::vector<std::pair<std::string, std::string>> adapter_list() const;
   /// True when TLS files are given (all three, as validate() requires).
   bool tls() const { return !tls_cert.empty(); }
 };

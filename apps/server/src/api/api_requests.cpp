@@ -149,7 +149,7 @@ parsed<logprobs_request> parse_logprobs_request(std::string_view body,
   return catching<logprobs_request>([&] {
     const json object = parse_object(body, false);
     allow_only(object, {"tokens", "text", "batch", "all_positions", "top_k", "priority",
-                        "deadline_ms", "dtype", "cache_salt"});
+                        "deadline_ms", "dtype", "cache_salt", "adapter"});
     logprobs_request request;
     request.sequences = read_sequences(object, limits, request.batch);
     if (const json* v = member(object, "all_positions"))
@@ -160,6 +160,7 @@ parsed<logprobs_request> parse_logprobs_request(std::string_view body,
     if (const json* v = member(object, "dtype"))
       request.dtype = read_dtype(*v);
     request.cache_salt = read_cache_salt(object);
+    request.adapter = read_adapter(object);
     return request;
   });
 }
@@ -169,7 +170,7 @@ parsed<sample_request> parse_sample_request(std::string_view body,
   return catching<sample_request>([&] {
     const json object = parse_object(body, false);
     allow_only(object, {"tokens", "text", "batch", "max_tokens", "temperature", "seed",
-                        "eos_token_ids", "cache_salt"});
+                        "eos_token_ids", "cache_salt", "adapter"});
     sample_request request;
     request.prompts = read_sequences(object, limits, request.batch);
     request.max_tokens = read_count(required(object, "max_tokens"), "max_tokens", 0,
@@ -184,6 +185,7 @@ parsed<sample_request> parse_sample_request(std::string_view body,
     if (const json* v = member(object, "eos_token_ids"))
       request.eos_token_ids = read_tokens(*v, "eos_token_ids", true);
     request.cache_salt = read_cache_salt(object);
+    request.adapter = read_adapter(object);
     return request;
   });
 }
@@ -193,7 +195,7 @@ parsed<next_byte_request> parse_next_byte_request(std::string_view body,
   return catching<next_byte_request>([&] {
     const json object = parse_object(body, false);
     allow_only(object, {"tokens", "prefix", "batch", "reduce", "priority", "deadline_ms",
-                        "cache_salt"});
+                        "cache_salt", "adapter"});
     next_byte_request request;
     const std::string_view name = exactly_one(object, {"tokens", "batch"});
     request.batch = name == "batch";
@@ -209,6 +211,7 @@ parsed<next_byte_request> parse_next_byte_request(std::string_view body,
       request.reduce = read_reduce(*v);
     read_scheduling(object, request.priority, request.deadline_ms);
     request.cache_salt = read_cache_salt(object);
+    request.adapter = read_adapter(object);
     return request;
   });
 }
@@ -236,9 +239,24 @@ parsed<detokenize_request> parse_detokenize_request(std::string_view body) {
 parsed<cache_kv_request> parse_cache_kv_request(std::string_view body) {
   return catching<cache_kv_request>([&] {
     const json object = parse_object(body, false);
-    allow_only(object, {"tokens", "text", "cache_salt"});
+    allow_only(object, {"tokens", "text", "cache_salt", "adapter"});
     return cache_kv_request{read_single(object, exactly_one(object, {"tokens", "text"})),
-                            read_cache_salt(object)};
+                            read_cache_salt(object), read_adapter(object)};
+  });
+}
+
+parsed<adapter_request> parse_adapter_request(std::string_view body, bool remove) {
+  return catching<adapter_request>([&] {
+    const json object = parse_object(body, false);
+    if (remove)
+      allow_only(object, {"name"});
+    else
+      allow_only(object, {"name", "path"});
+    adapter_request request;
+    request.name = read_string(required(object, "name"), "name");
+    if (!remove)
+      request.path = read_string(required(object, "path"), "path");
+    return request;
   });
 }
 

@@ -151,7 +151,8 @@ api_router::api_router(canopy::engine& engine, std::vector<gateway_actor> gatewa
       model_id_(options.served_model_name),
       started_(std::chrono::duration_cast<std::chrono::seconds>(
                    std::chrono::system_clock::now().time_since_epoch())
-                   .count()) {
+                   .count()),
+      authenticated_(!options.auth_tokens.empty()) {
   metrics_->watch_budget("answers", "bytes", answers_);
   metrics_->watch_budget("generation", "tokens", generation_);
   if (model_id_.empty()) {
@@ -242,6 +243,14 @@ void api_router::dispatch(request_id id, http_request& request, respond_fn& resp
        }},
       {"/metrics", "GET",
        [](api_router& r, request_id, http_request&, respond_fn& a) { a(r.metrics()); }},
+      {"/v1/adapters", "POST",
+       [](api_router& r, request_id, http_request& q, respond_fn& a) {
+         a(r.adapters(q, false));
+       }},
+      {"/v1/adapters/remove", "POST",
+       [](api_router& r, request_id, http_request& q, respond_fn& a) {
+         a(r.adapters(q, true));
+       }},
   }};
   static_assert(every_route_is_an_api_path(routes),
                 "a route missing from api_paths.hpp would be counted as \"other\"");
@@ -300,7 +309,7 @@ void api_router::logprobs(request_id id, const http_request& request,
   job.all_positions = req->all_positions;
   job.priority = req->priority;
   job.deadline_ms = req->deadline_ms;
-  job.partition = cache_partition(request.tenant, req->cache_salt);
+  job.scope = {cache_partition(request.tenant, req->cache_salt), req->adapter};
   row_format format{req->batch, req->all_positions, req->top_k, req->dtype};
   const bool binary = wants_binary(request);
   answer_shape shape{job.sequences.size(), 0, rows,
@@ -309,7 +318,7 @@ void api_router::logprobs(request_id id, const http_request& request,
     shape.tokens += s.size();
     shape.longest = std::max(shape.longest, s.size());
   }
-  shape.longest += partition_tokens(job.partition);
+  shape.longest += scope_tokens(job.scope);
   auto reserved = reserve_answer(shape, format, binary);
   if (auto* refusal = std::get_if<http_response>(&reserved))
     return respond(std::move(*refusal));
@@ -394,7 +403,7 @@ void api_router::sample(request_id id, const http_request& request, respond_fn r
   job.eos_token_ids = req->eos_token_ids;
   job.temperature = req->temperature;
   job.seed = req->seed;
-  job.partition = cache_partition(request.tenant, req->cache_salt);
+  job.scope = {cache_partition(request.tenant, req->cache_salt), req->adapter};
   job.done = answer_with(
       std::move(respond),
       [this, batch = req->batch,
@@ -428,7 +437,8 @@ void api_router::cache_kv(request_id id, const http_request& request,
   auto* ids = parsed_or_respond(tokens, respond);
   if (!ids)
     return;
-  cache_kv_job job{std::move(*ids), cache_partition(request.tenant, req->cache_salt),
+  cache_kv_job job{std::move(*ids),
+                   {cache_partition(request.tenant, req->cache_salt), req->adapter},
                    answer_with(std::move(respond), ok)};
   caf::anon_send(gateway_of(id), cache_kv_atom::value, id, std::move(job));
 }

@@ -24,11 +24,11 @@ void api_router::next_byte(request_id id, const http_request& request,
   job.reduce = req->reduce;
   job.priority = req->priority;
   job.deadline_ms = req->deadline_ms;
-  job.partition = cache_partition(request.tenant, req->cache_salt);
+  job.scope = {cache_partition(request.tenant, req->cache_salt), req->adapter};
   std::size_t longest = 0;
   for (const auto& item : req->items)
     longest = std::max(longest, item.tokens.size());
-  longest += partition_tokens(job.partition);
+  longest += scope_tokens(job.scope);
   const auto queries = std::min(req->items.size(), rows_in_flight_per_job);
   auto reserved = reserve_bytes(next_byte_json_bound(req->items), 0, queries, longest);
   if (auto* refusal = std::get_if<http_response>(&reserved))

@@ -38,11 +38,19 @@ struct open_job {
   bool all_positions = false;
   std::int32_t priority = 0;
   caf::timespan timeout{0};
-  std::string partition;                              // every query's cache partition
+  query_scope scope;                                  // every query's
   std::optional<sampling_run> run;                    // sample
   std::optional<std::size_t> top_logprobs;            // sample: score with this many
   std::function<bool(const sampled_token&)> on_token; // sample
 };
+
+/// A query of `job`, in the job's scope.
+query scoped(const open_job& job, cache::token_seq tokens, std::int32_t priority,
+             bool require_kv, caf::timespan timeout) {
+  query q{std::move(tokens), priority, require_kv, timeout, job.scope.partition};
+  q.adapter = job.scope.adapter;
+  return q;
+}
 
 /// Where a query's answer goes: its job, and the sequence (or prompt) and row in it.
 struct query_slot {
@@ -141,10 +149,9 @@ void ask_more_rows(gateway_pointer self, request_id request, open_job& job) {
     const auto r = job.next_row;
     const auto& tokens = job.answers[s].tokens;
     const auto end = job.all_positions ? tokens.begin() + r + 1 : tokens.end();
-    send_query(
-        self, request, job,
-        query{{tokens.begin(), end}, job.priority, false, job.timeout, job.partition}, s,
-        r);
+    send_query(self, request, job,
+               scoped(job, {tokens.begin(), end}, job.priority, false, job.timeout), s,
+               r);
     if (++job.next_row == job.answers[s].rows.size()) {
       ++job.next_sequence;
       job.next_row = 0;
@@ -163,7 +170,7 @@ void start_logprobs(gateway_pointer self, request_id request, logprobs_job& in) 
   job.priority = in.priority;
   job.timeout = std::chrono::duration_cast<caf::timespan>(
       std::chrono::duration<double, std::milli>(in.deadline_ms));
-  job.partition = std::move(in.partition);
+  job.scope = std::move(in.scope);
   job.answers.resize(in.sequences.size());
   for (std::size_t s = 0; s < in.sequences.size(); ++s) {
     job.answers[s].rows.resize(in.all_positions ? in.sequences[s].size() : 1);
@@ -180,9 +187,8 @@ void ask_more_bytes(gateway_pointer self, request_id request, open_job& job) {
     const auto& item = (*job.byte_items)[i];
     const auto id = new_query_id(self, request, job, i, 0);
     self->send(self->state.engine, next_byte_atom::value,
-               next_byte_query{
-                   query{item.tokens, job.priority, false, job.timeout, job.partition},
-                   item.prefix, job.reduce},
+               next_byte_query{scoped(job, item.tokens, job.priority, false, job.timeout),
+                               item.prefix, job.reduce},
                id, caf::actor_cast<next_byte_sink>(self));
   }
 }
@@ -192,7 +198,7 @@ void start_next_byte(gateway_pointer self, request_id request, next_byte_job& in
   job.priority = in.priority;
   job.timeout = std::chrono::duration_cast<caf::timespan>(
       std::chrono::duration<double, std::milli>(in.deadline_ms));
-  job.partition = std::move(in.partition);
+  job.scope = std::move(in.scope);
   job.reduce = in.reduce;
   job.byte_items = std::move(in.items);
   job.distributions.resize(job.byte_items->size());
@@ -210,7 +216,7 @@ void step_sampling(gateway_pointer self, request_id request, open_job& job) {
     return finish(self, request, std::move(reply));
   }
   for (auto& [prompt, context] : next)
-    send_query(self, request, job, query{std::move(context), 0, false, {}, job.partition},
+    send_query(self, request, job, scoped(job, std::move(context), 0, false, {}),
                static_cast<std::uint32_t>(prompt), 0);
 }
 
@@ -218,7 +224,7 @@ void start_sample(gateway_pointer self, request_id request, sample_job& in) {
   auto& job = open(self, request, job_kind::sample, std::move(in.done));
   job.top_logprobs = in.top_logprobs;
   job.on_token = std::move(in.on_token);
-  job.partition = std::move(in.partition);
+  job.scope = std::move(in.scope);
   job.run.emplace(std::move(in.prompts), in.max_tokens, std::move(in.eos_token_ids),
                   in.temperature, in.seed, in.top_p);
   step_sampling(self, request, job);
@@ -358,10 +364,9 @@ gateway_actor::behavior_type gateway(gateway_pointer self, engine_actor engine) 
       },
       [=](cache_kv_atom, request_id request, cache_kv_job& in) {
         auto& job = open(self, request, job_kind::cache_kv, std::move(in.done));
+        job.scope = std::move(in.scope);
         send_query(self, request, job,
-                   query{std::move(in.prompt), 0, true, caf::timespan{0},
-                         std::move(in.partition)},
-                   0, 0);
+                   scoped(job, std::move(in.prompt), 0, true, caf::timespan{0}), 0, 0);
       },
       [=](clear_atom, clear_job& job) {
         auto done = std::move(job.done);

@@ -177,7 +177,19 @@ std::string read_cache_salt(const json& object) {
     refuse(invalid_request, "cache_salt has " + std::to_string(salt.size()) +
                                 " bytes, more than the limit of " +
                                 std::to_string(max_cache_salt_bytes));
+  if (salt.find('\0') != std::string::npos)
+    refuse(invalid_request, "cache_salt holds a NUL byte");
   return salt;
+}
+
+std::string read_adapter(const json& object) {
+  const json* value = member(object, "adapter");
+  if (value == nullptr)
+    return {};
+  auto name = read_string(*value, "adapter");
+  if (name.empty())
+    refuse(invalid_request, "adapter is empty (leave it out for the base model)");
+  return name; // the engine refuses a name no adapter has
 }
 
 double read_number(const json& value, const std::string& field) {

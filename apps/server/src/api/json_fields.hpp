@@ -76,8 +76,10 @@ std::uint64_t read_count(const nlohmann::json& value, const std::string& field,
 cache::token_seq read_tokens(const nlohmann::json& value, const std::string& field,
                              bool allow_empty);
 /// The optional "cache_salt" of `object`: "" when absent; else a non-empty string of
-/// at most max_cache_salt_bytes (cache_partition.hpp).
+/// at most max_cache_salt_bytes (cache_partition.hpp), without NUL.
 std::string read_cache_salt(const nlohmann::json& object);
+/// "adapter": a non-empty adapter name; "" when absent.
+std::string read_adapter(const nlohmann::json& object);
 /// One sequence of a list: a non-empty list of token ids, or a text; refuses anything
 /// else as "<field> is neither a list of token ids nor a text".
 sequence_input read_sequence(const nlohmann::json& value, const std::string& field);

@@ -10,6 +10,7 @@
 
 #include <caf/send.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <memory>
@@ -40,7 +41,7 @@ struct completion_run {
 
   completion_request request;
   token_texts texts;
-  std::string partition; // its queries' (cache_partition.hpp)
+  query_scope scope; // its queries' partition and adapter (the model it named)
   std::vector<cache::token_seq> prompts;
   std::size_t prompt_tokens = 0;                       // of every prompt, once each
   std::vector<std::vector<token_score>> prompt_scores; // [prompts], echo with logprobs
@@ -184,11 +185,19 @@ std::string completion_id(request_id id) {
 } // namespace
 
 http_response api_router::models() const {
-  return json_response({{"object", "list"},
-                        {"data", json::array({{{"id", model_id_},
-                                               {"object", "model"},
-                                               {"created", started_},
-                                               {"owned_by", "canopy"}}})}});
+  // Each LoRA adapter is a model of its own, whose parent is the served one (as vLLM
+  // lists them): completions name it in "model".
+  json data = json::array({{{"id", model_id_},
+                            {"object", "model"},
+                            {"created", started_},
+                            {"owned_by", "canopy"}}});
+  for (const auto& adapter : engine_.adapters())
+    data.push_back({{"id", adapter},
+                    {"object", "model"},
+                    {"created", started_},
+                    {"owned_by", "canopy"},
+                    {"parent", model_id_}});
+  return json_response({{"object", "list"}, {"data", std::move(data)}});
 }
 
 void api_router::completions(request_id id, const http_request& request,
@@ -197,15 +206,19 @@ void api_router::completions(request_id id, const http_request& request,
   auto* req = parsed_or_respond(result, respond);
   if (!req)
     return;
-  if (req->model != model_id_) {
+  const auto adapters = engine_.adapters();
+  const bool adapted =
+      std::find(adapters.begin(), adapters.end(), req->model) != adapters.end();
+  if (req->model != model_id_ && !adapted) {
     // Named back, but not whole: a client's 1 MB name is not echoed.
     const auto named =
         req->model.size() <= 80 ? req->model : req->model.substr(0, 80) + "...";
-    return respond(to_response({404, "model_not_found",
-                                "the model `" + named +
-                                    "` does not exist; this server "
-                                    "serves `" +
-                                    model_id_ + "`"}));
+    std::string served = "`" + model_id_ + "`";
+    for (const auto& adapter : adapters)
+      served += ", `" + adapter + "`";
+    return respond(to_response(
+        {404, "model_not_found",
+         "the model `" + named + "` does not exist; this server serves " + served}));
   }
   if (!engine_.has_tokenizer())
     return respond(to_response(
@@ -213,7 +226,8 @@ void api_router::completions(request_id id, const http_request& request,
                           "completions need the model's tokenizer, and it has none")));
   auto run = std::make_shared<completion_run>(std::move(*req), texts());
   const auto& r = run->request;
-  run->partition = cache_partition(request.tenant, r.cache_salt);
+  run->scope = {cache_partition(request.tenant, r.cache_salt),
+                r.model == model_id_ ? std::string() : r.model};
   const auto context = static_cast<std::size_t>(engine_.model().context_length);
   for (std::size_t p = 0; p < r.prompts.size(); ++p) {
     auto tokens = resolve(r.prompts[p]);
@@ -257,7 +271,7 @@ void api_router::completions(request_id id, const http_request& request,
       (r.echo ? prompt_tokens : 0) + r.prompts.size() * r.max_tokens;
   const auto per_token =
       json_bytes_per_token(longest_token_bytes_, logprobs ? *r.logprobs : 0) +
-      (r.stream ? 128 + model_id_.size() : 0);
+      (r.stream ? 128 + r.model.size() : 0);
   const auto encoded = 512 + r.n * (choice_tokens + r.prompts.size()) * per_token;
   // In flight at once: a window of the prompts' rows, or a step of every choice.
   std::size_t longest_prompt = 0;
@@ -266,9 +280,8 @@ void api_router::completions(request_id id, const http_request& request,
   const auto queries =
       std::max(prompt_rows ? std::min(prompt_tokens, rows_in_flight_per_job) : 0,
                r.n * run->prompts.size());
-  auto reserved =
-      reserve_bytes(encoded, prompt_rows ? prompt_tokens : 0, queries,
-                    longest_prompt + r.max_tokens + partition_tokens(run->partition));
+  auto reserved = reserve_bytes(encoded, prompt_rows ? prompt_tokens : 0, queries,
+                                longest_prompt + r.max_tokens + scope_tokens(run->scope));
   if (auto* refusal = std::get_if<http_response>(&reserved))
     return respond(std::move(*refusal));
   auto generation = reserve_generation(run->prompts.size() * r.n * r.max_tokens);
@@ -283,7 +296,7 @@ void api_router::completions(request_id id, const http_request& request,
                {"created", std::chrono::duration_cast<std::chrono::seconds>(
                                std::chrono::system_clock::now().time_since_epoch())
                                .count()},
-               {"model", model_id_}};
+               {"model", r.model}};
 
   // The second stage: every prompt n times, each with its own random stream; each
   // choice starts with its echoed prompt.
@@ -292,7 +305,7 @@ void api_router::completions(request_id id, const http_request& request,
       return run->respond(to_response(*failed));
     const auto& r = run->request;
     sample_job job;
-    job.partition = run->partition;
+    job.scope = run->scope;
     for (std::size_t p = 0; p < run->prompts.size(); ++p)
       for (std::size_t k = 0; k < r.n; ++k) {
         job.prompts.push_back(run->prompts[p]);
@@ -333,7 +346,7 @@ void api_router::completions(request_id id, const http_request& request,
   logprobs_job rows;
   rows.sequences = run->prompts;
   rows.all_positions = true;
-  rows.partition = run->partition;
+  rows.scope = run->scope;
   rows.done = [run, sample = std::move(sample)](gateway_reply reply) {
     run->prompt_engine_ms = reply.engine_ms;
     if (!reply.error)

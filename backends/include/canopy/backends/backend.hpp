@@ -8,6 +8,7 @@
 // The structs are plain values; messages/ makes them serializable, because workers
 // may live on other machines.
 
+#include <canopy/backends/checkpoints/lora_adapter_files.hpp>
 #include <canopy/backends/pass_profile.hpp>
 #include <canopy/cache/types.hpp>
 
@@ -109,11 +110,13 @@ public:
   /// Charges the parts of every pass from now on to `profile` (null: stops). A
   /// backend without parts worth naming (the mock) ignores it.
   virtual void attach_profile(pass_profile* profile) { (void)profile; }
-  /// Loads the PEFT LoRA adapter in directory `dir` as `name`, for pass items naming
-  /// it. Throws (checkpoint_error or std::invalid_argument, naming the problem) when
-  /// the adapter cannot serve this model, when `name` is empty or already loaded, or
-  /// when the backend has no adapters (the mock).
-  virtual void add_adapter(const std::string& name, const std::string& dir);
+  /// Loads the PEFT LoRA adapter in `files` (read_lora_adapter_files) as `name`, for
+  /// pass items naming it. Throws (checkpoint_error or std::invalid_argument, naming
+  /// the problem) when the adapter cannot serve this model or does not fit the
+  /// adapters' budget, when `name` is empty or already loaded, or when the backend has
+  /// no adapters (the default: a host's own backend_i may have none). The mock takes any
+  /// files: its rows under an adapter are those of mock_adapted(options, files).
+  virtual void add_adapter(const std::string& name, const lora_adapter_files& files);
   /// Unloads adapter `name`; false when none was loaded under it. KV computed under it
   /// is the caller's to release.
   virtual bool remove_adapter(const std::string& name) {

@@ -33,6 +33,11 @@ struct mock_options {
 std::vector<float> mock_logprobs(const mock_options& options,
                                  const cache::token_id* tokens, std::size_t n);
 
+/// The options whose rows the mock gives under the adapter of `files`: a seed derived
+/// from the options' and the files' bytes, so every adapter has rows of its own.
+/// KV made under one adapter is refused to a pass item under another.
+mock_options mock_adapted(const mock_options& options, const lora_adapter_files& files);
+
 std::unique_ptr<backend_i> make_mock_backend(const mock_options& options);
 
 } // namespace canopy::backends

@@ -53,6 +53,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <string_view>
@@ -119,6 +120,9 @@ struct trie_stats {
   std::uint64_t refused_attaches = 0; // attaches that could not fit
   std::uint64_t partitions = 0;       // roots of named partitions now
 };
+
+/// Chooses partitions by name, for clear.
+using partition_filter = std::function<bool(std::string_view name)>;
 
 class token_trie {
 public:
@@ -224,6 +228,8 @@ public:
   /// Drops log-probs and KV of every unlocked node (released KV is queued) in the
   /// partitions whose names start with `partitions` ("": all of them).
   void clear(std::string_view partitions = {});
+  /// The same in the partitions whose names `pick` chooses ("" is the shared one).
+  void clear(const partition_filter& pick);
   /// Drops the KV of every unlocked node (released KV is queued) in those partitions.
   void clear_kv(std::string_view partitions = {});
   /// The worker is gone: drop all of its KV, locked or not, without queueing releases.

@@ -61,7 +61,12 @@ using worker_actor = caf::typed_actor<
     // Moves KV entries the cache demoted to the worker's host tier.
     caf::reacts_to<demote_kv_atom, std::vector<cache::kv_handle>>,
     // Describes the model this worker runs.
-    caf::replies_to<info_atom>::with<backends::model_info>>;
+    caf::replies_to<info_atom>::with<backends::model_info>,
+    // Loads a LoRA adapter under a key (the engine's name for this loading of it) for
+    // pass items naming the key; a refusal is errc::invalid_request naming why.
+    caf::replies_to<adapter_atom, std::string, backends::lora_adapter_files>::with<bool>,
+    // Unloads the adapter under the key; KV made under it is the cache's to free.
+    caf::reacts_to<adapter_atom, std::string>>;
 
 /// One per entry of remote_workers, on the front: connects to a worker node, proves the
 /// cluster secret, makes its devices join through local proxies (worker_actor handles),
@@ -97,7 +102,13 @@ using node_device_actor = caf::typed_actor<
     caf::replies_to<session_atom, std::uint64_t, std::uint64_t,
                     bool>::with<std::uint64_t>,
     // With the owner key: finish what the mailbox holds, then stop.
-    caf::reacts_to<drain_atom, std::uint64_t>>;
+    caf::reacts_to<drain_atom, std::uint64_t>,
+    // Loads an adapter for the session (worker_actor's); it is the session's alone, and
+    // unloaded when the session ends.
+    caf::replies_to<adapter_atom, std::uint64_t, std::string,
+                    backends::lora_adapter_files>::with<bool>,
+    // Unloads one of the session's adapters.
+    caf::reacts_to<adapter_atom, std::uint64_t, std::string>>;
 
 /// A worker node's published actor: the only one a stranger can reach.
 using node_gate_actor = caf::typed_actor<
@@ -145,7 +156,14 @@ using batcher_actor = caf::typed_actor<
     // joins of its in-process workers, say) are handled.
     caf::replies_to<ping_atom>::with<bool>,
     // The reference path (no cache, no batching, no KV kept), answered to the sink.
-    caf::reacts_to<uncached_atom, cache::token_seq, std::uint64_t, answer_sink>>;
+    caf::reacts_to<uncached_atom, cache::token_seq, std::uint64_t, answer_sink>,
+    // Loads an adapter on every worker under its key, and on every worker that joins
+    // later; answered once all have it, or with the first refusal (then none keeps it).
+    // Refused when the adapters held for joiners would pass the adapters' budget.
+    caf::replies_to<adapter_atom, std::string, backends::lora_adapter_files>::with<bool>,
+    // Unloads it everywhere; the queries under it still waiting get
+    // errc::unknown_adapter.
+    caf::replies_to<adapter_atom, std::string>::with<bool>>;
 
 /// Owns the token trie, its eviction policy and byte budgets.
 using cache_actor = caf::typed_actor<
@@ -159,8 +177,8 @@ using cache_actor = caf::typed_actor<
     // every item.
     caf::replies_to<store_atom, store_request>::with<std::vector<shared_logprobs>>,
     // Keeps the answer's extra (next-byte masses a request actor made) beside the
-    // row of the partition's sequence, when that node still holds the very row.
-    caf::reacts_to<keep_atom, std::string, cache::token_seq, shared_logprobs>,
+    // row of the query's sequence, when that node still holds the very row.
+    caf::reacts_to<keep_atom, query, shared_logprobs>,
     // Gives back locks taken by lookups (one per element).
     caf::reacts_to<release_atom, std::vector<cache::node_id>>,
     // A worker was lost: its KV handles are void.
@@ -178,7 +196,16 @@ using cache_actor = caf::typed_actor<
     // string ("": all).
     caf::replies_to<clear_atom, std::string>::with<bool>,
     // Drops every unlocked KV entry of those partitions.
-    caf::replies_to<clear_kv_atom, std::string>::with<bool>>;
+    caf::replies_to<clear_kv_atom, std::string>::with<bool>,
+    // Names a loaded adapter (name, key): lookups naming it are computed under the key
+    // from now on. errc::invalid_request when the name is taken.
+    caf::replies_to<adapter_atom, std::string, std::string>::with<bool>,
+    // Forgets the name: lookups naming it get errc::unknown_adapter from now on, and
+    // every unlocked row and KV entry under it is dropped. Answers the key it had
+    // (errc::unknown_adapter when none).
+    caf::replies_to<adapter_atom, std::string>::with<std::string>,
+    // The names of the adapters loaded, in order.
+    caf::replies_to<adapters_atom>::with<std::vector<std::string>>>;
 
 /// The front door: a request actor. Hosts that run their own actor system talk to
 /// the engine through this handle.

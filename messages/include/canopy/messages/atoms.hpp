@@ -33,8 +33,10 @@ using drain_atom = caf::atom_constant<caf::atom("drain")>; // a leaving worker
 using hello_atom = caf::atom_constant<caf::atom("hello")>; // front -> node: handshake
 using auth_atom = caf::atom_constant<caf::atom("auth")>;   // front -> node: proof
 using ping_atom = caf::atom_constant<caf::atom("ping")>;   // heartbeats, barriers
-using session_atom = caf::atom_constant<caf::atom("session")>; // node gate -> devices
-using leave_atom = caf::atom_constant<caf::atom("leave")>;     // node -> front, last
-using wait_atom = caf::atom_constant<caf::atom("wait")>;       // engine -> its links
+using session_atom = caf::atom_constant<caf::atom("session")>;   // node gate -> devices
+using leave_atom = caf::atom_constant<caf::atom("leave")>;       // node -> front, last
+using wait_atom = caf::atom_constant<caf::atom("wait")>;         // engine -> its links
+using adapter_atom = caf::atom_constant<caf::atom("adapter")>;   // adapters: add, remove
+using adapters_atom = caf::atom_constant<caf::atom("adapters")>; // -> cache: the list
 
 } // namespace canopy::messages

@@ -29,13 +29,14 @@ enum class errc : std::uint8_t {
   shutting_down,      // the engine stopped before answering
   invalid_request,    // a malformed request of another kind
   no_tokenizer,       // text was given but the model has no tokenizer (use token ids)
+  unknown_adapter,    // a query or call names a LoRA adapter that is not loaded
 };
 
 /// The category under which Canopy errors travel in caf::error.
 inline constexpr caf::atom_value error_category = caf::atom("canopy");
 
 /// Their names: the codes of the HTTP API's errors.
-inline constexpr std::array<enum_name<errc>, 13> errc_names{{
+inline constexpr std::array<enum_name<errc>, 14> errc_names{{
     {errc::none, "none"},
     {errc::empty_sequence, "empty_sequence"},
     {errc::token_out_of_range, "token_out_of_range"},
@@ -49,6 +50,7 @@ inline constexpr std::array<enum_name<errc>, 13> errc_names{{
     {errc::shutting_down, "shutting_down"},
     {errc::invalid_request, "invalid_request"},
     {errc::no_tokenizer, "no_tokenizer"},
+    {errc::unknown_adapter, "unknown_adapter"},
 }};
 
 std::string_view to_string(errc code);

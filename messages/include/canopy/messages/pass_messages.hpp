@@ -1,6 +1,7 @@
 #pragma once
 // Serialization of what crosses to a worker: the backend's pass structs, the model
-// description a worker announces, and the backend description it starts from. The
+// description a worker announces, the backend description it starts from, and the
+// LoRA adapters it loads. The
 // inspect() overloads live in the types' own namespaces (ADL) so that backends/ stays
 // free of CAF.
 // Thread contract: plain values.
@@ -43,7 +44,14 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, torch_options& x) {
   return f(caf::meta::type_name("torch_options"), x.dtype, x.weight_dtype, x.kv_dtype,
            x.kv_residual_tokens, x.kv_host_budget_bytes, x.kv_host_dtype,
-           x.kv_budget_bytes, x.threads, x.max_context_length, x.direct_forward);
+           x.kv_budget_bytes, x.threads, x.max_context_length, x.adapter_budget_bytes,
+           x.direct_forward);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, lora_adapter_files& x) {
+  return f(caf::meta::type_name("lora_adapter_files"), x.source, x.config_json,
+           x.weights);
 }
 
 template <class Inspector>

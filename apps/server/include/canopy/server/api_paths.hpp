@@ -9,7 +9,7 @@
 
 namespace canopy::server {
 
-inline constexpr std::array<std::string_view, 15> api_paths = {
+inline constexpr std::array<std::string_view, 17> api_paths = {
     "/v1/logprobs",
     "/v1/next_byte",
     "/v1/sample",
@@ -24,7 +24,9 @@ inline constexpr std::array<std::string_view, 15> api_paths = {
     "/v1/completions",
     "/v1/models",
     "/v1/tokenizer/merges",
-    "/v1/tokenizer/chat_templates"};
+    "/v1/tokenizer/chat_templates",
+    "/v1/adapters",
+    "/v1/adapters/remove"};
 
 /// Whether `path` is one of `api_paths`.
 constexpr bool is_api_path(std::string_view path) {

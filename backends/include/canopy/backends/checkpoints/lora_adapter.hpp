@@ -13,10 +13,12 @@
 // biases, modules_to_save, fan_in_fan_out, per-layer ranks or alphas, a subset of
 // layers, ...). A key this reader does not know is refused unless it holds null, false
 // or an empty value, so a newer PEFT's feature is never silently dropped.
-// Thread contract: loading is a pure function of the file system; an adapter is an
-// immutable value once built and may be read from any number of threads.
+// Thread contract: reading and parsing are pure functions (of the file system, of the
+// bytes); an adapter is an immutable value once built and may be read from any number
+// of threads.
 
 #include <canopy/backends/checkpoints/checkpoint.hpp>
+#include <canopy/backends/checkpoints/lora_adapter_files.hpp>
 
 #include <array>
 #include <cstdint>
@@ -49,7 +51,7 @@ struct lora_adapter {
   /// Keyed by the canonical name of the weight each pair adapts
   /// ("model.layers.3.self_attn.q_proj.weight").
   std::map<std::string, lora_factors> factors;
-  std::shared_ptr<const void> storage; // keeps the mapped file alive
+  std::shared_ptr<const void> storage; // keeps the viewed bytes alive (or null)
 };
 
 /// The canonical name of the weight that `module` (one of lora_module_names) adapts in
@@ -57,9 +59,18 @@ struct lora_adapter {
 /// "model.layers.3.mlp.up_proj.weight".
 std::string lora_adapted_weight(std::int64_t layer, const std::string& module);
 
-/// Reads the adapter in `dir` for a model of `base` (from `base_source`, named in
-/// messages). Throws checkpoint_error naming the file, and the key or tensor, on any
-/// problem.
+/// The files of the adapter directory `dir`. Throws checkpoint_error naming the
+/// directory when it is not one, or when its files hold more than `max_bytes`.
+lora_adapter_files read_lora_adapter_files(const std::filesystem::path& dir,
+                                           std::uint64_t max_bytes = UINT64_MAX);
+
+/// The adapter in `files` for a model of `base` (from `base_source`, named in
+/// messages); its factors view `files.weights`, which must outlive it. Throws
+/// checkpoint_error naming the file, and the key or tensor, on any problem.
+lora_adapter parse_lora_adapter(const lora_adapter_files& files, const model_config& base,
+                                const std::string& base_source);
+
+/// parse_lora_adapter of read_lora_adapter_files(dir); the adapter keeps the files.
 lora_adapter load_lora_adapter(const std::filesystem::path& dir, const model_config& base,
                                const std::string& base_source);
 

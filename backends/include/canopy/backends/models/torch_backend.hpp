@@ -35,6 +35,9 @@ struct torch_options {
   std::uint64_t kv_budget_bytes = std::uint64_t{1} << 30; // this worker's KV storage
   int threads = 0; // intra-op threads of this worker's passes; 0: ATen's
   std::uint64_t max_context_length = 0; // 0: the model's; else see served_config
+  std::uint64_t adapter_budget_bytes = std::uint64_t{1}
+                                       << 30; // what loaded LoRA adapters may take on
+                                              // the device, all together
   bool direct_forward = true; // float32 Llama on the CPU: plain loops and CBLAS on
                               // kept buffers (direct_llama_forward.hpp); false:
                               // ATen's ops, as every other model, dtype and device

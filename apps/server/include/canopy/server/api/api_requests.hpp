@@ -39,7 +39,8 @@ enum class wire_dtype { float32, float16 };
 
 /// Every request that runs queries may give "cache_salt" (a non-empty string): its
 /// queries then share cached entries only with requests of the same tenant and salt
-/// (cache_partition.hpp).
+/// (cache_partition.hpp); and "adapter", the name of a loaded LoRA adapter to compute
+/// them under (none: the base model).
 
 /// POST /v1/logprobs: exactly one of "tokens", "text", "batch" (a list whose entries
 /// are token lists or texts). Options: "all_positions" (bool), "top_k" (int >= 1),
@@ -54,6 +55,7 @@ struct logprobs_request {
   double deadline_ms = 0; // 0: none
   wire_dtype dtype = wire_dtype::float32;
   std::string cache_salt; // "": none
+  std::string adapter;    // "": the base model
 };
 
 /// POST /v1/sample: "tokens" | "text" | "batch" as above, "max_tokens" (int >= 0,
@@ -67,6 +69,7 @@ struct sample_request {
   std::uint64_t seed = 0;
   std::vector<std::int32_t> eos_token_ids;
   std::string cache_salt;
+  std::string adapter;
 };
 
 /// One next-byte question: a token sequence and the bytes of the token being spelled.
@@ -85,6 +88,7 @@ struct next_byte_request {
   std::int32_t priority = 0;
   double deadline_ms = 0; // 0: none
   std::string cache_salt;
+  std::string adapter;
 };
 
 /// POST /v1/tokenize: {"text": "...", "add_special_tokens": true}.
@@ -103,6 +107,14 @@ struct detokenize_request {
 struct cache_kv_request {
   sequence_input prompt;
   std::string cache_salt;
+  std::string adapter;
+};
+
+/// POST /v1/adapters: {"name": "...", "path": "..."}, a PEFT adapter directory on the
+/// server's machine, loaded under the name; POST /v1/adapters/remove: {"name": "..."}.
+struct adapter_request {
+  std::string name;
+  std::string path; // "" for a removal
 };
 
 /// POST /v1/cache/clear: {} or {"kv_only": true}; an empty body counts as {}.
@@ -121,6 +133,7 @@ parsed<next_byte_request> parse_next_byte_request(std::string_view body,
 parsed<tokenize_request> parse_tokenize_request(std::string_view body);
 parsed<detokenize_request> parse_detokenize_request(std::string_view body);
 parsed<cache_kv_request> parse_cache_kv_request(std::string_view body);
+parsed<adapter_request> parse_adapter_request(std::string_view body, bool remove);
 parsed<cache_clear_request> parse_cache_clear_request(std::string_view body);
 
 } // namespace canopy::server

@@ -3,8 +3,8 @@
 // queries (logprobs, next_byte, sample, completions, cache) become gateway jobs, answered
 // when the gateway's `done` runs (JSON, the binary row format or server-sent events, with
 // Server-Timing); the rest (health, model, models, vocabulary, metrics, tokenize,
-// detokenize) are answered at once from the engine's own thread-safe methods and
-// answers prepared at start. Unknown paths get 404, known paths with the wrong method
+// detokenize, adapters) are answered at once from the engine's own thread-safe methods
+// and answers prepared at start. Unknown paths get 404, known paths with the wrong method
 // 405.
 // Thread contract: handle() and cancel() from any number of threads at once (the
 // transport's I/O threads and its handler threads); the router holds no mutable state
@@ -53,6 +53,10 @@ private:
     return {engine_.byte_vocab(), engine_.special_token_texts()};
   }
   void cache_clear(const http_request& request, respond_fn respond);
+  /// POST /v1/adapters and /v1/adapters/remove (api_router_adapters.cpp): load or
+  /// unload a LoRA adapter; only on a server with bearer tokens, since loading reads a
+  /// directory of the server's machine.
+  http_response adapters(const http_request& request, bool remove) const;
   http_response tokenize(const http_request& request) const;
   http_response detokenize(const http_request& request) const;
   http_response metrics() const;
@@ -88,6 +92,7 @@ private:
   std::string model_id_;                // the OpenAI routes' model id
   std::int64_t started_;                // Unix seconds at start (/v1/models' "created")
   std::size_t longest_token_bytes_ = 0; // of the byte vocabulary (answer size bounds)
+  bool authenticated_;                  // the server has bearer tokens
 };
 
 } // namespace canopy::server

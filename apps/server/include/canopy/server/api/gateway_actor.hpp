@@ -57,10 +57,17 @@ inline constexpr std::size_t rows_in_flight_per_job = 64;
 /// slack and the maps that hold them.
 inline constexpr std::size_t query_bytes_per_token = 32;
 
-/// A query's cache partition is copied where its tokens are: it costs as many tokens
-/// as it has 4-byte words.
-inline std::size_t partition_tokens(const std::string& partition) {
-  return (partition.size() + sizeof(cache::token_id) - 1) / sizeof(cache::token_id);
+/// Where a job's queries are cached and computed.
+struct query_scope {
+  std::string partition; // their cache partition (cache_partition.hpp)
+  std::string adapter;   // the LoRA adapter they run under; "": the base model
+};
+
+/// A query's scope is copied where its tokens are: it costs as many tokens as it has
+/// 4-byte words.
+inline std::size_t scope_tokens(const query_scope& scope) {
+  const auto bytes = scope.partition.size() + scope.adapter.size();
+  return (bytes + sizeof(cache::token_id) - 1) / sizeof(cache::token_id);
 }
 
 /// Next-token rows after each sequence, or after every prefix (all_positions).
@@ -69,7 +76,7 @@ struct logprobs_job {
   bool all_positions = false;
   std::int32_t priority = 0;
   double deadline_ms = 0; // 0: the engine's query_timeout_ms
-  std::string partition;  // the queries' cache partition (cache_partition.hpp)
+  query_scope scope;
   gateway_done done;
 };
 
@@ -81,7 +88,7 @@ struct next_byte_job {
   backends::byte_reduce reduce = backends::byte_reduce::sum;
   std::int32_t priority = 0;
   double deadline_ms = 0; // 0: the engine's query_timeout_ms
-  std::string partition;  // the queries' cache partition
+  query_scope scope;
   gateway_done done;
 };
 
@@ -108,14 +115,14 @@ struct sample_job {
   /// prompt's generation as stopped (a stop string appeared). Runs on the gateway's
   /// thread; must not block.
   std::function<bool(const sampled_token&)> on_token;
-  std::string partition; // the queries' cache partition
+  query_scope scope;
   gateway_done done;
 };
 
 /// engine::cache_kv: done once the prompt's KV is cached.
 struct cache_kv_job {
   cache::token_seq prompt;
-  std::string partition; // the query's cache partition
+  query_scope scope;
   gateway_done done;
 };
 

@@ -23,7 +23,7 @@ inline constexpr std::size_t max_completion_logprobs = 20;
 inline constexpr std::size_t max_stop_strings = 4;
 
 struct completion_request {
-  std::string model; // required; must name the served model
+  std::string model; // required; must name the served model or a loaded adapter
   std::vector<sequence_input>
       prompts;                 // "prompt": a text, texts, token ids or lists of them
   std::size_t max_tokens = 16; // 0: score the prompt only
