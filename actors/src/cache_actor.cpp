@@ -281,8 +281,9 @@ cache_actor::behavior_type cache(cache_actor::stateful_pointer<cache_state> self
       [=](connect_atom, const batcher_actor& batcher) { self->state.batcher = batcher; },
       [=](cancel_atom, answer_sink& sink, std::vector<std::uint64_t>& tickets,
           std::vector<query>& keys) {
-        // A query whose adapter is gone was answered when it went (the batcher's
-        // removal); its key matches nothing now.
+        // A query whose adapter is gone keeps its plain key, under which no entry waits
+        // for its ticket: the withdrawal finds nothing, and its entry answers
+        // unknown_adapter at its dispatch (the caller was answered cancelled already).
         for (auto& q : keys)
           self->state.scope(q);
         if (self->state.batcher)

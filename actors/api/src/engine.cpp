@@ -192,15 +192,13 @@ struct engine::impl {
   void add_adapter(const std::string& name, const std::string& dir) {
     if (auto problem = adapter_name_problem(name); !problem.empty())
       throw canopy::error(errc::invalid_request, problem);
-    auto taken = [&] {
-      const auto names =
-          ask<std::vector<std::string>>(actors.cache, adapters_atom::value);
-      return std::find(names.begin(), names.end(), name) != names.end();
-    };
-    if (taken()) // before reading and loading it for nothing
-      throw canopy::error(errc::invalid_request, "adapter '" + name +
-                                                     "' is loaded already; remove it "
-                                                     "first");
+    const canopy::error taken(errc::invalid_request,
+                              "adapter '" + name +
+                                  "' is loaded already; remove it first");
+    // Checked before reading and loading it for nothing; the cache has the last word.
+    const auto names = ask<std::vector<std::string>>(actors.cache, adapters_atom::value);
+    if (std::find(names.begin(), names.end(), name) != names.end())
+      throw taken;
     backends::lora_adapter_files files;
     try {
       files = backends::read_lora_adapter_files(dir, config.adapter_budget_bytes);
@@ -213,9 +211,7 @@ struct engine::impl {
       ask<bool>(actors.cache, adapter_atom::value, name, key);
     } catch (const canopy::error&) { // another call took the name meanwhile
       ask<bool>(actors.batcher, adapter_atom::value, key);
-      throw canopy::error(errc::invalid_request, "adapter '" + name +
-                                                     "' is loaded already; remove it "
-                                                     "first");
+      throw taken;
     }
   }
 };

@@ -1,6 +1,6 @@
 """Canopy's next-byte distributions against genlm's own tries, over the served model
 (run_genlm_tests.sh runs this file for stories260K, gpt2-synthetic, and the mock model over
-Llama 3's and Qwen3's tokenizers, 128k and 152k tokens).
+Qwen3's tokenizer, 152k tokens).
 
 1. The contract (docs/http-api.md, POST /v1/next_byte), sum and max, against genlm-backend's
    ``TokenCharacterTrie`` in float64 over the row the server serves: an independent
