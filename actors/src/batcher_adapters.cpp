@@ -61,9 +61,8 @@ caf::result<bool> add_adapter(batcher_pointer self, const std::string& key,
   st.adapter_bytes += files.bytes();
   const auto& kept = st.adapters.emplace(key, std::move(files)).first->second;
   auto loading = std::make_shared<adapter_loading>();
-  for (auto w = cache::worker_id{0}; w < st.workers.size(); ++w)
-    if (st.workers[w].state != worker_status::lost)
-      loading->asked.push_back(st.workers[w].handle);
+  for (auto w : st.workers.alive())
+    loading->asked.push_back(st.workers[w].handle);
   if (loading->asked.empty())
     return true; // the workers that join will load it
   loading->promise = self->make_response_promise<bool>();
@@ -95,9 +94,8 @@ bool remove_adapter(batcher_pointer self, const std::string& key) {
   st.adapters.erase(it);
   // After every pass already sent under it (a worker's mailbox keeps the order); the
   // entries still queued under it are answered at their dispatch (unknown_adapter).
-  for (auto w = cache::worker_id{0}; w < st.workers.size(); ++w)
-    if (st.workers[w].state != worker_status::lost)
-      self->send(st.workers[w].handle, adapter_atom::value, key);
+  for (auto w : st.workers.alive())
+    self->send(st.workers[w].handle, adapter_atom::value, key);
   return true;
 }
 

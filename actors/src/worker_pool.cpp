@@ -94,6 +94,14 @@ std::vector<cache::worker_id> worker_pool::active() const {
   return out;
 }
 
+std::vector<cache::worker_id> worker_pool::alive() const {
+  std::vector<cache::worker_id> out;
+  for (cache::worker_id w = 0; w < slots_.size(); ++w)
+    if (slots_[w].state != worker_status::lost)
+      out.push_back(w);
+  return out;
+}
+
 bool worker_pool::any_alive() const {
   return std::any_of(slots_.begin(), slots_.end(),
                      [](const worker_slot& s) { return s.state != worker_status::lost; });

@@ -49,7 +49,9 @@ const char* const usage =
     "(kv_reuse=false: every pass recomputes its whole sequence, as genlm-backend's HF\n"
     "path between cache_kv calls), no-batching (batch_size=1, merge_duplicates=false,\n"
     "flush_when_idle=true), direct (the backend called directly, one pass per query:\n"
-    "the overhead baseline). Defaults: a model runs smc and scoring under full, no-kv\n"
+    "the overhead baseline), adapters (full, the queries spread over the --adapters\n"
+    "round robin: by population in smc, by sequence or prompt elsewhere; the same as\n"
+    "full without adapters). Defaults: a model runs smc and scoring under full, no-kv\n"
     "and no-batching; the mock runs all four workloads under full, no-cache,\n"
     "no-batching and direct.\n"
     "Every 97th answer is checked against a reference computed without the engine (the\n"
@@ -76,10 +78,14 @@ const option_table<workload_options>& bench_options() {
                   "smc, decode, scoring, hits, misses or all, comma-separated"})
           .other(
               {"variants", "LIST",
-               "full, futures, no-cache, no-kv, no-batching, direct or all, "
+               "full, futures, no-cache, no-kv, no-batching, direct, adapters or all, "
                "comma-separated (futures: full, asked through engine futures, as hosts "
                "do, instead of callbacks)"})
-          .count("particles", "N", "smc: particles", &o::particles, 1)
+          .count("particles", "N", "smc: particles of each population", &o::particles, 1)
+          .count("populations", "P",
+                 "smc: independent populations, each from its own random prompt, "
+                 "stepped together (the adapters variant gives each its own adapter)",
+                 &o::populations, 1)
           .count("steps", "T", "smc: sampled tokens per particle; decode: tokens decoded",
                  &o::steps, 1)
           .count("prompt-length", "L", "smc, decode: tokens of the random prompt",
@@ -180,6 +186,8 @@ std::string describe_workload(workload_kind w, const workload_options& o,
   out << to_string(w) << ": ";
   switch (w) {
   case workload_kind::smc:
+    if (o.populations > 1)
+      out << o.populations << " populations of ";
     out << o.particles << " particles x " << o.steps << " steps from a "
         << o.prompt_length << "-token prompt, resampled when ESS < " << o.particles / 2.0;
     break;
@@ -240,6 +248,7 @@ template <class T> std::string joined(const std::vector<T>& items) {
 
 nlohmann::json options_json(const workload_options& o, std::int64_t vocab) {
   return {{"particles", o.particles},
+          {"populations", o.populations},
           {"steps", o.steps},
           {"prompt_length", o.prompt_length},
           {"sequences", o.sequences},

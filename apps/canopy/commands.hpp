@@ -15,6 +15,7 @@ int tokenize_command(const std::vector<std::string>& args);
 int detokenize_command(const std::vector<std::string>& args);
 int vocab_command(const std::vector<std::string>& args);
 int make_model_command(const std::vector<std::string>& args);
+int make_adapter_command(const std::vector<std::string>& args);
 int serve_command(const std::vector<std::string>& args);
 int worker_command(const std::vector<std::string>& args);
 

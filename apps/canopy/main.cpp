@@ -37,6 +37,8 @@ const subcommand subcommands[] = {
     {"worker", "lend this machine's devices to fronts on other machines", worker_command},
     {"make-model", "write a seeded synthetic llama or gpt2 checkpoint (HF directory)",
      make_model_command},
+    {"make-adapter", "write a seeded synthetic LoRA adapter for a model (PEFT directory)",
+     make_adapter_command},
 };
 
 void print_help(std::ostream& out) {
@@ -44,7 +46,7 @@ void print_help(std::ostream& out) {
          "Next-token log-probs for many concurrent callers, with a token-trie cache,\n"
          "duplicate merging and batching.\n\nCommands:\n";
   for (const auto& c : subcommands)
-    out << "  " << c.name << std::string(12 - std::string(c.name).size(), ' ')
+    out << "  " << c.name << std::string(14 - std::string(c.name).size(), ' ')
         << c.summary << '\n';
   out << "\nRun 'canopy <command> --help' for a command's options.\n\n";
   print_engine_keys(out);

@@ -1,6 +1,6 @@
-// The model commands of `canopy` (logprobs, sample, make-model) run as a script runs
-// them: their outputs checked against ../shared/oracle (an independent float64
-// reference), and a written synthetic checkpoint served back.
+// The model commands of `canopy` (logprobs, sample, make-model, make-adapter) run as a
+// script runs them: their outputs checked against ../shared/oracle (an independent
+// float64 reference), and a written synthetic checkpoint or adapter served back.
 
 #include "cli_runner.hpp"
 #include "oracle.hpp"
@@ -20,6 +20,18 @@ namespace {
 
 using canopy::testing::describe;
 using canopy::testing::run_canopy;
+
+/// `canopy make-model --arch llama` with `shape`'s flags, into `dir`/model: its path, or
+/// "" (with the failure added) when the command fails.
+std::string made_llama(const canopy::testing::scratch_dir& dir,
+                       std::vector<std::string> shape) {
+  const auto model = (dir.path() / "model").string();
+  shape.insert(shape.begin(), {"make-model", "--arch", "llama"});
+  shape.insert(shape.end(), {"--out", model});
+  const auto r = run_canopy(shape);
+  EXPECT_EQ(r.exit_code, 0) << describe(r);
+  return r.exit_code == 0 ? model : "";
+}
 
 const canopy::testing::oracle_case& once_upon_a_time() {
   static const auto cases = [] {
@@ -129,6 +141,61 @@ TEST(cli_sample, text_format_prints_ids_then_text) {
   EXPECT_EQ(r.out, "432,383,286\n, there was\n");
 }
 
+// A synthetic adapter for a made model, the same bytes for the same flags, which the
+// bench's adapters variant serves: SMC populations under two adapters, whose checked
+// answers (one under each) agree with a backend of the bench's own holding the same
+// adapters. A GPT-2 model takes none, and says so.
+TEST(cli_make_adapter, writes_an_adapter_that_the_bench_serves_under_its_name) {
+  canopy::testing::scratch_dir dir;
+  const auto model = made_llama(dir, {"--hidden", "32", "--layers", "2", "--heads", "4",
+                                      "--vocab", "64", "--context", "32"});
+  ASSERT_FALSE(model.empty());
+  canopy::testing::cli_result r;
+  std::vector<std::string> adapters;
+  for (const char* seed : {"3", "4"}) {
+    const auto out = (dir.path() / (std::string("adapter") + seed)).string();
+    r = run_canopy(
+        {"make-adapter", "--model", model, "--rank", "2", "--seed", seed, "--out", out});
+    ASSERT_EQ(r.exit_code, 0) << describe(r);
+    EXPECT_EQ(r.out, "wrote " + out + ": rank=2 alpha=4 layers=2 modules=7 seed=" + seed +
+                         " parameters=" +
+                         std::to_string(2 * 2 * (32 + 32) * 4 + 2 * 2 * (32 + 96) * 3) +
+                         "\n");
+    adapters.push_back(std::string("s") + seed + "=" + out);
+  }
+  r = run_canopy({"make-adapter", "--model", model, "--rank", "2", "--seed", "3", "--out",
+                  (dir.path() / "again").string()});
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  for (const char* file : {"adapter_config.json", "adapter_model.safetensors"})
+    EXPECT_EQ(canopy::testing::read_bytes(dir.path() / "again" / file),
+              canopy::testing::read_bytes(dir.path() / "adapter3" / file))
+        << file;
+
+  // 2 populations of 10 particles: answers 0, 97 and 194 are checked, in population 0
+  // (s3), 1 (s4) and 1.
+  r = run_canopy({"bench", "--model", model, "--adapters",
+                  adapters[0] + "," + adapters[1], "--workload", "smc", "--particles",
+                  "10", "--populations", "2", "--steps", "10", "--prompt-length", "4",
+                  "--variants", "full,adapters", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  const auto doc = nlohmann::json::parse(r.out);
+  ASSERT_EQ(doc.at("results").size(), 2u);
+  const auto& adapted = doc.at("results").at(1);
+  EXPECT_EQ(adapted.at("variant"), "adapters");
+  EXPECT_EQ(adapted.at("queries"), 200);
+  EXPECT_EQ(adapted.at("rows_checked"), 3);
+  EXPECT_EQ(adapted.at("mismatches"), 0);
+
+  const auto gpt2 = (dir.path() / "gpt2").string();
+  r = run_canopy({"make-model", "--arch", "gpt2", "--hidden", "32", "--layers", "1",
+                  "--heads", "4", "--vocab", "64", "--context", "32", "--out", gpt2});
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  r = run_canopy(
+      {"make-adapter", "--model", gpt2, "--out", (dir.path() / "no").string()});
+  EXPECT_EQ(r.exit_code, 2) << describe(r);
+  EXPECT_NE(r.err.find("Llama-family models, not gpt2"), std::string::npos) << r.err;
+}
+
 TEST(cli_make_model, writes_a_directory_that_logprobs_serves) {
   for (const char* arch : {"llama", "gpt2"}) {
     canopy::testing::scratch_dir dir;
@@ -167,11 +234,10 @@ TEST(cli_tokenizer_json,
   // A synthetic Llama with Llama 2's 32,000 ids and its tokenizer.json beside it, as a
   // downloaded HF directory has them.
   canopy::testing::scratch_dir dir;
-  const auto model = (dir.path() / "model").string();
-  auto r =
-      run_canopy({"make-model", "--arch", "llama", "--hidden", "16", "--layers", "1",
-                  "--heads", "2", "--vocab", "32000", "--context", "64", "--out", model});
-  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  const auto model = made_llama(dir, {"--hidden", "16", "--layers", "1", "--heads", "2",
+                                      "--vocab", "32000", "--context", "64"});
+  ASSERT_FALSE(model.empty());
+  canopy::testing::cli_result r;
   std::filesystem::copy_file(tokenizer, dir.path() / "model" / "tokenizer.json");
   const auto cases =
       canopy::testing::read_json(oracle_file).at("models").at("llama2").at("cases");

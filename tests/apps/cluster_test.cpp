@@ -1,14 +1,15 @@
 // Canopy across processes (docs/across-machines.md: "Across machines"): `canopy worker`
 // processes on loopback and a front that runs no device of its own. Answers equal the
 // single-process path; a worker killed, stopped or leaving loses no query and answers
-// none twice; a worker that comes back takes passes again; a front that dies leaves no KV
-// behind.
+// none twice; a worker that comes back takes passes again, and the front's adapters;
+// a front that dies leaves no KV behind.
 
 #include "cluster_support.hpp"
 #include "http_test_client.hpp"
 #include "oracle.hpp"
 #include "shared_fixtures.hpp"
 
+#include <canopy/backends/checkpoints/lora_adapter.hpp>
 #include <canopy/engine.hpp>
 
 #include <csignal>
@@ -238,6 +239,65 @@ TEST(cluster, a_restarted_worker_is_admitted_again_on_its_port_and_takes_passes)
   EXPECT_GT(worker_on(s, address)->passes, before);
   EXPECT_EQ(worker_on(s, address)->kv_budget_bytes,
             canopy::engine_config{}.kv_budget_bytes);
+}
+
+// A front's LoRA adapters travel to its worker nodes as bytes: loaded at start
+// (config.adapters) and while running (add_adapter), and again on a node that restarts,
+// before its first pass; each row is the adapted mock's (mock_adapted over the
+// directory's files), the base's stay the mock's, and a removed adapter is unknown.
+TEST(cluster, adapters_reach_worker_nodes_and_a_node_that_restarts) {
+  scratch_dir a, b;
+  for (auto* dir : {&a, &b}) {
+    dir->write("adapter_config.json", "{\"r\": 4}");
+    dir->write("adapter_model.safetensors", "weights of " + dir->path().string());
+  }
+  auto node = std::make_unique<worker_process>(cluster_mock_flags);
+  const auto address = node->address();
+  const auto port = std::to_string(node->port());
+  auto config = front_config({address});
+  config.adapters = {"a=" + a.path().string()};
+  engine front{config};
+  const auto mock = canopy::actors::backend_spec_for(cluster_mock_config(), "cpu").mock;
+  const auto adapted_as = [&](const scratch_dir& dir, const token_seq& tokens) {
+    const auto options = canopy::backends::mock_adapted(
+        mock, canopy::backends::read_lora_adapter_files(dir.path()));
+    const auto expected =
+        canopy::backends::mock_logprobs(options, tokens.data(), tokens.size());
+    canopy::query_options under;
+    under.adapter = &dir == &a ? "a" : "b";
+    const auto row = front.next_token_logprobs_sync(tokens, under);
+    return row.numel() == static_cast<std::int64_t>(expected.size()) &&
+           std::memcmp(row.data_ptr<float>(), expected.data(),
+                       expected.size() * sizeof(float)) == 0;
+  };
+  EXPECT_TRUE(adapted_as(a, {5, 1, 9}));
+  EXPECT_TRUE(is_mock_row(front.next_token_logprobs_sync({5, 1, 9}), {5, 1, 9}));
+  front.add_adapter("b", b.path().string());
+  EXPECT_TRUE(adapted_as(b, {5, 2, 9}));
+
+  node->signal(SIGKILL);
+  node->wait(5s);
+  ASSERT_TRUE(eventually(front, [&](const engine_stats& s) {
+    return worker_on(s, address)->state == "lost";
+  }));
+  node = std::make_unique<worker_process>(flags_with({"--listen", "127.0.0.1:" + port}));
+  ASSERT_TRUE(eventually(front, [&](const engine_stats& s) {
+    return worker_on(s, address)->state == "active";
+  }));
+  // New sequences: nothing cached, each computed on the restarted node.
+  EXPECT_TRUE(adapted_as(a, {5, 3, 9}));
+  EXPECT_TRUE(adapted_as(b, {5, 4, 9}));
+
+  front.remove_adapter("a");
+  canopy::query_options removed;
+  removed.adapter = "a";
+  try {
+    front.next_token_logprobs_sync({5, 5, 9}, removed);
+    ADD_FAILURE() << "a removed adapter answered";
+  } catch (const canopy::error& e) {
+    EXPECT_EQ(e.code(), canopy::errc::unknown_adapter) << e.what();
+  }
+  EXPECT_TRUE(adapted_as(b, {5, 6, 9}));
 }
 
 // A front whose only node is lost holds its queries for worker_timeout_ms: a node back

@@ -3,9 +3,11 @@
 // the scale with and without rsLoRA, every factor under the name of the weight it
 // adapts, "all-linear"), and what is refused, each problem by name: settings that
 // change the math, unknown keys holding a value, other adapter types and modules,
-// missing, extra and misshapen tensors, a GPT-2 base, q/k rows in llama2.c's order.
+// missing, extra and misshapen tensors, a GPT-2 base, q/k rows in llama2.c's order;
+// and make_synthetic_lora's adapters, which load as written, the same for the same spec.
 #include <canopy/backends/checkpoints/checkpoint_writer.hpp>
 #include <canopy/backends/checkpoints/lora_adapter.hpp>
+#include <canopy/backends/checkpoints/synthetic_lora_adapter.hpp>
 
 #include "scratch_files.hpp"
 
@@ -279,3 +281,61 @@ TEST(lora_adapter, refuses_what_is_not_an_adapter_for_this_model) {
 }
 
 } // namespace
+
+TEST(synthetic_lora, loads_as_written_and_the_same_spec_writes_the_same_bytes) {
+  synthetic_lora_spec spec;
+  spec.rank = 3;
+  spec.alpha = 6;
+  spec.seed = 11;
+  const auto made = make_synthetic_lora(small_llama(), spec);
+  ASSERT_EQ(made.factors.size(), 14u) << "seven projections in each of two layers";
+  canopy::testing::scratch_dir first, second;
+  write_lora_adapter(made, first.path());
+  write_lora_adapter(make_synthetic_lora(small_llama(), spec), second.path());
+  for (const char* file : {"adapter_config.json", "adapter_model.safetensors"})
+    EXPECT_EQ(canopy::testing::read_bytes(first.path() / file),
+              canopy::testing::read_bytes(second.path() / file))
+        << file;
+  spec.seed = 12;
+  EXPECT_NE(make_synthetic_lora(small_llama(), spec).factors.begin()->second.a,
+            made.factors.begin()->second.a)
+      << "the seed draws other factors";
+
+  const auto loaded = load_lora_adapter(first.path(), small_llama(), "small-llama");
+  EXPECT_EQ(loaded.rank, 3);
+  EXPECT_DOUBLE_EQ(loaded.scale, made.scale());
+  EXPECT_EQ(loaded.modules.size(), 7u);
+  for (const auto& [weight, f] : made.factors) {
+    const auto& read = loaded.factors.at(weight);
+    EXPECT_EQ(read.a.shape, (std::vector<std::int64_t>{3, f.in})) << weight;
+    EXPECT_EQ(read.b.shape, (std::vector<std::int64_t>{f.out, 3})) << weight;
+    EXPECT_EQ(std::memcmp(read.a.data, f.a.data(), f.a.size() * sizeof(float)), 0)
+        << weight;
+    EXPECT_EQ(std::memcmp(read.b.data, f.b.data(), f.b.size() * sizeof(float)), 0)
+        << weight;
+  }
+}
+
+TEST(synthetic_lora, refuses_specs_and_bases_it_cannot_describe_by_name) {
+  auto why = [](const model_config& base, const synthetic_lora_spec& spec) {
+    try {
+      make_synthetic_lora(base, spec);
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  synthetic_lora_spec no_rank;
+  no_rank.rank = 0;
+  EXPECT_NE(why(small_llama(), no_rank).find("rank"), std::string::npos);
+  synthetic_lora_spec too_wide;
+  too_wide.rank = 9;
+  EXPECT_NE(why(small_llama(), too_wide).find("at most 8"), std::string::npos)
+      << "k_proj and v_proj have 8 rows";
+  synthetic_lora_spec no_alpha;
+  no_alpha.alpha = -1;
+  EXPECT_NE(why(small_llama(), no_alpha).find("alpha"), std::string::npos);
+  auto gpt2 = small_llama();
+  gpt2.arch = architecture::gpt2;
+  EXPECT_NE(why(gpt2, {}).find("gpt2"), std::string::npos);
+}

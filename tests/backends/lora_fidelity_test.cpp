@@ -106,12 +106,15 @@ TEST_P(lora_fidelity, a_pass_mixing_adapted_and_base_items_gives_each_its_rows_a
   CANOPY_LOAD_ORACLE_MODEL_OF(std::get<0>(GetParam()));
   ASSERT_GE(cases.size(), 2u);
   const auto base = load_checkpoint(model_path);
-  canopy::testing::scratch_dir dir;
+  canopy::testing::scratch_dir dir, other;
   canopy::testing::write_lora_adapter(base, dir.path());
+  canopy::testing::write_lora_adapter(base, other.path(), 8);
   auto backend = make(base);
   backend->add_adapter("a", read_lora_adapter_files(dir.path()));
+  backend->add_adapter("b", read_lora_adapter_files(other.path()));
+  // Neighbours under one adapter share its products; under two, each keeps its own.
   const std::vector<std::pair<std::size_t, std::string>> order{
-      {0, ""}, {0, "a"}, {1, "a"}, {1, ""}};
+      {0, ""}, {0, "a"}, {1, "a"}, {1, "b"}, {0, "b"}, {1, ""}};
   pass_request mixed;
   for (const auto& [c, adapter] : order)
     mixed.items.push_back(under(item(cases[c].tokens, no_kv, 0, false), adapter));

@@ -1,22 +1,18 @@
 #pragma once
-// A PEFT LoRA adapter for a test model, written as PEFT writes one (all-linear, rank 4,
-// alpha 8, seeded random factors in float32), and the same model with it merged:
-// what every adapted path must agree with.
+// A PEFT LoRA adapter for a test model (make_synthetic_lora's: all-linear, rank 4,
+// alpha 8, float32), and the same model with it merged, from the generator's own
+// factors rather than from what the loader read: what every adapted path must agree
+// with.
 // Thread contract: plain functions.
 
 #include <canopy/backends/checkpoints/checkpoint.hpp>
-#include <canopy/backends/checkpoints/checkpoint_writer.hpp>
+#include <canopy/backends/checkpoints/synthetic_lora_adapter.hpp>
 
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <map>
 #include <memory>
-#include <random>
-#include <string>
 #include <utility>
 #include <vector>
 
@@ -37,66 +33,39 @@ inline std::vector<double> values_of(const tensor_view& v) {
   return {f.begin(), f.end()};
 }
 
-/// Writes an all-linear adapter for `base` into `dir` (random factors, seeded) and
+/// Writes an all-linear adapter for `base` into `dir` (synthetic factors, seeded) and
 /// returns the same model with it merged: W + scale B A rounded once to float32.
 inline checkpoint write_lora_adapter(const checkpoint& base,
-                                     const std::filesystem::path& dir) {
+                                     const std::filesystem::path& dir,
+                                     std::uint64_t seed = 7) {
+  backends::synthetic_lora_spec spec;
+  spec.rank = lora_rank;
+  spec.alpha = lora_alpha;
+  spec.seed = seed;
+  const auto adapter = backends::make_synthetic_lora(base.config, spec);
+  backends::write_lora_adapter(adapter, dir);
   checkpoint merged = base;
   auto storage = std::make_shared<std::vector<std::vector<float>>>();
-  std::mt19937 rng(7);
-  std::normal_distribution<float> normal(0.0f, 0.05f);
-  std::map<std::string, std::vector<float>> factors;
-  std::map<std::string, std::vector<std::int64_t>> shapes;
-  const std::vector<std::pair<std::string, std::string>> modules{
-      {"self_attn", "q_proj"}, {"self_attn", "k_proj"}, {"self_attn", "v_proj"},
-      {"self_attn", "o_proj"}, {"mlp", "gate_proj"},    {"mlp", "up_proj"},
-      {"mlp", "down_proj"}};
-  storage->reserve(static_cast<std::size_t>(base.config.num_layers) * modules.size());
-  for (std::int64_t l = 0; l < base.config.num_layers; ++l)
-    for (const auto& [block, module] : modules) {
-      const std::string path =
-          "model.layers." + std::to_string(l) + "." + block + "." + module;
-      const auto& w = base.tensors.at(path + ".weight");
-      const auto rows = w.shape[0], inputs = w.shape[1];
-      std::vector<float> a(static_cast<std::size_t>(lora_rank * inputs)),
-          b(static_cast<std::size_t>(rows * lora_rank));
-      for (auto& x : a)
-        x = normal(rng);
-      for (auto& x : b)
-        x = normal(rng);
-      const auto original = values_of(w);
-      std::vector<float> sum(original.size());
-      for (std::int64_t o = 0; o < rows; ++o)
-        for (std::int64_t i = 0; i < inputs; ++i) {
-          double delta = 0;
-          for (std::int64_t k = 0; k < lora_rank; ++k)
-            delta += double{b[static_cast<std::size_t>(o * lora_rank + k)]} *
-                     a[static_cast<std::size_t>(k * inputs + i)];
-          sum[static_cast<std::size_t>(o * inputs + i)] =
-              static_cast<float>(original[static_cast<std::size_t>(o * inputs + i)] +
-                                 lora_alpha / lora_rank * delta);
-        }
-      storage->push_back(std::move(sum));
-      merged.tensors[path + ".weight"] =
-          tensor_view{weight_dtype::f32, w.shape,
-                      reinterpret_cast<const std::byte*>(storage->back().data())};
-      const std::string name = "base_model.model." + path;
-      shapes[name + ".lora_A.weight"] = {lora_rank, inputs};
-      shapes[name + ".lora_B.weight"] = {rows, lora_rank};
-      factors[name + ".lora_A.weight"] = std::move(a);
-      factors[name + ".lora_B.weight"] = std::move(b);
-    }
-  std::map<std::string, tensor_view> tensors;
-  for (const auto& [name, values] : factors)
-    tensors[name] = tensor_view{weight_dtype::f32, shapes.at(name),
-                                reinterpret_cast<const std::byte*>(values.data())};
-  backends::write_safetensors_file(dir / "adapter_model.safetensors", tensors);
-  const nlohmann::json config{{"peft_type", "LORA"},
-                              {"r", lora_rank},
-                              {"lora_alpha", lora_alpha},
-                              {"target_modules", "all-linear"},
-                              {"bias", "none"}};
-  std::ofstream(dir / "adapter_config.json") << config.dump();
+  storage->reserve(adapter.factors.size());
+  for (const auto& [weight, f] : adapter.factors) {
+    const auto& w = base.tensors.at(weight);
+    EXPECT_EQ(w.shape, (std::vector<std::int64_t>{f.out, f.in})) << weight;
+    const auto original = values_of(w);
+    std::vector<float> sum(original.size());
+    for (std::int64_t o = 0; o < f.out; ++o)
+      for (std::int64_t i = 0; i < f.in; ++i) {
+        double delta = 0;
+        for (std::int64_t k = 0; k < lora_rank; ++k)
+          delta += double{f.b[static_cast<std::size_t>(o * lora_rank + k)]} *
+                   f.a[static_cast<std::size_t>(k * f.in + i)];
+        const auto at = static_cast<std::size_t>(o * f.in + i);
+        sum[at] = static_cast<float>(original[at] + adapter.scale() * delta);
+      }
+    storage->push_back(std::move(sum));
+    merged.tensors[weight] =
+        tensor_view{weight_dtype::f32, w.shape,
+                    reinterpret_cast<const std::byte*>(storage->back().data())};
+  }
   merged.storage =
       std::make_shared<std::pair<std::shared_ptr<const void>, decltype(storage)>>(
           base.storage, storage);

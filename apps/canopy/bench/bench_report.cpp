@@ -354,6 +354,23 @@ std::vector<target_check> evaluate_targets(const std::vector<bench_result>& resu
     speedup.pass = speedup.measured >= speedup.goal;
   }
   out.push_back(speedup);
+  // Adapters are computed unmerged, each query's in the same pass as the others', so
+  // spreading SMC populations over adapters costs their low-rank products (a few
+  // percent of the projections' at rank 8) and the grouping of rows by adapter.
+  auto adapted = make_target("SMC with adapters / base, queries/s", ">=", 0.8, 2,
+                             needs(workload_kind::smc, "full,adapters") +
+                                 " with --adapters and --populations");
+  const auto* adapters = row(workload_kind::smc, bench_variant::adapters);
+  if (full && adapters && !config.adapters.empty()) {
+    adapted.ran = true;
+    adapted.measured =
+        ratio(derive(*adapters).queries_per_second, derive(*full).queries_per_second);
+    adapted.detail = "(" + fixed(derive(*adapters).queries_per_second, 0) + " vs " +
+                     fixed(derive(*full).queries_per_second, 0) + " queries/s, " +
+                     std::to_string(config.adapters.size()) + " adapters)";
+    adapted.pass = adapted.measured >= adapted.goal;
+  }
+  out.push_back(adapted);
   // Scoring passes carry exactly batch_size new tokens (64 by default), the batch the
   // goal is set for; SMC passes carry fewer (duplicates merge).
   auto share = make_target("scoring passes' share of the matmul ceiling, %", ">=", 50.0,

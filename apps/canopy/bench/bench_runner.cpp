@@ -8,12 +8,15 @@
 
 #include <canopy/actors/engine_actors.hpp>
 #include <canopy/backends/backend_factory.hpp>
+#include <canopy/backends/checkpoints/lora_adapter.hpp>
+#include <canopy/backends/mock_backend.hpp>
 #include <canopy/backends/models/torch_backend.hpp>
 
 #include <canopy/engine.hpp>
 
 #include <algorithm>
 #include <chrono>
+#include <map>
 #include <numeric>
 #include <optional>
 
@@ -34,13 +37,36 @@ namespace {
 class engine_client final : public query_client {
 public:
   explicit engine_client(engine& lm) : lm_(lm) {}
-  void ask(token_seq tokens, logprobs_callback done) override {
-    lm_.next_token_logprobs(std::move(tokens), std::move(done));
+  void ask(token_seq tokens, const std::string& adapter,
+           logprobs_callback done) override {
+    query_options options;
+    options.adapter = adapter;
+    lm_.next_token_logprobs(std::move(tokens), std::move(done), std::move(options));
   }
 
 private:
   engine& lm_;
 };
+
+/// The files of the config's adapters, by name.
+std::vector<std::pair<std::string, backends::lora_adapter_files>>
+adapter_files(const engine_config& config) {
+  std::vector<std::pair<std::string, backends::lora_adapter_files>> out;
+  for (const auto& [name, dir] : config.adapter_list())
+    out.emplace_back(name, backends::read_lora_adapter_files(dir));
+  return out;
+}
+
+/// A backend of its own for `spec`, with the config's adapters loaded, so that it
+/// answers what the engine answers under each.
+std::unique_ptr<backends::backend_i>
+make_backend_with_adapters(const engine_config& config,
+                           const backends::backend_spec& spec) {
+  auto backend = backends::make_backend(spec);
+  for (const auto& [name, files] : adapter_files(config))
+    backend->add_adapter(name, files);
+  return backend;
+}
 
 engine_config variant_config(engine_config config, bench_variant variant) {
   switch (variant) {
@@ -58,6 +84,7 @@ engine_config variant_config(engine_config config, bench_variant variant) {
   case bench_variant::full:
   case bench_variant::futures:
   case bench_variant::direct:
+  case bench_variant::adapters:
     break;
   }
   return config;
@@ -79,19 +106,24 @@ check_rule check_rule_for(const engine_config& config, bench_variant variant) {
   rule.dtype = answer_dtype(config, variant);
   auto spec = actors::backend_spec_for(config, bench_device(config));
   if (config.backend == "mock") {
-    rule.reference = [mock = spec.mock](const token_seq& tokens) {
-      return backends::mock_logprobs(mock, tokens.data(), tokens.size());
+    // The mock's rows under an adapter are those of another mock (mock_adapted).
+    std::map<std::string, backends::mock_options> mocks{{"", spec.mock}};
+    for (const auto& [name, files] : adapter_files(config))
+      mocks[name] = backends::mock_adapted(spec.mock, files);
+    rule.reference = [mocks](const token_seq& tokens, const std::string& adapter) {
+      return backends::mock_logprobs(mocks.at(adapter), tokens.data(), tokens.size());
     };
     return rule;
   }
   spec.torch.kv_budget_bytes = 16u << 20; // it keeps no KV
-  std::shared_ptr<backends::backend_i> model = backends::make_backend(spec);
-  rule.reference = [model](const token_seq& tokens) {
+  std::shared_ptr<backends::backend_i> model = make_backend_with_adapters(config, spec);
+  rule.reference = [model](const token_seq& tokens, const std::string& adapter) {
     backends::pass_request request;
     backends::pass_item item;
     item.tokens = tokens;
     item.rows = {static_cast<std::uint32_t>(tokens.size() - 1)};
     item.keep_kv = false;
+    item.adapter = adapter;
     request.items.push_back(std::move(item));
     return model->run(request).items.front().logprobs;
   };
@@ -163,8 +195,8 @@ bench_result run_variant(workload_kind workload, const workload_options& options
                          const engine_config& config, bench_variant variant,
                          std::size_t check_every) {
   if (variant == bench_variant::direct) {
-    direct_client client(
-        backends::make_backend(actors::backend_spec_for(config, bench_device(config))));
+    direct_client client(make_backend_with_adapters(
+        config, actors::backend_spec_for(config, bench_device(config))));
     auto r = measure(workload, options, client.vocab_size(), client, config, variant,
                      check_every, [&] { client.reset_measurements(); });
     r.tokens_computed = client.tokens_computed();
@@ -175,6 +207,10 @@ bench_result run_variant(workload_kind workload, const workload_options& options
     r.latency_p99_us = client.latency_us(0.99);
     return r;
   }
+  auto queries = options;
+  if (variant == bench_variant::adapters)
+    for (const auto& [name, dir] : config.adapter_list())
+      queries.adapters.push_back(name);
   engine lm{variant_config(config, variant)};
   engine_client callbacks(lm);
   std::optional<future_client> futures;
@@ -189,7 +225,7 @@ bench_result run_variant(workload_kind workload, const workload_options& options
   // cannot be, so the hits and misses rows' percentiles include their warm-up queries.
   engine_stats before;
   std::uint64_t wire_before = 0;
-  auto r = measure(workload, options, lm.vocab_size(), client, config, variant,
+  auto r = measure(workload, queries, lm.vocab_size(), client, config, variant,
                    check_every, [&] {
                      before = lm.stats();
                      wire_before = tcp_bytes_with(remote_ports);

@@ -25,15 +25,18 @@ enum class bench_variant {
   no_kv,    // kv_reuse=false: every pass recomputes its whole sequence
   no_batching, // batch_size=1, merge_duplicates=false, flush_when_idle=true
   direct,      // the backend called directly, no actors (the overhead baseline)
+  adapters,    // the config as given, the queries spread over its LoRA adapters
+               // (workload_options::adapters says how)
 };
 
-inline constexpr std::array<enum_name<bench_variant>, 6> bench_variant_names{{
+inline constexpr std::array<enum_name<bench_variant>, 7> bench_variant_names{{
     {bench_variant::full, "full"},
     {bench_variant::futures, "futures"},
     {bench_variant::no_cache, "no-cache"},
     {bench_variant::no_kv, "no-kv"},
     {bench_variant::no_batching, "no-batching"},
     {bench_variant::direct, "direct"},
+    {bench_variant::adapters, "adapters"},
 }};
 
 std::string_view to_string(bench_variant variant);

@@ -61,9 +61,9 @@ logprobs_callback answer_into(in_flight& flight, at::Tensor* slot) {
 /// waits until half of it is answered, so the issuing thread sleeps once per many
 /// answers instead of once per answer.
 void ask_within(query_client& client, in_flight& flight, token_seq tokens,
-                std::size_t window) {
+                const std::string& adapter, std::size_t window) {
   const auto now_in_flight = flight.started();
-  client.ask(std::move(tokens), answer_into(flight, nullptr));
+  client.ask(std::move(tokens), adapter, answer_into(flight, nullptr));
   if (now_in_flight >= window)
     client.wait_until_at_most(flight, window / 2);
 }
@@ -118,57 +118,76 @@ double effective_sample_size(const std::vector<double>& log_w) {
   return sum * sum / squares;
 }
 
-/// Multinomial resampling: each particle becomes a copy of one drawn in proportion to
-/// the weights, so contexts form a tree with exact duplicates.
-void resample(std::vector<token_seq>& particles, std::vector<double>& log_w,
-              std::mt19937_64& rng) {
-  const auto w = weights_of(log_w);
-  std::discrete_distribution<std::size_t> pick(w.begin(), w.end());
-  std::vector<token_seq> next;
-  next.reserve(particles.size());
-  for (std::size_t i = 0; i < particles.size(); ++i)
-    next.push_back(particles[pick(rng)]);
-  particles = std::move(next);
-  std::fill(log_w.begin(), log_w.end(), 0.0);
-}
+/// One SMC population: particles proposing from the model (under one adapter) and
+/// resampled among themselves.
+struct population {
+  std::vector<token_seq> particles;
+  std::vector<double> log_w;
+  std::vector<std::mt19937_64> streams; // each particle's sampling stream
+  std::vector<at::Tensor> rows;         // each particle's last answer
+  std::string adapter;
+
+  /// Multinomial resampling when the effective sample size falls under half: each
+  /// particle becomes a copy of one drawn in proportion to the weights, so contexts
+  /// form a tree with exact duplicates.
+  void resample_if_degenerate(std::mt19937_64& rng) {
+    if (effective_sample_size(log_w) >= particles.size() / 2.0)
+      return;
+    const auto w = weights_of(log_w);
+    std::discrete_distribution<std::size_t> pick(w.begin(), w.end());
+    std::vector<token_seq> next;
+    next.reserve(particles.size());
+    for (std::size_t i = 0; i < particles.size(); ++i)
+      next.push_back(particles[pick(rng)]);
+    particles = std::move(next);
+    std::fill(log_w.begin(), log_w.end(), 0.0);
+  }
+};
 
 sequence_census run_smc(const workload_options& o, std::int64_t vocab,
                         query_client& client,
                         const std::function<void()>& measure_start) {
   auto prompt_rng = workload_stream(o.seed, prompt_draw);
   auto resampling_rng = workload_stream(o.seed, resampling_draw);
-  std::vector<token_seq> particles(o.particles,
-                                   random_tokens(o.prompt_length, vocab, prompt_rng));
-  std::vector<double> log_w(o.particles, 0.0);
-  std::vector<std::mt19937_64> streams;
-  for (std::size_t i = 0; i < o.particles; ++i)
-    streams.push_back(sampling_stream(o.seed, i));
-  std::vector<at::Tensor> rows(o.particles);
+  std::vector<population> populations(o.populations);
+  for (std::size_t p = 0; p < populations.size(); ++p) {
+    auto& pop = populations[p];
+    pop.particles.assign(o.particles, random_tokens(o.prompt_length, vocab, prompt_rng));
+    pop.log_w.assign(o.particles, 0.0);
+    for (std::size_t i = 0; i < o.particles; ++i)
+      pop.streams.push_back(sampling_stream(o.seed, p * o.particles + i));
+    pop.rows.resize(o.particles);
+    pop.adapter = adapter_for(o, p);
+  }
+  const auto particle_count = o.populations * o.particles;
   sequence_census census;
   measure_start();
   for (std::size_t step = 0; step < o.steps; ++step) {
     in_flight flight;
-    for (std::size_t i = 0; i < o.particles; ++i) {
-      // The queries depend on the answers, so they are counted as they go, inside the
-      // timed phase: a hash step per token, cheap beside the sampling below.
-      census.add(particles[i]);
-      flight.started();
-      client.ask(particles[i], answer_into(flight, &rows[i]));
-    }
+    for (auto& pop : populations)
+      for (std::size_t i = 0; i < o.particles; ++i) {
+        // The queries depend on the answers, so they are counted as they go, inside
+        // the timed phase: a hash step per token, cheap beside the sampling below.
+        census.add(pop.particles[i]);
+        flight.started();
+        client.ask(pop.particles[i], pop.adapter, answer_into(flight, &pop.rows[i]));
+      }
     client.wait_all(flight);
     // Each particle draws from its own row with its own stream, so the draws are the
     // same whichever core makes them. On the cores, as a genlm client's batched tensor
     // ops are: one core's two passes of exp over a 50k vocabulary per particle took
     // longer than a GPU's pass for all of them (issue 32's profile).
-    for_each_on_cores(o.particles, [&](std::size_t i) {
-      const float* row = rows[i].data_ptr<float>();
+    for_each_on_cores(particle_count, [&](std::size_t k) {
+      auto& pop = populations[k / o.particles];
+      const auto i = k % o.particles;
+      const float* row = pop.rows[i].data_ptr<float>();
       const auto n = static_cast<std::size_t>(vocab);
-      const auto token = sample_token(row, n, 1.0, streams[i]);
-      log_w[i] += log_weight_increment(row, n, token);
-      particles[i].push_back(token);
+      const auto token = sample_token(row, n, 1.0, pop.streams[i]);
+      pop.log_w[i] += log_weight_increment(row, n, token);
+      pop.particles[i].push_back(token);
     });
-    if (effective_sample_size(log_w) < o.particles / 2.0)
-      resample(particles, log_w, resampling_rng);
+    for (auto& pop : populations)
+      pop.resample_if_degenerate(resampling_rng);
   }
   return census;
 }
@@ -188,7 +207,7 @@ sequence_census run_decode(const workload_options& o, std::int64_t vocab,
     in_flight flight;
     at::Tensor row;
     flight.started();
-    client.ask(sequence, answer_into(flight, &row));
+    client.ask(sequence, adapter_for(o, 0), answer_into(flight, &row));
     client.wait_all(flight);
     const float* p = row.data_ptr<float>();
     sequence.push_back(
@@ -201,22 +220,22 @@ sequence_census run_scoring(const workload_options& o, std::int64_t vocab,
                             query_client& client,
                             const std::function<void()>& measure_start) {
   auto rng = workload_stream(o.seed, scoring_draw);
-  std::vector<token_seq> queries;
+  std::vector<std::pair<token_seq, std::size_t>> queries; // (prefix, its sequence)
   queries.reserve(o.sequences * o.sequence_length);
   for (std::size_t s = 0; s < o.sequences; ++s) {
     const auto sequence = random_tokens(o.sequence_length, vocab, rng);
     for (std::size_t length = 1; length <= sequence.size(); ++length)
-      queries.emplace_back(sequence.begin(), sequence.begin() + length);
+      queries.emplace_back(token_seq(sequence.begin(), sequence.begin() + length), s);
   }
   // The queries are known up front, so counting them stays out of the timed phase.
   sequence_census census;
   for (const auto& q : queries)
-    census.add(q);
+    census.add(q.first);
   measure_start();
   in_flight flight;
-  for (auto& q : queries) {
+  for (auto& [prefix, s] : queries) {
     flight.started();
-    client.ask(std::move(q), answer_into(flight, nullptr));
+    client.ask(std::move(prefix), adapter_for(o, s), answer_into(flight, nullptr));
   }
   client.wait_all(flight);
   return census;
@@ -231,9 +250,9 @@ sequence_census run_hits(const workload_options& o, std::int64_t vocab,
     warm.push_back(random_tokens(o.sequence_length, vocab, rng));
   {
     in_flight flight;
-    for (const auto& sequence : warm) {
+    for (std::size_t s = 0; s < warm.size(); ++s) {
       flight.started();
-      client.ask(sequence, answer_into(flight, nullptr));
+      client.ask(warm[s], adapter_for(o, s), answer_into(flight, nullptr));
     }
     client.wait_all(flight);
   }
@@ -248,7 +267,7 @@ sequence_census run_hits(const workload_options& o, std::int64_t vocab,
   measure_start();
   in_flight flight;
   for (auto p : picks)
-    ask_within(client, flight, warm[p], o.in_flight);
+    ask_within(client, flight, warm[p], adapter_for(o, p), o.in_flight);
   client.wait_all(flight);
   return census;
 }
@@ -298,9 +317,9 @@ sequence_census run_misses(const workload_options& o, std::int64_t vocab,
   sequence_census census;
   {
     in_flight flight;
-    for (const auto& prompt : prompts) {
-      census.add_computed(prompt);
-      ask_within(client, flight, prompt, o.in_flight);
+    for (std::size_t p = 0; p < prompts.size(); ++p) {
+      census.add_computed(prompts[p]);
+      ask_within(client, flight, prompts[p], adapter_for(o, p), o.in_flight);
     }
     client.wait_all(flight);
   }
@@ -334,7 +353,7 @@ sequence_census run_misses(const workload_options& o, std::int64_t vocab,
   measure_start();
   in_flight flight;
   for (const auto& q : queries)
-    ask_within(client, flight, assemble(q), o.in_flight);
+    ask_within(client, flight, assemble(q), adapter_for(o, q.prompt), o.in_flight);
   client.wait_all(flight);
   return census;
 }
@@ -345,6 +364,12 @@ std::size_t miss_prompt_count(const workload_options& options, std::int64_t voca
   const auto per_prompt = static_cast<std::size_t>(std::max<std::int64_t>(vocab, 1));
   return std::max(options.sequences,
                   (options.miss_queries + per_prompt - 1) / per_prompt);
+}
+
+const std::string& adapter_for(const workload_options& options, std::size_t index) {
+  static const std::string base;
+  return options.adapters.empty() ? base
+                                  : options.adapters[index % options.adapters.size()];
 }
 
 std::string_view to_string(workload_kind kind) {

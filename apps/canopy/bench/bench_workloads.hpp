@@ -17,7 +17,9 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <string>
 #include <string_view>
+#include <vector>
 
 namespace canopy::app {
 
@@ -34,7 +36,9 @@ inline constexpr std::array<enum_name<workload_kind>, 5> workload_kind_names{{
 std::string_view to_string(workload_kind kind);
 
 struct workload_options {
-  std::size_t particles = 64;       // smc
+  std::size_t particles = 64;       // smc: of each population
+  std::size_t populations = 1;      // smc: independent populations, each its own
+                                    // prompt, stepped together
   std::size_t steps = 64;           // smc, decode
   std::size_t prompt_length = 16;   // smc, decode
   std::size_t sequences = 32;       // scoring: every prefix queried; hits, misses: warmed
@@ -45,7 +49,14 @@ struct workload_options {
   std::size_t in_flight = 4096;     // hits and misses: queries in flight at most,
                                     // refilled from half of it
   std::uint64_t seed = 1;
+  /// The LoRA adapters the queries are asked under, round robin by population (smc),
+  /// sequence (scoring, hits) or prompt (misses; decode: the first); empty: the base.
+  std::vector<std::string> adapters;
 };
+
+/// The adapter of population, sequence or prompt `index`: "" (the base) when there are
+/// none.
+const std::string& adapter_for(const workload_options& options, std::size_t index);
 
 /// How many prompts misses warms: `sequences`, or more when fewer could not give every
 /// query its own (prompt, first new token) pair: ceil(miss_queries / vocab).
@@ -55,9 +66,11 @@ std::size_t miss_prompt_count(const workload_options& options, std::int64_t voca
 class query_client {
 public:
   virtual ~query_client() = default;
-  /// Asks for the row after `tokens`; `done` runs exactly once, on any thread, maybe
-  /// before ask returns (or, for a client that waits on futures, in the waits below).
-  virtual void ask(token_seq tokens, logprobs_callback done) = 0;
+  /// Asks for the row after `tokens` under `adapter` ("": the base model); `done` runs
+  /// exactly once, on any thread, maybe before ask returns (or, for a client that waits
+  /// on futures, in the waits below).
+  virtual void ask(token_seq tokens, const std::string& adapter,
+                   logprobs_callback done) = 0;
   /// Blocks until at most `count` of the queries `flight` counts are in flight.
   virtual void wait_until_at_most(in_flight& flight, std::size_t count) {
     flight.wait_until_at_most(count);

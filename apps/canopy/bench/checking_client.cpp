@@ -66,32 +66,37 @@ std::string difference(const at::Tensor& row, const std::vector<float>& expected
 checking_client::checking_client(query_client& inner, check_rule rule, std::size_t every)
     : inner_(inner), rule_(std::move(rule)), every_(every) {}
 
-void checking_client::ask(token_seq tokens, logprobs_callback done) {
+void checking_client::ask(token_seq tokens, const std::string& adapter,
+                          logprobs_callback done) {
   if (asked_++ % every_ != 0) {
-    inner_.ask(std::move(tokens), std::move(done));
+    inner_.ask(std::move(tokens), adapter, std::move(done));
     return;
   }
-  inner_.ask(tokens, [this, tokens, done = std::move(done)](logprobs_result result) {
-    if (const auto* row = std::get_if<at::Tensor>(&result)) {
-      std::lock_guard<std::mutex> lock(mutex_);
-      kept_.emplace_back(tokens, *row);
-    }
-    // Kept before `done`: the workload may finish, and check() run, once done returns.
-    done(std::move(result));
-  });
+  inner_.ask(tokens, adapter,
+             [this, tokens, adapter, done = std::move(done)](logprobs_result result) {
+               if (const auto* row = std::get_if<at::Tensor>(&result)) {
+                 std::lock_guard<std::mutex> lock(mutex_);
+                 kept_.push_back({tokens, adapter, *row});
+               }
+               // Kept before `done`: the workload may finish, and check() run, once done
+               // returns.
+               done(std::move(result));
+             });
 }
 
 row_check checking_client::check() const {
   row_check out;
-  for (const auto& [tokens, row] : kept_) {
+  for (const auto& kept : kept_) {
     ++out.checked;
-    const auto diff = difference(row.contiguous(),
-                                 rounded(rule_.reference(tokens), rule_.dtype), rule_);
+    const auto diff = difference(
+        kept.row.contiguous(),
+        rounded(rule_.reference(kept.tokens, kept.adapter), rule_.dtype), rule_);
     if (diff.empty())
       continue;
     if (++out.mismatched == 1)
       out.first_mismatch =
-          "row after a " + std::to_string(tokens.size()) + "-token query: " + diff;
+          "row after a " + std::to_string(kept.tokens.size()) + "-token query" +
+          (kept.adapter.empty() ? "" : " under " + kept.adapter) + ": " + diff;
   }
   return out;
 }

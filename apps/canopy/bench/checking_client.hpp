@@ -25,8 +25,10 @@ struct row_check {
   std::string first_mismatch; // what differs, for the first mismatching row
 };
 
-/// The float32 row after a sequence, computed without the engine.
-using reference_row_fn = std::function<std::vector<float>(const token_seq&)>;
+/// The float32 row after a sequence under an adapter ("": the base), computed without
+/// the engine.
+using reference_row_fn =
+    std::function<std::vector<float>(const token_seq&, const std::string& adapter)>;
 
 struct check_rule {
   reference_row_fn reference;
@@ -38,7 +40,7 @@ struct check_rule {
 class checking_client final : public query_client {
 public:
   checking_client(query_client& inner, check_rule rule, std::size_t every);
-  void ask(token_seq tokens, logprobs_callback done) override;
+  void ask(token_seq tokens, const std::string& adapter, logprobs_callback done) override;
   void wait_until_at_most(in_flight& flight, std::size_t count) override {
     inner_.wait_until_at_most(flight, count);
   }
@@ -50,8 +52,13 @@ private:
   check_rule rule_;
   std::size_t every_;
   std::uint64_t asked_ = 0;
+  struct kept_answer {
+    token_seq tokens;
+    std::string adapter;
+    at::Tensor row;
+  };
   std::mutex mutex_; // guards kept_
-  std::vector<std::pair<token_seq, at::Tensor>> kept_;
+  std::vector<kept_answer> kept_;
 };
 
 } // namespace canopy::app

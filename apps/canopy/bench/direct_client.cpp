@@ -15,13 +15,15 @@ std::int64_t direct_client::vocab_size() const {
   return backend_->info().vocab_size;
 }
 
-void direct_client::ask(token_seq tokens, logprobs_callback done) {
+void direct_client::ask(token_seq tokens, const std::string& adapter,
+                        logprobs_callback done) {
   const auto started = std::chrono::steady_clock::now();
   backends::pass_request request;
   auto& item = request.items.emplace_back();
   item.rows = {static_cast<std::uint32_t>(tokens.size() - 1)};
   item.tokens = std::move(tokens);
   item.keep_kv = false;
+  item.adapter = adapter;
   at::Tensor row;
   try {
     auto result = backend_->run(request);

@@ -17,7 +17,7 @@ namespace canopy::app {
 class direct_client final : public query_client {
 public:
   explicit direct_client(std::unique_ptr<backends::backend_i> backend);
-  void ask(token_seq tokens, logprobs_callback done) override;
+  void ask(token_seq tokens, const std::string& adapter, logprobs_callback done) override;
 
   std::int64_t vocab_size() const;
   /// Forgets what was measured so far (the hits warm-up).

@@ -2,8 +2,12 @@
 
 namespace canopy::app {
 
-void future_client::ask(token_seq tokens, logprobs_callback done) {
-  asked_.emplace_back(lm_.next_token_logprobs(std::move(tokens)), std::move(done));
+void future_client::ask(token_seq tokens, const std::string& adapter,
+                        logprobs_callback done) {
+  query_options options;
+  options.adapter = adapter;
+  asked_.emplace_back(lm_.next_token_logprobs(std::move(tokens), std::move(options)),
+                      std::move(done));
 }
 
 void future_client::collect_until(std::size_t count) {

@@ -20,7 +20,7 @@ class future_client final : public query_client {
 public:
   explicit future_client(engine& lm) : lm_(lm) {}
 
-  void ask(token_seq tokens, logprobs_callback done) override;
+  void ask(token_seq tokens, const std::string& adapter, logprobs_callback done) override;
   void wait_until_at_most(in_flight& flight, std::size_t count) override;
   void wait_all(in_flight& flight) override;
 

@@ -47,6 +47,19 @@ bool is_query_or_key(const std::string& name) {
 
 } // namespace
 
+void create_output_directory(const fs::path& dir) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec)
+    throw checkpoint_error(dir.string() + ": cannot create directory: " + ec.message());
+}
+
+void write_file(const fs::path& file, std::string_view bytes) {
+  write_atomically(file, [&](std::ofstream& out) {
+    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  });
+}
+
 void write_safetensors_file(const fs::path& file,
                             const std::map<std::string, tensor_view>& tensors,
                             const std::map<std::string, std::string>& metadata) {
@@ -86,10 +99,7 @@ std::vector<std::byte> interleaved_to_rotate_half(const tensor_view& weight,
 
 void write_hf_checkpoint(const checkpoint& ckpt, const fs::path& dir) {
   check_checkpoint(ckpt);
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec)
-    throw checkpoint_error(dir.string() + ": cannot create directory: " + ec.message());
+  create_output_directory(dir);
 
   std::map<std::string, tensor_view> tensors = ckpt.tensors;
   std::vector<std::vector<std::byte>> permuted; // owns the reordered q/k rows
@@ -107,9 +117,7 @@ void write_hf_checkpoint(const checkpoint& ckpt, const fs::path& dir) {
                                             : "transformer.wte.weight")
           .dtype;
   const std::string config = hf_config_json(ckpt.config, dtype);
-  write_atomically(dir / "config.json", [&](std::ofstream& out) {
-    out.write(config.data(), static_cast<std::streamsize>(config.size()));
-  });
+  write_file(dir / "config.json", config);
   write_safetensors_file(dir / "model.safetensors", tensors, {{"format", "pt"}});
 }
 

@@ -33,7 +33,8 @@ lora_weights::lora_weights(const lora_adapter& adapter, const model_config& conf
                            at::Device device, at::ScalarType dtype)
     : layers_(static_cast<std::size_t>(config.num_layers)),
       bytes_(bytes_for(adapter, dtype)) {
-  for (std::int64_t l = 0; l < config.num_layers; ++l)
+  for (std::int64_t l = 0; l < config.num_layers; ++l) {
+    std::array<std::vector<at::Tensor>, 4> a_ts; // each site's modules' A^T
     for (const auto& module : adapter.modules) {
       const std::string weight = lora_adapted_weight(l, module);
       const auto& f = adapter.factors.at(weight);
@@ -42,11 +43,15 @@ lora_weights::lora_weights(const lora_adapter& adapter, const model_config& conf
       const auto a = tensor_from_view(f.a, what, at::kDouble, at::kCPU);
       const auto b = tensor_from_view(f.b, what, at::kDouble, at::kCPU) * adapter.scale;
       const auto [site, column] = site_of(module, config);
-      module_factors m{a.t().contiguous().to(device, dtype),
-                       b.t().contiguous().to(device, dtype), column};
-      layers_[static_cast<std::size_t>(l)][static_cast<std::size_t>(site)].push_back(
-          std::move(m));
+      a_ts[static_cast<std::size_t>(site)].push_back(a.t());
+      layers_[static_cast<std::size_t>(l)][static_cast<std::size_t>(site)]
+          .modules.push_back({b.t().contiguous().to(device, dtype), column});
     }
+    for (std::size_t site = 0; site < a_ts.size(); ++site)
+      if (!a_ts[site].empty())
+        layers_[static_cast<std::size_t>(l)][site].a_t =
+            at::cat(a_ts[site], 1).contiguous().to(device, dtype);
+  }
 }
 
 std::uint64_t lora_weights::bytes_for(const lora_adapter& adapter, at::ScalarType dtype) {
@@ -58,15 +63,19 @@ std::uint64_t lora_weights::bytes_for(const lora_adapter& adapter, at::ScalarTyp
 
 void lora_weights::add_deltas(lora_site site, std::int64_t layer, const at::Tensor& x,
                               std::int64_t begin, std::int64_t end, at::Tensor& y) const {
-  const auto& modules =
+  const auto& factors =
       layers_[static_cast<std::size_t>(layer)][static_cast<std::size_t>(site)];
-  if (modules.empty())
+  if (factors.modules.empty())
     return;
-  const auto rows = x.narrow(0, begin, end - begin);
-  for (const auto& m : modules)
-    y.narrow(0, begin, end - begin)
-        .narrow(1, m.column, m.scaled_b_t.size(1))
-        .add_(at::mm(at::mm(rows, m.a_t), m.scaled_b_t));
+  const auto count = end - begin;
+  const auto ax = at::mm(x.narrow(0, begin, count), factors.a_t); // [T, r * modules]
+  std::int64_t first = 0;
+  for (const auto& m : factors.modules) {
+    const auto r = m.scaled_b_t.size(0);
+    auto out = y.narrow(0, begin, count).narrow(1, m.column, m.scaled_b_t.size(1));
+    out.addmm_(ax.narrow(1, first, r), m.scaled_b_t); // in place: no temporary row
+    first += r;
+  }
 }
 
 void add_lora_deltas(const lora_spans& spans, lora_site site, std::int64_t layer,

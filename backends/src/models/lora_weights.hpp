@@ -39,12 +39,18 @@ public:
 
 private:
   struct module_factors {
-    at::Tensor a_t;          // [in, r]
     at::Tensor scaled_b_t;   // [r, out]: scale B^T
     std::int64_t column = 0; // first column of the module's output in the site's
   };
-  // [layer][site]: the site's adapted modules.
-  std::vector<std::array<std::vector<module_factors>, 4>> layers_;
+  // One site's modules. Their A factors share the site's input, so they are stacked
+  // and applied in one product: a pass's rows under an adapter are few, and a product
+  // that small costs its call more than its arithmetic.
+  struct site_factors {
+    at::Tensor a_t; // [in, r * modules]: each module's A^T, side by side
+    std::vector<module_factors> modules;
+  };
+  // [layer][site]
+  std::vector<std::array<site_factors, 4>> layers_;
   std::uint64_t bytes_ = 0;
 };
 

@@ -298,10 +298,16 @@ public:
     lora_spans adapted;
     for (std::size_t i = 0; i < items.size(); ++i) {
       const auto offset = layout.item_offset[i];
-      if (!items[i].adapter.empty())
-        adapted.push_back({offset,
-                           offset + static_cast<std::int64_t>(items[i].tokens.size()),
-                           adapters_.at(items[i].adapter).get()});
+      if (!items[i].adapter.empty()) {
+        const auto* weights = adapters_.at(items[i].adapter).get();
+        const auto end = offset + static_cast<std::int64_t>(items[i].tokens.size());
+        // Neighbours under one adapter make one span: one product for all their rows.
+        if (!adapted.empty() && adapted.back().weights == weights &&
+            adapted.back().end == offset)
+          adapted.back().end = end;
+        else
+          adapted.push_back({offset, end, weights});
+      }
       tokens.insert(tokens.end(), items[i].tokens.begin(), items[i].tokens.end());
       for (const auto r : items[i].rows)
         rows.push_back(offset + r);

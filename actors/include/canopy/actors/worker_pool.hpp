@@ -52,6 +52,8 @@ public:
   std::vector<cache::worker_id> ready() const;
   /// Active workers, whatever they run.
   std::vector<cache::worker_id> active() const;
+  /// Active or draining, whatever they run: the workers still reachable.
+  std::vector<cache::worker_id> alive() const;
   /// Active or draining: someone still computes.
   bool any_alive() const;
   std::vector<std::uint64_t> loads() const;

@@ -13,9 +13,16 @@
 #include <filesystem>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace canopy::backends {
+
+/// Creates `dir` (and its parents) unless it exists. Throws checkpoint_error naming it.
+void create_output_directory(const std::filesystem::path& dir);
+
+/// Writes `bytes` to `file`. Throws checkpoint_error naming the file when it cannot.
+void write_file(const std::filesystem::path& file, std::string_view bytes);
 
 /// Writes one safetensors file: `tensors` in name order, back to back, with `metadata`.
 /// Throws checkpoint_error naming the file when it cannot be written.
