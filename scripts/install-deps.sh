@@ -24,6 +24,7 @@ packages=(
   python3-jinja2        # apply_chat_template renders chat templates with Jinja2, as transformers does
   python3-venv python3-pip python3-setuptools  # the test of `pip install ./apps/python`
   curl                  # the quick start's request against canopy serve
+  chromium              # the page's browser tests (tests/node/web_page_test.mjs, through playwright-core)
   clang-format          # ctest clang_format_check: the code as .clang-format lays it out (v14)
   # genlm's own tests over CanopyLM (tests/python/genlm; ../shared/third_party/README.md):
   # their imports and test runners, and Cython for arsenal's two heaps.
@@ -47,7 +48,8 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q "${missing[@]}"
 fi
 
-# Node.js and npm for the OpenAI SDK test (tests/node): Debian's, unless node is there
+# Node.js and npm for the OpenAI SDK and browser tests (tests/node) and the page's
+# build-time assets (apps/server/web): Debian's, unless node is there
 # already (a NodeSource node bundles npm and conflicts with Debian's npm package).
 if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
   sudo=""
@@ -55,6 +57,9 @@ if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
   $sudo apt-get update -q
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q nodejs npm
 fi
-# The SDK itself, pinned by tests/node/package-lock.json (test-time only; the product
-# never runs node).
+# The SDK and playwright-core, pinned by tests/node/package-lock.json (test-time only;
+# the product never runs node).
 npm ci --prefix "$(dirname "$0")/../tests/node" --no-audit --no-fund --loglevel=error
+# uPlot, which the page at / draws its charts with, pinned by apps/server/web's lockfile:
+# read at build time and embedded into the binary (nothing is fetched at run time).
+npm ci --prefix "$(dirname "$0")/../apps/server/web" --no-audit --no-fund --loglevel=error

@@ -24,7 +24,7 @@ caf::error validate_tokens(const cache::token_seq& tokens,
   return caf::none;
 }
 
-caf::error validate_query(const query& q, const backends::model_info& model) {
+caf::error validate_scope(const query& q) {
   if (q.partition.size() > max_partition_bytes)
     return make_error(errc::invalid_request, "the cache partition has " +
                                                  std::to_string(q.partition.size()) +
@@ -38,6 +38,12 @@ caf::error validate_query(const query& q, const backends::model_info& model) {
                                                  std::to_string(q.adapter.size()) +
                                                  " bytes, more than the limit of " +
                                                  std::to_string(max_adapter_name_bytes));
+  return caf::none;
+}
+
+caf::error validate_query(const query& q, const backends::model_info& model) {
+  if (auto problem = validate_scope(q))
+    return problem;
   return validate_tokens(q.tokens, model);
 }
 
@@ -359,6 +365,15 @@ engine_actor::behavior_type request_actor(request_pointer self, request_options 
       [=](clear_kv_atom, std::string& partitions) {
         return self->delegate(self->state.cache, clear_kv_atom::value,
                               std::move(partitions));
+      },
+      [=](view_atom, query& q,
+          const cache::trie_view_limits& limits) -> caf::result<cache::trie_view> {
+        // The root's view asks for no token: only a prefix given is checked as one.
+        auto problem =
+            q.tokens.empty() ? validate_scope(q) : validate_query(q, self->state.model);
+        if (problem)
+          return problem;
+        return self->delegate(self->state.cache, view_atom::value, std::move(q), limits);
       },
       [=](cancel_atom) {
         return self->delegate(self->state.batcher, cancel_atom::value);

@@ -12,6 +12,7 @@
 #include <canopy/server/api/api_router.hpp>
 #include <canopy/server/api/gateway_actor.hpp>
 #include <canopy/server/transport/http_server.hpp>
+#include <canopy/server/web/web_page.hpp>
 
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
@@ -35,7 +36,8 @@ const char* const usage =
     "/v1/sample, /v1/completions, /v1/tokenize, /v1/detokenize, /v1/cache/kv,\n"
     "/v1/cache/clear; GET /v1/vocab, /v1/tokenizer/merges, "
     "/v1/tokenizer/chat_templates,\n"
-    "/v1/model, /v1/models, /healthz, /metrics.\n"
+    "/v1/model, /v1/models, /healthz, /metrics; and a page at / to explore them in a\n"
+    "browser (--no-web-page: the API alone).\n"
     "Prints 'canopy serve: listening on http://HOST:PORT' once it accepts connections.\n"
     "SIGTERM or SIGINT: stops accepting, answers what is in flight (for\n"
     "--drain-timeout-ms at most; a second signal: at once), exits 0.\n";
@@ -103,7 +105,9 @@ const option_table<server::server_options>& serve_options() {
           .text("served-model-name", "NAME",
                 "the model's id in the OpenAI routes (/v1/models, /v1/completions' "
                 "\"model\")",
-                &o::served_model_name, "the model's file or folder name");
+                &o::served_model_name, "the model's file or folder name")
+          .other({"no-web-page", "",
+                  "serve the API alone, without the page at / (docs/web-page.md)"});
   return table;
 }
 
@@ -141,6 +145,7 @@ server::server_options options_from(const parsed_args& args) {
   serve_options().apply(args, o);
   if (args.has("auth-token-file"))
     o.auth_tokens = read_token_file(args.text("auth-token-file", ""));
+  o.web_page = !args.has("no-web-page");
   return o;
 }
 
@@ -205,7 +210,10 @@ int serve_command(const std::vector<std::string>& argv) {
       gateways.push_back(server::spawn_gateway(system, lm.handle()));
     auto metrics = std::make_shared<server::server_metrics>();
     server::api_router router{lm, gateways, metrics, options};
-    server::http_server http{options, router, metrics};
+    server::web_page page{router};
+    server::http_server http{
+        options, options.web_page ? static_cast<server::request_handler&>(page) : router,
+        metrics};
     const auto& model = lm.model();
     std::cout << "canopy serve: model " << model.name << " (vocab " << model.vocab_size
               << ", context " << model.context_length << ")\n"

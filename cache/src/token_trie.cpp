@@ -4,8 +4,10 @@
 #include "node_tree.hpp"
 #include "row_ledger.hpp"
 
+#include <algorithm>
 #include <stdexcept>
 #include <string>
+#include <unordered_map>
 
 namespace canopy::cache {
 
@@ -287,6 +289,67 @@ node_id token_trie::find(std::string_view partition, const token_id* tokens,
     cur = child == root_node ? no_node : child;
   }
   return cur;
+}
+
+trie_view token_trie::view(std::string_view partition, const token_id* prefix,
+                           std::size_t n, const trie_view_limits& limits) {
+  auto& tree = impl_->tree;
+  trie_view out;
+  const node_id top = find(partition, prefix, n);
+  if (top == no_node || limits.max_nodes == 0)
+    return out;
+  // Nodes know their parent but not their children: one pass over all nodes finds
+  // those within the depth limit below `top`.
+  const auto top_depth = tree.nodes[top].depth;
+  std::unordered_map<node_id, std::vector<node_id>> below;
+  for (node_id id = 0; id < tree.nodes.size(); ++id) {
+    const auto& x = tree.nodes[id];
+    if (x.live && x.depth > top_depth && x.depth - top_depth <= limits.depth &&
+        tree.ancestor(id, top_depth) == top)
+      below[x.parent].push_back(id);
+  }
+  auto describe = [&](node_id id, std::int32_t parent) {
+    const auto& x = tree.nodes[id];
+    const auto& h = tree.held[id];
+    trie_view_node v;
+    v.token = x.depth == 0 ? 0 : x.token;
+    v.depth = x.depth;
+    v.parent = parent;
+    v.row_bytes = h.row ? h.row_bytes : 0;
+    for (const auto& e : h.kv)
+      if (e.handle != no_kv)
+        v.kv.push_back({e.worker, e.on_host, e.bytes});
+    v.hits = x.stats.hits;
+    v.locks = x.locks;
+    v.children = x.children;
+    return v;
+  };
+  // Breadth-first, so that what max_nodes leaves out is the deepest.
+  std::vector<std::pair<node_id, std::int32_t>> queue{{top, -1}};
+  for (std::size_t i = 0; i < queue.size(); ++i) {
+    out.nodes.push_back(describe(queue[i].first, queue[i].second));
+    const auto it = below.find(queue[i].first);
+    if (it == below.end())
+      continue;
+    auto& children = it->second;
+    std::sort(children.begin(), children.end(), [&](node_id a, node_id b) {
+      const auto &x = tree.nodes[a], &y = tree.nodes[b];
+      return x.stats.hits != y.stats.hits ? x.stats.hits > y.stats.hits
+                                          : x.token < y.token;
+    });
+    if (children.size() > limits.max_children) {
+      children.resize(limits.max_children);
+      out.truncated = true;
+    }
+    for (const auto child : children) {
+      if (queue.size() >= limits.max_nodes) {
+        out.truncated = true;
+        break;
+      }
+      queue.emplace_back(child, static_cast<std::int32_t>(i));
+    }
+  }
+  return out;
 }
 
 std::vector<kv_prefix> token_trie::kv_prefixes(node_id node) const {

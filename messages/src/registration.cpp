@@ -2,6 +2,7 @@
 
 #include <canopy/messages/actor_interfaces.hpp>
 #include <canopy/messages/batch_messages.hpp>
+#include <canopy/messages/cache_view_messages.hpp>
 #include <canopy/messages/computed_pass.hpp>
 #include <canopy/messages/errors.hpp>
 #include <canopy/messages/node_messages.hpp>
@@ -68,6 +69,8 @@ void add_message_types(caf::actor_system_config& config) {
   config.add_message_type<cache::token_seq>("canopy::token_seq");
   config.add_message_type<std::vector<query>>("canopy::queries");
   config.add_message_type<std::vector<std::string>>("canopy::strings");
+  config.add_message_type<cache::trie_view>("canopy::trie_view");
+  config.add_message_type<cache::trie_view_limits>("canopy::trie_view_limits");
   config.add_error_category(error_category, render_error);
 }
 

@@ -1,7 +1,8 @@
 // Tenants and cache_salt over real sockets: with several tokens in --auth-token-file each
 // token is a tenant, and a tenant's requests (and a request with its own cache_salt)
 // never hit what another cached, so no response's timing tells what another asked; a
-// tenant's /v1/cache/clear drops its own entries only. Hits are read off
+// tenant's /v1/cache/clear drops its own entries only, and its /v1/cache/tree shows its
+// own. Hits are read off
 // canopy_cache_hits_total rather than timed.
 
 #include "canopy_process.hpp"
@@ -10,6 +11,7 @@
 #include "shared_fixtures.hpp"
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <fstream>
 #include <string>
@@ -109,6 +111,49 @@ TEST_F(tenants, a_tenants_cache_clear_drops_its_own_entries_only) {
   EXPECT_EQ(hits(), 1u) << "the second tenant's clear dropped the first one's row";
   ask(second_token, R"({"tokens": [8, 9]})");
   EXPECT_EQ(hits(), 1u) << "the second tenant's clear kept its own row";
+}
+
+// POST /v1/cache/tree (the page's cache view) shows a tenant its own partition only,
+// salted or not, with what each node holds; its limits are checked by name.
+TEST_F(tenants, a_tenants_cache_tree_is_its_own) {
+  ask(first_token, R"({"tokens": [3, 4, 5]})");
+  ask(second_token, R"({"tokens": [3, 6]})");
+  ask(first_token, R"({"tokens": [3, 4, 7], "cache_salt": "mine"})");
+  const auto tree = [&](const std::string& token, const std::string& body) {
+    const auto reply = post(token, "/v1/cache/tree", body);
+    EXPECT_EQ(reply.status, 200) << reply.body;
+    return nlohmann::json::parse(reply.body);
+  };
+  const auto first = tree(first_token, R"({"tokens": [3], "depth": 2})");
+  EXPECT_EQ(first.at("tokens"), nlohmann::json::array({3}));
+  EXPECT_EQ(first.at("truncated"), false);
+  const auto& nodes = first.at("nodes");
+  ASSERT_EQ(nodes.size(), 3u) << first.dump() << ": 3, then 4, then 5";
+  EXPECT_EQ(nodes[1].at("token"), 4);
+  EXPECT_EQ(nodes[1].at("parent"), 0);
+  EXPECT_EQ(nodes[2].at("token"), 5);
+  EXPECT_EQ(nodes[2].at("parent"), 1);
+  EXPECT_GT(nodes[2].at("row_bytes").get<std::uint64_t>(), 0u);
+  ASSERT_EQ(nodes[2].at("kv").size(), 1u);
+  EXPECT_EQ(nodes[2].at("kv")[0].at("tier"), "device");
+  EXPECT_EQ(nodes[2].at("kv")[0].at("worker"), 0);
+
+  const auto second = tree(second_token, R"({"depth": 1})").at("nodes");
+  ASSERT_EQ(second.size(), 2u) << second.dump() << ": the root and 3";
+  EXPECT_EQ(second[1].at("children"), 1) << "6 only, not the other tenant's 4";
+  const auto salted =
+      tree(first_token, R"({"tokens": [3, 4], "cache_salt": "mine", "depth": 1})");
+  ASSERT_EQ(salted.at("nodes").size(), 2u);
+  EXPECT_EQ(salted.at("nodes")[1].at("token"), 7);
+  EXPECT_TRUE(tree(second_token, R"({"tokens": [3, 4]})").at("nodes").empty());
+
+  const auto deep = post(first_token, "/v1/cache/tree", R"({"depth": 9})");
+  EXPECT_EQ(deep.status, 400);
+  EXPECT_NE(deep.body.find("depth must be at most 8"), std::string::npos) << deep.body;
+  const auto both = post(first_token, "/v1/cache/tree", R"({"tokens": [], "text": "a"})");
+  EXPECT_EQ(both.status, 400) << both.body;
+  const auto adapter = post(first_token, "/v1/cache/tree", R"({"adapter": "nobody"})");
+  EXPECT_EQ(adapter.status, 404) << adapter.body;
 }
 
 TEST(serve_tenants, a_token_repeated_in_the_file_is_refused_at_start) {

@@ -3,6 +3,7 @@
 // compute exactly the tokens they must.
 
 #include "reference.hpp"
+#include "thrown_code.hpp"
 
 #include <canopy/engine.hpp>
 
@@ -27,14 +28,7 @@ engine_config small_config() {
   return config;
 }
 
-errc code_of_call(const std::function<void()>& call) {
-  try {
-    call();
-  } catch (const canopy::error& e) {
-    return e.code();
-  }
-  return errc::none;
-}
+using canopy::testing::code_of_call;
 
 TEST(engine_api, sync_async_callback_and_uncached_paths_agree_with_the_reference) {
   auto config = small_config();

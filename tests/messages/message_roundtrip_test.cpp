@@ -352,6 +352,31 @@ TEST_F(system_fixture, every_registered_type_survives_a_round_trip) {
   check("canopy::kv_handles", std::vector<cache::kv_handle>{1, 2, 3}, std::equal_to<>{});
   check("canopy::node_ids", std::vector<cache::node_id>{4, 5}, std::equal_to<>{});
   check("canopy::token_seq", cache::token_seq{6, 7}, std::equal_to<>{});
+  cache::trie_view view;
+  view.truncated = true;
+  view.nodes.push_back({0, 0, -1, 0, {}, 3, 0, 2});
+  view.nodes.push_back({42, 1, 0, 2048, {{1, true, 4096}, {0, false, 8192}}, 7, 1, 0});
+  check("canopy::trie_view", view,
+        [](const cache::trie_view& a, const cache::trie_view& b) {
+          auto same_node = [](const cache::trie_view_node& x,
+                              const cache::trie_view_node& y) {
+            return x.token == y.token && x.depth == y.depth && x.parent == y.parent &&
+                   x.row_bytes == y.row_bytes && x.hits == y.hits && x.locks == y.locks &&
+                   x.children == y.children && x.kv.size() == y.kv.size() &&
+                   std::equal(x.kv.begin(), x.kv.end(), y.kv.begin(),
+                              [](auto& k, auto& l) {
+                                return k.worker == l.worker && k.on_host == l.on_host &&
+                                       k.bytes == l.bytes;
+                              });
+          };
+          return a.truncated == b.truncated && a.nodes.size() == b.nodes.size() &&
+                 std::equal(a.nodes.begin(), a.nodes.end(), b.nodes.begin(), same_node);
+        });
+  check("canopy::trie_view_limits", cache::trie_view_limits{3, 9, 100},
+        [](const auto& a, const auto& b) {
+          return a.depth == b.depth && a.max_children == b.max_children &&
+                 a.max_nodes == b.max_nodes;
+        });
   check("canopy::queries", std::vector<query>{q, query{{4}}},
         [&](const std::vector<query>& a, const std::vector<query>& b) {
           return a.size() == b.size() &&

@@ -5,23 +5,14 @@
 // CANOPY_SHARED_DIR; skips (exit 77) without ../shared unless CANOPY_REQUIRE_FIXTURES=1.
 
 import assert from "node:assert/strict";
-import { spawn, execFileSync } from "node:child_process";
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { execFileSync } from "node:child_process";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-const cli = process.env.CANOPY_CLI;
-const shared = process.env.CANOPY_SHARED_DIR ?? "";
-const model = join(shared, "models/stories260K/stories260K.bin");
-/** Skips (77), or fails where CI requires every fixture. */
-function skip(why) {
-  if (process.env.CANOPY_REQUIRE_FIXTURES === "1") {
-    console.error(`FAILED: ${why} (CANOPY_REQUIRE_FIXTURES=1)`);
-    process.exit(1);
-  }
-  console.log(`SKIPPED: ${why}`);
-  process.exit(77);
-}
-if (!cli || !existsSync(model)) skip(`needs CANOPY_CLI and ${model}`);
+
+import { cli, post, requireStories, runTests, serve, skip, stories as model } from "./canopy_serve.mjs";
+
+requireStories();
 // The SDK is installed by scripts/install-deps.sh (npm ci in tests/node).
 let OpenAI;
 try {
@@ -31,36 +22,6 @@ try {
 }
 const id = "stories260K.bin";
 const text = "Once upon a time, there was a little girl named Lily. She loved to play outside.";
-
-/** Starts `canopy serve` on a free port; resolves to {url, stop}. */
-function serve(...extra) {
-  return new Promise((resolve, reject) => {
-    const child = spawn(cli, ["serve", "--port", "0", "--model", model, ...extra], {
-      stdio: ["ignore", "pipe", "inherit"],
-    });
-    let out = "";
-    child.stdout.on("data", (chunk) => {
-      out += chunk;
-      const m = out.match(/listening on (http:\/\/\S+)/);
-      if (m)
-        resolve({
-          url: m[1],
-          stop: () =>
-            new Promise((done) => {
-              child.on("exit", (code) => done(code));
-              child.kill("SIGTERM");
-            }),
-        });
-    });
-    child.on("exit", (code) => reject(new Error(`canopy serve exited ${code}: ${out}`)));
-  });
-}
-
-async function post(url, path, body) {
-  const r = await fetch(url + path, { method: "POST", body: JSON.stringify(body) });
-  assert.equal(r.status, 200, `${path}: ${await r.clone().text()}`);
-  return r.json();
-}
 
 async function tokensComputed(url) {
   const metrics = await (await fetch(url + "/metrics")).text();
@@ -252,16 +213,7 @@ const tests = {
 
 const server = await serve();
 const client = new OpenAI({ baseURL: server.url + "/v1", apiKey: "unused", maxRetries: 0 });
-let failed = 0;
-for (const [name, test] of Object.entries(tests)) {
-  try {
-    await test({ client, url: server.url });
-    console.log(`ok ${name}`);
-  } catch (e) {
-    ++failed;
-    console.log(`FAILED ${name}\n${e.stack}`);
-  }
-}
+let failed = await runTests(tests, { client, url: server.url });
 assert.equal(await server.stop(), 0, "canopy serve exits 0 on SIGTERM");
 
 // An error after a stream has begun is its last event, which the SDK raises: every

@@ -195,6 +195,31 @@ TEST(http_limits, bearer_auth_guards_everything_but_get_healthz) {
   EXPECT_EQ(handler.calls(0).front().request.tenant, "") << "one token: no tenants";
 }
 
+// The page's files hold no data, so a browser loads them before it has the token; the
+// page then asks for it, and the API still needs it. Without the page they are guarded.
+TEST(http_limits, the_pages_files_are_open_only_while_the_page_is_served) {
+  for (const bool page : {true, false}) {
+    scripted_handler handler;
+    auto options = test_options();
+    options.auth_tokens = {"s3cret-token"};
+    options.web_page = page;
+    running_server server(options, handler);
+    for (const char* target : {"/", "/web/page.js"}) {
+      test_client client(server.port());
+      ASSERT_TRUE(client.send(make_request("GET", target)));
+      auto response = client.read_response(2s);
+      if (page)
+        EXPECT_EQ(echo_of(response)["target"], target);
+      else
+        expect_error(response, 401, "unauthorized");
+    }
+    test_client client(server.port());
+    ASSERT_TRUE(client.send(make_request("POST", "/", "{}")));
+    expect_error(client.read_response(2s), 401, "unauthorized");
+    EXPECT_EQ(handler.calls(0).size(), page ? 2u : 0u);
+  }
+}
+
 TEST(http_limits, with_several_tokens_each_request_names_its_tokens_tenant) {
   scripted_handler handler;
   auto options = test_options();

@@ -385,7 +385,7 @@ TEST(http_server, metrics_count_requests_by_route_and_status) {
   sent += client.read_response()->body.size();
   test_client big(server.port());
   ASSERT_TRUE(big.send(
-      make_request("GET", "/", "", "X-Big: " + std::string(2000, 'a') + "\r\n")));
+      make_request("GET", "/big", "", "X-Big: " + std::string(2000, 'a') + "\r\n")));
   sent += big.read_response()->body.size();
 
   // Counted once written, which may trail the client's read a little.

@@ -1,4 +1,5 @@
-// The transport's counters: route labels and what a snapshot reports.
+// The transport's counters: route labels (the API's paths, the page's, the rest) and
+// what a snapshot reports.
 
 #include <canopy/server/api_paths.hpp>
 #include <canopy/server/server_metrics.hpp>
@@ -14,9 +15,12 @@ TEST(server_metrics, route_label_keeps_known_paths_without_query_and_folds_the_r
     EXPECT_EQ(server_metrics::route_label(std::string(route) + "?a=1&b"), route);
     EXPECT_EQ(server_metrics::route_label(std::string(route) + "/"), "other");
   }
-  for (const char* other : {"", "/", "/v1", "/v1/logprobs/", "/V1/model", "/v1/modelx",
-                            "/wp-admin.php", "?/v1/model", "*"})
+  for (const char* other : {"", "/v1", "/v1/logprobs/", "/V1/model", "/v1/modelx",
+                            "/wp-admin.php", "?/v1/model", "*", "/web", "/webx/a.js"})
     EXPECT_EQ(server_metrics::route_label(other), "other") << other;
+  // The page's files share one label, however many there are.
+  for (const char* page : {"/", "/?token", "/web/page.js", "/web/missing.js?x"})
+    EXPECT_EQ(server_metrics::route_label(page), "/web") << page;
 }
 
 TEST(server_metrics, snapshot_reports_every_counter) {

@@ -351,6 +351,13 @@ void engine::clear_cache(std::string_view partitions) {
 void engine::clear_kv_cache(std::string_view partitions) {
   impl_->control(clear_kv_atom::value, std::string(partitions));
 }
+cache::trie_view engine::cache_view(const token_seq& prefix,
+                                    const cache::trie_view_limits& limits,
+                                    const query_options& options) {
+  return impl_->ask<cache::trie_view>(impl_->front(), view_atom::value,
+                                      make_query(prefix, options), limits);
+}
+
 void engine::reset_async_queries() {
   impl_->control(cancel_atom::value);
 }

@@ -57,6 +57,8 @@ void server_metrics::watch_budget(std::string name, std::string unit,
 
 std::string server_metrics::route_label(std::string_view target) {
   const auto path = target.substr(0, target.find('?'));
+  if (is_page_path(path))
+    return "/web";
   return std::string(is_api_path(path) ? path : "other");
 }
 

@@ -128,6 +128,15 @@ public:
   void clear_cache(std::string_view partitions = {});
   /// Drops every KV entry not in use, in those partitions; rows stay.
   void clear_kv_cache(std::string_view partitions = {});
+  /// Part of the cache for people to read (cache/trie_view.hpp): the node of `prefix`
+  /// (empty: the root) in options' partition, under its adapter, and the nodes within
+  /// `limits` below it, each with its row's bytes, its KV per worker and tier, hits,
+  /// locks and children; no nodes when the prefix is not cached. It walks every node
+  /// of the trie once, on the cache's thread: for inspection, not for every query.
+  /// Throws errc::unknown_adapter, or what a query's tokens and scope would.
+  cache::trie_view cache_view(const token_seq& prefix,
+                              const cache::trie_view_limits& limits = {},
+                              const query_options& options = {});
   /// Answers every waiting query with errc::cancelled.
   void reset_async_queries();
 

@@ -116,7 +116,10 @@ request_actor(request_pointer self, request_options options, backends::model_inf
 caf::error validate_tokens(const cache::token_seq& tokens,
                            const backends::model_info& model);
 
-/// The first problem with a query for this model (its tokens, its partition), or none.
+/// The first problem with a query's scope (its partition, its adapter's name), or none.
+caf::error validate_scope(const messages::query& q);
+
+/// The first problem with a query for this model (its tokens, its scope), or none.
 caf::error validate_query(const messages::query& q, const backends::model_info& model);
 
 } // namespace canopy::actors

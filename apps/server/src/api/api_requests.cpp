@@ -245,6 +245,32 @@ parsed<cache_kv_request> parse_cache_kv_request(std::string_view body) {
   });
 }
 
+parsed<cache_tree_request> parse_cache_tree_request(std::string_view body) {
+  return catching<cache_tree_request>([&] {
+    const json object = parse_object(body, true);
+    allow_only(object,
+               {"tokens", "text", "depth", "max_children", "cache_salt", "adapter"});
+    cache_tree_request request;
+    if (object.contains("tokens") && object.contains("text"))
+      refuse(invalid_request, "give \"tokens\" or \"text\", not both");
+    // The root is the prefix of no token, so an empty list is fine here.
+    request.prefix.tokens = cache::token_seq{};
+    if (object.contains("tokens"))
+      request.prefix.tokens = read_tokens(object.at("tokens"), "tokens", true);
+    if (object.contains("text"))
+      request.prefix = {std::nullopt, read_string(object.at("text"), "text")};
+    if (object.contains("depth"))
+      request.depth = static_cast<std::uint32_t>(
+          read_count(object.at("depth"), "depth", 1, max_tree_depth));
+    if (object.contains("max_children"))
+      request.max_children = static_cast<std::uint32_t>(
+          read_count(object.at("max_children"), "max_children", 1, max_tree_children));
+    request.cache_salt = read_cache_salt(object);
+    request.adapter = read_adapter(object);
+    return request;
+  });
+}
+
 parsed<adapter_request> parse_adapter_request(std::string_view body, bool remove) {
   return catching<adapter_request>([&] {
     const json object = parse_object(body, false);

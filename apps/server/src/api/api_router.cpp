@@ -210,6 +210,10 @@ void api_router::dispatch(request_id id, http_request& request, respond_fn& resp
        [](api_router& r, request_id, http_request& q, respond_fn& a) {
          r.cache_clear(q, std::move(a));
        }},
+      {"/v1/cache/tree", "POST",
+       [](api_router& r, request_id id, http_request& q, respond_fn& a) {
+         r.cache_tree(id, q, std::move(a));
+       }},
       {"/v1/tokenize", "POST",
        [](api_router& r, request_id, http_request& q, respond_fn& a) {
          a(r.tokenize(q));

@@ -386,6 +386,26 @@ gateway_actor::behavior_type gateway(gateway_pointer self, engine_actor engine) 
                         std::move(job.partitions))
               .then(answered, failed);
       },
+      [=](view_atom, view_job& job) {
+        messages::query q;
+        q.tokens = std::move(job.prefix);
+        q.partition = std::move(job.scope.partition);
+        q.adapter = std::move(job.scope.adapter);
+        auto done = std::move(job.done);
+        self->request(self->state.engine, caf::infinite, view_atom::value, std::move(q),
+                      job.limits)
+            .then(
+                [done](cache::trie_view& view) {
+                  gateway_reply reply;
+                  reply.view = std::move(view);
+                  done(std::move(reply));
+                },
+                [done](caf::error& e) {
+                  gateway_reply reply;
+                  reply.error = to_api_error(e);
+                  done(std::move(reply));
+                });
+      },
       [=](cancel_atom, request_id request) {
         auto& st = self->state;
         auto it = st.jobs.find(request);

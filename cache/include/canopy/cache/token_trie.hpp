@@ -49,6 +49,7 @@
 #include <canopy/cache/eviction_policy.hpp>
 #include <canopy/cache/logprob_row.hpp>
 #include <canopy/cache/row_extra.hpp>
+#include <canopy/cache/trie_view.hpp>
 #include <canopy/cache/types.hpp>
 
 #include <cstddef>
@@ -174,6 +175,13 @@ public:
   /// worker's device (promote_kv): a prefix ends above the KV a move could not fit.
   /// `node` must be locked where a worker has a host tier.
   std::vector<kv_prefix> promoted_kv_prefixes(node_id node);
+
+  /// The node of `prefix` in `partition` (its root for an empty prefix) and the nodes
+  /// within `limits` below it, for people to read (trie_view.hpp); empty when the
+  /// prefix is not in the trie. One pass over every node of the trie, so not for hot
+  /// paths; what the trie holds and its statistics are unchanged.
+  trie_view view(std::string_view partition, const token_id* prefix, std::size_t n,
+                 const trie_view_limits& limits);
 
   /// The nodes below depth `from_depth` (0: its partition's root) down to `node`:
   /// result[i] has depth from_depth+i+1. std::out_of_range past depth(node).

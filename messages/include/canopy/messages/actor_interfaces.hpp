@@ -16,6 +16,7 @@
 #include <canopy/cache/types.hpp>
 #include <canopy/messages/atoms.hpp>
 #include <canopy/messages/batch_messages.hpp>
+#include <canopy/messages/cache_view_messages.hpp>
 #include <canopy/messages/computed_pass.hpp>
 #include <canopy/messages/next_byte_messages.hpp>
 #include <canopy/messages/pass_messages.hpp>
@@ -205,7 +206,10 @@ using cache_actor = caf::typed_actor<
     // (errc::unknown_adapter when none).
     caf::replies_to<adapter_atom, std::string>::with<std::string>,
     // The names of the adapters loaded, in order.
-    caf::replies_to<adapters_atom>::with<std::vector<std::string>>>;
+    caf::replies_to<adapters_atom>::with<std::vector<std::string>>,
+    // The node of the query's tokens (the root for none) in its scope (partition and
+    // adapter) and the nodes within the limits below it (token_trie::view).
+    caf::replies_to<view_atom, query, cache::trie_view_limits>::with<cache::trie_view>>;
 
 /// The front door: a request actor. Hosts that run their own actor system talk to
 /// the engine through this handle.
@@ -251,6 +255,9 @@ using engine_actor = answer_sink::extend<
     caf::replies_to<clear_kv_atom, std::string>::with<bool>,
     // Cancels every waiting query (reset_async_queries).
     caf::replies_to<cancel_atom>::with<bool>,
+    // Part of the cache, for people to read: the node of the query's tokens (none: the
+    // root) in its partition, under its adapter, and the nodes within the limits below.
+    caf::replies_to<view_atom, query, cache::trie_view_limits>::with<cache::trie_view>,
     // The model the engine serves.
     caf::replies_to<info_atom>::with<backends::model_info>>;
 

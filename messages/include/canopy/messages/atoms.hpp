@@ -38,5 +38,6 @@ using leave_atom = caf::atom_constant<caf::atom("leave")>;       // node -> fron
 using wait_atom = caf::atom_constant<caf::atom("wait")>;         // engine -> its links
 using adapter_atom = caf::atom_constant<caf::atom("adapter")>;   // adapters: add, remove
 using adapters_atom = caf::atom_constant<caf::atom("adapters")>; // -> cache: the list
+using view_atom = caf::atom_constant<caf::atom("view")>; // -> cache: part of the trie
 
 } // namespace canopy::messages

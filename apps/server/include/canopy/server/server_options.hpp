@@ -58,6 +58,7 @@ struct server_options {
                                                    // past it, 503
   std::string served_model_name; // the OpenAI routes' model id; empty: the
                                  // model's file or folder name
+  bool web_page = true;          // the page at / (web_page.hpp); false: the API alone
 };
 
 /// Bytes a connection asks of one socket read (big bodies come this many at a time).

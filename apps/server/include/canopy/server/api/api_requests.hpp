@@ -117,6 +117,22 @@ struct adapter_request {
   std::string path; // "" for a removal
 };
 
+/// POST /v1/cache/tree: {"tokens": [...]} (may be empty: the root) or {"text": "..."},
+/// or neither (the root); "depth" (1 to max_tree_depth, default 2), "max_children" (1
+/// to max_tree_children, default 16), "cache_salt", "adapter".
+struct cache_tree_request {
+  sequence_input prefix;
+  std::uint32_t depth = 2;
+  std::uint32_t max_children = 16;
+  std::string cache_salt;
+  std::string adapter;
+};
+
+inline constexpr std::uint32_t max_tree_depth = 8;
+inline constexpr std::uint32_t max_tree_children = 64;
+/// Nodes in one answer at most, the prefix's included.
+inline constexpr std::uint32_t max_tree_nodes = 2048;
+
 /// POST /v1/cache/clear: {} or {"kv_only": true}; an empty body counts as {}.
 struct cache_clear_request {
   bool kv_only = false;
@@ -135,5 +151,6 @@ parsed<detokenize_request> parse_detokenize_request(std::string_view body);
 parsed<cache_kv_request> parse_cache_kv_request(std::string_view body);
 parsed<adapter_request> parse_adapter_request(std::string_view body, bool remove);
 parsed<cache_clear_request> parse_cache_clear_request(std::string_view body);
+parsed<cache_tree_request> parse_cache_tree_request(std::string_view body);
 
 } // namespace canopy::server

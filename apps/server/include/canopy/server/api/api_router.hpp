@@ -53,6 +53,9 @@ private:
     return {engine_.byte_vocab(), engine_.special_token_texts()};
   }
   void cache_clear(const http_request& request, respond_fn respond);
+  /// POST /v1/cache/tree (api_router_cache_tree.cpp): the caller's cache around a
+  /// prefix, for people to read.
+  void cache_tree(request_id id, const http_request& request, respond_fn respond);
   /// POST /v1/adapters and /v1/adapters/remove (api_router_adapters.cpp): load or
   /// unload a LoRA adapter; only on a server with bearer tokens, since loading reads a
   /// directory of the server's machine.

@@ -42,6 +42,7 @@ struct gateway_reply {
   std::vector<bool> stopped;               // sample jobs: per prompt, ended by an
                                            // EOS id or on_token (not max_tokens)
   std::vector<backends::next_byte_distribution> distributions; // next-byte jobs: per item
+  cache::trie_view view;                                       // cache-view jobs
   double engine_ms = 0;
 };
 
@@ -126,6 +127,14 @@ struct cache_kv_job {
   gateway_done done;
 };
 
+/// engine::cache_view: the node of `prefix` in the scope and those below it.
+struct view_job {
+  cache::token_seq prefix;
+  query_scope scope;
+  cache::trie_view_limits limits;
+  gateway_done done;
+};
+
 /// engine::clear_cache, or clear_kv_cache when kv_only, of the partitions whose names
 /// start with `partitions`.
 struct clear_job {
@@ -144,6 +153,7 @@ using gateway_actor = messages::answer_sink::extend<
     caf::reacts_to<sample_atom, request_id, sample_job>,
     caf::reacts_to<cache_kv_atom, request_id, cache_kv_job>,
     caf::reacts_to<messages::clear_atom, clear_job>,
+    caf::reacts_to<messages::view_atom, view_job>,
     // Request `id`'s client went away: cancel its queries; its done is not called.
     caf::reacts_to<messages::cancel_atom, request_id>>;
 
@@ -157,3 +167,4 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(canopy::server::next_byte_job)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(canopy::server::sample_job)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(canopy::server::cache_kv_job)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(canopy::server::clear_job)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(canopy::server::view_job)
