@@ -161,13 +161,16 @@ void http_session::parse() {
 void http_session::on_header() {
   const auto& request = parser_->get();
   const auto& tokens = context_.options.auth_tokens;
-  // Open to anyone: GET /healthz, and the page's files, which hold no data (what the
-  // page shows comes through the API, with the token the page asks for).
-  const auto route = server_metrics::route_label(to_std(request.target()));
-  const bool get = request.method() == http::verb::get;
-  const bool page = route == "/web" && context_.options.web_page &&
-                    (get || request.method() == http::verb::head);
-  bool open = tokens.empty() || (get && route == "/healthz") || page;
+  bool open = tokens.empty();
+  if (!open) {
+    // Open to anyone: GET /healthz, and the page's files, which hold no data (what the
+    // page shows comes through the API, with the token the page asks for).
+    const auto route = server_metrics::route_label(to_std(request.target()));
+    const bool get = request.method() == http::verb::get;
+    open =
+        (get && route == "/healthz") || (route == "/web" && context_.options.web_page &&
+                                         (get || request.method() == http::verb::head));
+  }
   const auto tenant =
       open ? std::nullopt
            : bearer_tenant(to_std(request[http::field::authorization]), tokens);
