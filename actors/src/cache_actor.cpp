@@ -330,9 +330,8 @@ cache_actor::behavior_type cache(cache_actor::stateful_pointer<cache_state> self
       [=](view_atom, query& q,
           const cache::trie_view_limits& limits) -> caf::result<cache::trie_view> {
         auto& st = self->state;
-        const auto name = q.adapter;
-        if (!st.scope(q))
-          return unknown_adapter(name, st.adapters);
+        if (!st.scope(q)) // leaves q as it was
+          return unknown_adapter(q.adapter, st.adapters);
         return st.trie->view(q.partition, q.tokens.data(), q.tokens.size(), limits);
       },
   };

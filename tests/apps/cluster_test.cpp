@@ -6,10 +6,10 @@
 
 #include "cluster_support.hpp"
 #include "http_test_client.hpp"
+#include "mock_adapter.hpp"
 #include "oracle.hpp"
 #include "shared_fixtures.hpp"
 
-#include <canopy/backends/checkpoints/lora_adapter.hpp>
 #include <canopy/engine.hpp>
 
 #include <csignal>
@@ -247,22 +247,16 @@ TEST(cluster, a_restarted_worker_is_admitted_again_on_its_port_and_takes_passes)
 // directory's files), the base's stay the mock's, and a removed adapter is unknown.
 TEST(cluster, adapters_reach_worker_nodes_and_a_node_that_restarts) {
   scratch_dir a, b;
-  for (auto* dir : {&a, &b}) {
-    dir->write("adapter_config.json", "{\"r\": 4}");
-    dir->write("adapter_model.safetensors", "weights of " + dir->path().string());
-  }
+  write_mock_adapter(a, "weights of a");
+  write_mock_adapter(b, "weights of b");
   auto node = std::make_unique<worker_process>(cluster_mock_flags);
   const auto address = node->address();
   const auto port = std::to_string(node->port());
   auto config = front_config({address});
   config.adapters = {"a=" + a.path().string()};
   engine front{config};
-  const auto mock = canopy::actors::backend_spec_for(cluster_mock_config(), "cpu").mock;
   const auto adapted_as = [&](const scratch_dir& dir, const token_seq& tokens) {
-    const auto options = canopy::backends::mock_adapted(
-        mock, canopy::backends::read_lora_adapter_files(dir.path()));
-    const auto expected =
-        canopy::backends::mock_logprobs(options, tokens.data(), tokens.size());
+    const auto expected = mock_adapted_row(cluster_mock_config(), dir, tokens);
     canopy::query_options under;
     under.adapter = &dir == &a ? "a" : "b";
     const auto row = front.next_token_logprobs_sync(tokens, under);

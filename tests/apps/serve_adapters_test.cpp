@@ -8,11 +8,8 @@
 #include "api_error_body.hpp"
 #include "canopy_process.hpp"
 #include "http_test_client.hpp"
+#include "mock_adapter.hpp"
 #include "shared_fixtures.hpp"
-
-#include <canopy/actors/engine_actors.hpp>
-#include <canopy/backends/checkpoints/lora_adapter.hpp>
-#include <canopy/backends/mock_backend.hpp>
 
 #include <nlohmann/json.hpp>
 
@@ -29,12 +26,6 @@ namespace {
 
 const std::string token = "adapter-admin-token-0001";
 
-/// A directory the mock takes as an adapter.
-void write_mock_adapter(const scratch_dir& dir, const std::string& weights) {
-  dir.write("adapter_config.json", "{\"r\": 4}");
-  dir.write("adapter_model.safetensors", weights);
-}
-
 /// The mock's row after `tokens` under the adapter in `dir` (the flags below).
 std::vector<float> adapted_row(const scratch_dir& dir,
                                const std::vector<std::int32_t>& tokens) {
@@ -42,10 +33,7 @@ std::vector<float> adapted_row(const scratch_dir& dir,
   config.backend = "mock";
   config.vocab_size = 64;
   config.context_length = 32;
-  const auto options = canopy::backends::mock_adapted(
-      canopy::actors::backend_spec_for(config, "cpu").mock,
-      canopy::backends::read_lora_adapter_files(dir.path()));
-  return canopy::backends::mock_logprobs(options, tokens.data(), tokens.size());
+  return mock_adapted_row(config, dir, tokens);
 }
 
 struct served_adapters : ::testing::Test {

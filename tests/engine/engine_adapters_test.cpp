@@ -7,13 +7,10 @@
 // answers as the oracle does beside it.
 
 #include "lora_test_adapter.hpp"
+#include "mock_adapter.hpp"
 #include "oracle.hpp"
-#include "scratch_files.hpp"
 #include "shared_fixtures.hpp"
 
-#include <canopy/actors/engine_actors.hpp>
-#include <canopy/backends/checkpoints/lora_adapter.hpp>
-#include <canopy/backends/mock_backend.hpp>
 #include <canopy/backends/models/torch_backend.hpp>
 #include <canopy/engine.hpp>
 
@@ -30,7 +27,9 @@ using canopy::engine_config;
 using canopy::errc;
 using canopy::query_options;
 using canopy::token_seq;
+using canopy::testing::mock_adapted_row;
 using canopy::testing::scratch_dir;
+using canopy::testing::write_mock_adapter;
 
 engine_config mock_config() {
   engine_config c;
@@ -40,24 +39,9 @@ engine_config mock_config() {
   return c;
 }
 
-/// An adapter directory the mock takes: two files, whatever they hold.
-void write_mock_adapter(const scratch_dir& dir, const std::string& weights) {
-  dir.write("adapter_config.json", "{\"r\": 4}");
-  dir.write("adapter_model.safetensors", weights);
-}
-
 std::vector<float> values(const at::Tensor& row) {
   const auto c = row.contiguous();
   return {c.data_ptr<float>(), c.data_ptr<float>() + c.numel()};
-}
-
-/// The mock's row after `tokens` under the adapter in `dir`.
-std::vector<float> mock_row(const engine_config& config, const scratch_dir& dir,
-                            const token_seq& tokens) {
-  const auto options = canopy::backends::mock_adapted(
-      canopy::actors::backend_spec_for(config, "cpu").mock,
-      canopy::backends::read_lora_adapter_files(dir.path()));
-  return canopy::backends::mock_logprobs(options, tokens.data(), tokens.size());
 }
 
 query_options under(std::string adapter) {
@@ -88,9 +72,9 @@ TEST(engine_adapters, are_added_queried_listed_and_removed_with_errors_that_say_
   EXPECT_EQ(lm.adapters(), (std::vector<std::string>{"a", "b"}));
   const token_seq tokens{1, 2, 3};
   EXPECT_EQ(values(lm.next_token_logprobs_sync(tokens, under("a"))),
-            mock_row(config, a, tokens));
+            mock_adapted_row(config, a, tokens));
   EXPECT_EQ(values(lm.next_token_logprobs_sync(tokens, under("b"))),
-            mock_row(config, b, tokens));
+            mock_adapted_row(config, b, tokens));
 
   auto taken = refusal([&] { lm.add_adapter("a", b.path().string()); });
   EXPECT_EQ(taken.code(), errc::invalid_request);
@@ -115,7 +99,7 @@ TEST(engine_adapters, are_added_queried_listed_and_removed_with_errors_that_say_
   // Loaded again from other files: their rows, not the old cache's.
   lm.add_adapter("a", b.path().string());
   EXPECT_EQ(values(lm.next_token_logprobs_sync(tokens, under("a"))),
-            mock_row(config, b, tokens));
+            mock_adapted_row(config, b, tokens));
 }
 
 TEST(engine_adapters, load_at_start_from_the_adapters_setting_within_their_budget) {
@@ -126,7 +110,7 @@ TEST(engine_adapters, load_at_start_from_the_adapters_setting_within_their_budge
   engine lm{config};
   EXPECT_EQ(lm.adapters(), (std::vector<std::string>{"tuned"}));
   EXPECT_EQ(values(lm.next_token_logprobs_sync({4, 5}, under("tuned"))),
-            mock_row(config, a, {4, 5}));
+            mock_adapted_row(config, a, {4, 5}));
 
   auto bad = mock_config();
   bad.adapters = {"no-path"};

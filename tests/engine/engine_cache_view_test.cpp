@@ -3,7 +3,7 @@
 // they hold after queries; each partition and each adapter sees its own entries only;
 // an absent prefix has no nodes; a prefix and scope are checked as a query's are.
 
-#include "scratch_files.hpp"
+#include "mock_adapter.hpp"
 #include "thrown_code.hpp"
 
 #include <canopy/engine.hpp>
@@ -56,8 +56,7 @@ TEST(engine_cache_view, shows_what_queries_left_at_the_root_and_below_a_prefix) 
 
 TEST(engine_cache_view, each_partition_and_adapter_sees_its_own) {
   canopy::testing::scratch_dir adapter;
-  adapter.write("adapter_config.json", "{\"r\": 4}");
-  adapter.write("adapter_model.safetensors", "weights");
+  canopy::testing::write_mock_adapter(adapter, "weights");
   auto lm = lm_with_mock();
   lm.add_adapter("tuned", adapter.path().string());
   query_options tenant, tuned;
