@@ -312,8 +312,8 @@ int bench_command(const std::vector<std::string>& argv) {
 
   if (!json) {
     std::cout << "canopy bench: " << describe_backend(args.config, model) << "; "
-              << cpu_name() << ", " << cores << " cores; variants " << joined(variants)
-              << ", each on a fresh engine\n"
+              << cpu_name() << " (" << cpu_kernels() << "), " << cores
+              << " cores; variants " << joined(variants) << ", each on a fresh engine\n"
               << "config: " << args.config.to_json() << '\n';
     if (!mock)
       std::cout << "matmul ceiling: " << matmul_gflops
@@ -377,6 +377,7 @@ int bench_command(const std::vector<std::string>& argv) {
          {{"per_pass", args.config.mock_cost_per_pass_us},
           {"per_token", args.config.mock_cost_per_token_us}}},
         {"cpu", cpu_name()},
+        {"cpu_kernels", cpu_kernels()},
         {"cores", cores},
         {"matmul_gflops", matmul_gflops},
         {"config", nlohmann::json::parse(args.config.to_json())},

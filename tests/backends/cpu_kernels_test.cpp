@@ -1,14 +1,20 @@
 // The direct CPU forward's own kernels, against plain references: vector_math.hpp
-// (exp_nonpositive, silu, lane sums and maxima) and multiply_in_out (gemv for one or two
-// rows, gemm beyond, with and without accumulating into the output).
+// (exp_nonpositive, silu, lane sums and maxima), multiply_in_out (one or two rows by
+// sgemv or the AVX-512 decoding kernel, gemm beyond, with and without accumulating into
+// the output), that kernel itself (its emulated copy everywhere, the native one where
+// the CPU has AVX-512), and the report of OpenBLAS's kernel set (blas_core.hpp).
+#include "models/blas_core.hpp"
 #include "models/blas_product.hpp"
+#include "models/float_decode.hpp"
 #include "models/vector_math.hpp"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <random>
+#include <strings.h>
 #include <vector>
 
 namespace {
@@ -56,42 +62,127 @@ TEST(vector_math, silu_lane_sum_and_lane_max_match_their_definitions) {
   EXPECT_EQ(lane_max(v.data(), 3), *std::max_element(v.begin(), v.begin() + 3));
 }
 
-/// y = x w (+ y), in double.
-std::vector<double> reference(const std::vector<float>& x, const std::vector<float>& w,
-                              const std::vector<float>& y0, int rows, int in, int out,
-                              bool accumulate) {
-  std::vector<double> y(static_cast<std::size_t>(rows * out));
-  for (int r = 0; r < rows; ++r)
-    for (int o = 0; o < out; ++o) {
-      double sum = accumulate ? y0[static_cast<std::size_t>(r * out + o)] : 0.0;
-      for (int i = 0; i < in; ++i)
-        sum += double(x[static_cast<std::size_t>(r * in + i)]) *
-               w[static_cast<std::size_t>(i * out + o)];
-      y[static_cast<std::size_t>(r * out + o)] = sum;
-    }
-  return y;
+/// Random operands of a product: x [rows, in], w [in, out] with rows `stride` apart (the
+/// padding NaN: reading it spoils the result), y [rows, out].
+struct operands {
+  int rows, in, out, stride;
+  std::vector<float> x, w, y;
+  operands(int rows_, int in_, int out_, int stride_, std::mt19937& rng)
+      : rows(rows_), in(in_), out(out_), stride(stride_),
+        x(static_cast<std::size_t>(rows * in)),
+        w(static_cast<std::size_t>(in * stride), NAN),
+        y(static_cast<std::size_t>(rows * out)) {
+    std::uniform_real_distribution<float> value(-1, 1);
+    for (auto* v : {&x, &y})
+      for (auto& e : *v)
+        e = value(rng);
+    for (int i = 0; i < in; ++i)
+      for (int o = 0; o < out; ++o)
+        w[static_cast<std::size_t>(i * stride + o)] = value(rng);
+  }
+
+  /// x w (+ y), in double.
+  std::vector<double> product(bool accumulate) const {
+    std::vector<double> expected(static_cast<std::size_t>(rows * out));
+    for (int r = 0; r < rows; ++r)
+      for (int o = 0; o < out; ++o) {
+        double sum = accumulate ? y[static_cast<std::size_t>(r * out + o)] : 0.0;
+        for (int i = 0; i < in; ++i)
+          sum += double(x[static_cast<std::size_t>(r * in + i)]) *
+                 w[static_cast<std::size_t>(i * stride + o)];
+        expected[static_cast<std::size_t>(r * out + o)] = sum;
+      }
+    return expected;
+  }
+};
+
+double worst_error(const std::vector<float>& y, const std::vector<double>& expected) {
+  double worst = 0;
+  for (std::size_t i = 0; i < y.size(); ++i)
+    worst = std::isnan(y[i]) ? INFINITY : std::max(worst, std::abs(y[i] - expected[i]));
+  return worst;
 }
+
+// 67 float products of magnitude < 1, summed in float: far below 1e-4.
+constexpr double product_tolerance = 1e-4;
 
 TEST(multiply_in_out,
      matches_the_product_for_every_row_count_with_and_without_accumulating) {
   std::mt19937 rng(7);
-  std::uniform_real_distribution<float> value(-1, 1);
-  const int in = 67, out = 45;      // odd sizes: no kernel's tail is skipped
-  for (int rows : {1, 2, 3, 8, 33}) // gemv (1, 2) and gemm (3 and more)
-    for (bool accumulate : {false, true}) {
-      std::vector<float> x(static_cast<std::size_t>(rows * in)),
-          w(static_cast<std::size_t>(in * out)), y(static_cast<std::size_t>(rows * out));
-      for (auto* v : {&x, &w, &y})
-        for (auto& e : *v)
-          e = value(rng);
-      const auto expected = reference(x, w, y, rows, in, out, accumulate);
-      multiply_in_out(x.data(), rows, w.data(), in, out, y.data(), accumulate);
-      double worst = 0;
-      for (std::size_t i = 0; i < y.size(); ++i)
-        worst = std::max(worst, std::abs(y[i] - expected[i]));
-      // 67 float products of magnitude < 1, summed in float: far below 1e-4.
-      EXPECT_LE(worst, 1e-4) << rows << " rows, accumulate " << accumulate;
-    }
+  const int in = 67;
+  // Odd sizes, so no kernel's tail is skipped; 300 outputs are two of the AVX-512
+  // kernel's 128-output blocks, two 16-lane vectors and 12 single outputs. Rows are
+  // contiguous or padded (Note [padded rows]).
+  for (int out : {45, 300})
+    for (int padding : {0, 5})
+      for (int rows : {1, 2, 3, 8, 33}) // one or two rows decode; gemm from 3
+        for (bool accumulate : {false, true}) {
+          operands o(rows, in, out, out + padding, rng);
+          const auto expected = o.product(accumulate);
+          multiply_in_out(o.x.data(), rows, o.w.data(), in, out, o.stride, o.y.data(),
+                          accumulate);
+          EXPECT_LE(worst_error(o.y, expected), product_tolerance)
+              << rows << " rows, " << out << " outputs, padding " << padding
+              << ", accumulate " << accumulate;
+        }
+}
+
+/// `kernel` over outputs [0, out) in one call, and again split at 128 into two calls
+/// (as parallel tasks split it): both the product, and the same bits.
+void expect_decodes(float_decode_fn kernel) {
+  std::mt19937 rng(11);
+  const int in = 67;
+  for (int out : {7, 16, 45, 128, 300})
+    for (int padding : {0, 5})
+      for (int rows : {1, 2})
+        for (bool accumulate : {false, true}) {
+          operands o(rows, in, out, out + padding, rng);
+          const auto expected = o.product(accumulate);
+          auto whole = o.y, split = o.y;
+          const float* x = o.x.data();
+          const float* w = o.w.data();
+          kernel(x, rows, w, in, out, o.stride, 0, out, whole.data(), accumulate);
+          const int cut = std::min(out, 128);
+          kernel(x, rows, w, in, out, o.stride, 0, cut, split.data(), accumulate);
+          kernel(x, rows, w, in, out, o.stride, cut, out, split.data(), accumulate);
+          EXPECT_LE(worst_error(whole, expected), product_tolerance)
+              << rows << " rows, " << out << " outputs, padding " << padding
+              << ", accumulate " << accumulate;
+          EXPECT_EQ(whole, split) << rows << " rows, " << out << " outputs";
+        }
+}
+
+TEST(float_decoding, the_avx512_kernel_computes_the_product_emulated_on_any_avx2_cpu) {
+  expect_decodes(avx512_float_emulated::decode_in_out);
+}
+
+TEST(float_decoding,
+     the_avx512_kernel_computes_the_product_natively_where_the_cpu_has_it) {
+  __builtin_cpu_init();
+  if (!__builtin_cpu_supports("avx512f"))
+    GTEST_SKIP() << "this CPU has no AVX-512; the emulated copy's test ran instead";
+  expect_decodes(avx512_float::decode_in_out);
+}
+
+TEST(float_decoding, avx512_cpus_decode_by_the_kernel_unless_aten_is_held_to_avx2) {
+  __builtin_cpu_init();
+  const char* capability = std::getenv("ATEN_CPU_CAPABILITY");
+  const bool held = capability != nullptr && (std::string(capability) == "avx2" ||
+                                              std::string(capability) == "default");
+  const bool expected = __builtin_cpu_supports("avx512f") && !held;
+  EXPECT_EQ(float_decode_here() != nullptr, expected);
+  EXPECT_STREQ(float_decode_kernels_here(), expected ? "avx512" : "blas");
+}
+
+TEST(blas_core, names_the_kernel_set_openblas_runs) {
+  const auto core = blas_core();
+  if (core.empty())
+    GTEST_SKIP() << "the process's BLAS is not OpenBLAS";
+  const char* asked = std::getenv("OPENBLAS_CORETYPE");
+  if (asked == nullptr)
+    GTEST_SKIP() << "OpenBLAS chose " << core << " itself; nothing to compare with";
+  EXPECT_EQ(strcasecmp(core.c_str(), asked), 0)
+      << "OPENBLAS_CORETYPE=" << asked << " but the report says " << core;
 }
 
 } // namespace

@@ -1,5 +1,7 @@
 #include "bench/cpu_name.hpp"
 
+#include <canopy/backends/models/torch_backend.hpp>
+
 #include <fstream>
 #include <sstream>
 
@@ -48,6 +50,10 @@ std::string cpu_name() {
     out << (has_flag(flags, "avx2") ? "AVX2, no AVX-512" : "no AVX2");
   out << ")";
   return out.str();
+}
+
+std::string cpu_kernels() {
+  return backends::cpu_kernels_here();
 }
 
 } // namespace canopy::app

@@ -12,11 +12,11 @@
 
 #include <simde/x86/avx512/dpbusd.h>
 
-#ifndef CANOPY_VNNI_NAMESPACE
-#error "CANOPY_VNNI_NAMESPACE names the build: avx512_vnni or avx512_vnni_emulated"
+#ifndef CANOPY_AVX512_NAMESPACE
+#error "CANOPY_AVX512_NAMESPACE names the build: avx512_vnni or avx512_vnni_emulated"
 #endif
 
-namespace canopy::backends::CANOPY_VNNI_NAMESPACE {
+namespace canopy::backends::CANOPY_AVX512_NAMESPACE {
 
 namespace {
 
@@ -55,4 +55,4 @@ void dot_q4_0(const weight_rows& w, const activation_blocks& x, int n, float* ou
   group_dot<vnni_pairs, block_format::q4_0>(w, x, n, out);
 }
 
-} // namespace canopy::backends::CANOPY_VNNI_NAMESPACE
+} // namespace canopy::backends::CANOPY_AVX512_NAMESPACE

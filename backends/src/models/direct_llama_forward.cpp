@@ -31,9 +31,14 @@ const float* floats(const at::Tensor& t) {
   return t.data_ptr<float>();
 }
 
-/// `p`, checked as floats(): its dense form must be float32 CPU memory.
+/// `p`, checked: its dense form must be float32 CPU memory with contiguous rows (maybe
+/// padded: Note [padded rows]).
 const projection* matrix(const projection& p) {
-  floats(p.dense);
+  const auto& t = p.dense;
+  if (t.defined() && (!t.device().is_cpu() || t.scalar_type() != at::kFloat ||
+                      t.dim() != 2 || t.stride(1) != 1 || t.stride(0) < t.size(1)))
+    throw std::invalid_argument(
+        "the direct forward needs float32 CPU weights with contiguous rows");
   return &p;
 }
 

@@ -74,8 +74,8 @@ void project_into(const float* x, std::int64_t rows, const projection& p, float*
   else if (p.bfloat16.defined())
     multiply_bfloat16(x, rows, p.bfloat16, y, accumulate);
   else
-    multiply_in_out(x, rows, p.dense.data_ptr<float>(), p.inputs(), p.outputs(), y,
-                    accumulate);
+    multiply_in_out(x, rows, p.dense.data_ptr<float>(), p.inputs(), p.outputs(),
+                    p.dense.stride(0), y, accumulate);
 }
 
 at::Tensor token_embedding::lookup(const at::Tensor& tokens) const {

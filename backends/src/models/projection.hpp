@@ -3,7 +3,8 @@
 // ways they use it: multiplied (projections, the LM head) and read by row (token
 // embeddings). Exactly one form is set:
 //  - dense: the compute dtype on the model's device, [in, out] for a projection
-//    (Note [weights in, out] in torch_weights.hpp) and [V, D] for embeddings;
+//    (Note [weights in, out] in torch_weights.hpp; its rows contiguous, maybe padded:
+//    Note [padded rows]) and [V, D] for embeddings;
 //  - bfloat16 (weight_dtype bfloat16, CPU and float32 compute only): [out, in] rows,
 //    multiplied by bfloat16_product.hpp a panel at a time, read by widening one row;
 //  - blocks (weight_dtype int8 or int4, the same): [out, in] quantized rows
@@ -24,8 +25,8 @@
 namespace canopy::backends {
 
 struct projection {
-  at::Tensor dense;                           // [in, out], or undefined
-  at::Tensor bfloat16;                        // [out, in], or undefined
+  at::Tensor dense;    // [in, out] (rows maybe padded), or undefined
+  at::Tensor bfloat16; // [out, in], or undefined
   std::shared_ptr<const block_matrix> blocks; // [out, in], or null
 
   std::int64_t inputs() const;

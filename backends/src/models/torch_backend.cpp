@@ -7,8 +7,10 @@
 #include "kv/kv_slots.hpp"
 #include "kv/pass_kv.hpp"
 #include "models/bfloat16_product.hpp"
+#include "models/blas_core.hpp"
 #include "models/block_dot.hpp"
 #include "models/direct_llama_forward.hpp"
+#include "models/float_decode.hpp"
 #include "models/lora_weights.hpp"
 #include "models/pass_layout.hpp"
 #include "models/torch_weights.hpp"
@@ -87,6 +89,12 @@ std::string weight_kernels_here(const torch_options& options) {
   if (options.weight_dtype == options.dtype)
     return "";
   return weight_kernels_of(parse_weight_format(options.weight_dtype));
+}
+
+std::string cpu_kernels_here() {
+  const auto core = blas_core();
+  return (core.empty() ? std::string("a BLAS other than OpenBLAS") : "OpenBLAS " + core) +
+         ", decoding " + float_decode_kernels_here();
 }
 
 int cuda_device_count() {

@@ -29,12 +29,18 @@ at::Tensor tensor_from_view(const tensor_view& view, const std::string& what,
 // rows by each weight; OpenBLAS ran x W on a contiguous [in, out] copy faster than
 // x W^T: with 46 rows, 126 against 89 GFLOP/s for a 768 x 32000 head and 89 against
 // 84 for 768 x 2304 (the ceiling: 200). The copy costs the tied embedding's size once.
-/// A contiguous [in, out] copy of an [out, in] weight.
+/// An [in, out] copy of an [out, in] weight: rows contiguous, each row_stride(t) apart
+/// (on the CPU, rows of a multiple of 4 KB take 64 bytes more: Note [padded rows]).
 at::Tensor in_out(const at::Tensor& weight);
 
-/// Bytes `t` holds; 0 for an undefined tensor (a model's optional weight).
+/// Bytes `t` holds, a padded matrix's padding included; 0 for an undefined tensor (a
+/// model's optional weight).
 inline std::size_t tensor_bytes(const at::Tensor& t) {
-  return t.defined() ? static_cast<std::size_t>(t.numel()) * t.element_size() : 0;
+  if (!t.defined())
+    return 0;
+  const bool padded = t.dim() == 2 && t.stride(1) == 1 && t.stride(0) > t.size(1);
+  const auto elements = padded ? t.size(0) * t.stride(0) : t.numel();
+  return static_cast<std::size_t>(elements) * t.element_size();
 }
 
 /// Log-probabilities in float32 of the logits [R, V], whatever their dtype.

@@ -83,6 +83,11 @@ double block_roundoff(const model_info& served);
 /// portable, BLAS either way for batches), or "" (dense weights).
 std::string weight_kernels_here(const torch_options& options);
 
+/// What float32 products run on in this process's CPU forwards, for reports beside the
+/// CPU's name: "OpenBLAS Haswell, decoding avx512" (BLAS's kernel set, which takes
+/// batches, and what takes one or two rows: Canopy's AVX-512 kernel, or "blas").
+std::string cpu_kernels_here();
+
 /// CUDA devices LibTorch can use in this process (0 in a CPU-only build).
 int cuda_device_count();
 
