@@ -25,7 +25,9 @@ blocks are taken as llama-quantize wrote them, and its reference rounding is the
 Canopy's int8 and int4 use). They are the same weights and the same arithmetic, but
 not always the same bits: OpenBLAS's float32 sums may round differently from one run
 to the next (their order follows the buffers' alignment), which the 110M model's
-fragile logits grow to about 1e-4; so within the limits above.
+fragile logits grow to about 1e-4; so within the limits above, and for Q8_0 and Q4_0
+64 of the int8 activation steps more, absolute and relative, as the bench's own check
+allows (a sum rounded apart may cross a step).
 
 Weight formats: f32 (Canopy float32), q8_0 (Canopy --weight_dtype int8 against
 llama-quantize's Q8_0 of the F32 file) and q4_0 (int4 against Q4_0 with the token
@@ -116,10 +118,17 @@ def check_gguf(args, name, model, weights, fmt, env):
     tokens = list(np.random.default_rng(2).integers(0, vocab, 32))
     from_gguf = canopy_rows(args.canopy, weights, tokens, env)
     from_source = canopy_rows(args.canopy, model, tokens, env, weight_dtypes[fmt])
-    worst = float(np.abs(from_gguf - from_source).max())
+    # Blocks round each product's activations to int8 steps (1/254 of a block's
+    # largest): a float32 sum that rounds apart between the two runs (OpenBLAS's order
+    # follows the buffers' alignment) may cross a step and move every later input. The
+    # bench's own check allows 64 such steps, absolute and relative (bench_runner.cpp).
+    u = 1 / 254 if fmt in ("q8_0", "q4_0") else 0.0
+    difference = np.abs(from_gguf - from_source)
+    allowed = limit + 64 * u * (1 + np.abs(from_source))
+    worst = float(difference.max())
     print(f"{name} {fmt}: Canopy on the GGUF file against its source: largest difference "
-          f"{worst:g} (limit {limit:g})")
-    if worst > limit:
+          f"{worst:g} (limit {limit:g} + {64 * u:g} x (1 + |value|))")
+    if (difference > allowed).any():
         sys.exit(f"{name} {fmt}: Canopy answers differently from the GGUF file")
 
 

@@ -208,17 +208,22 @@ TEST(block_quantizer, avx2_quantizes_activations_as_the_portable_one_bit_for_bit
 }
 
 TEST(block_kernel_choice,
-     is_avx2_by_default_vnni_only_when_asked_and_rejects_other_names) {
+     is_vnni_by_tile_where_the_cpu_has_it_avx2_else_and_follows_the_names_asked) {
   const auto avx2 = avx2_block_kernels();
   const std::string best = avx2 ? "avx2" : "portable";
-  EXPECT_EQ(std::string(choose_block_kernels("", "").isa), best);
-  EXPECT_EQ(std::string(choose_block_kernels("", "avx512").isa), best);
+  const std::string vnni_or_best = avx512_vnni_block_kernels() ? "avx512_vnni" : best;
+  const std::string by_tile = by_tile_block_kernels() ? "avx512_vnni+avx2" : best;
+  EXPECT_EQ(std::string(choose_block_kernels("", "").isa), by_tile);
+  EXPECT_EQ(std::string(choose_block_kernels("", "avx512").isa), by_tile);
+  EXPECT_EQ(std::string(choose_block_kernels("", "avx2").isa), best)
+      << "as an AVX2-only CPU (the suite's .as_on_avx2 runs)";
   EXPECT_EQ(std::string(choose_block_kernels("", "default").isa), "portable");
   EXPECT_EQ(std::string(choose_block_kernels("portable", "").isa), "portable");
+  EXPECT_EQ(std::string(choose_block_kernels("avx2", "").isa), best);
   EXPECT_EQ(std::string(choose_block_kernels("avx2", "default").isa), best)
       << "CANOPY_BLOCK_KERNELS decides over ATen's capability";
-  EXPECT_EQ(std::string(choose_block_kernels("avx512_vnni", "").isa),
-            avx512_vnni_block_kernels() ? "avx512_vnni" : best);
+  EXPECT_EQ(std::string(choose_block_kernels("avx512_vnni", "").isa), vnni_or_best);
+  EXPECT_EQ(std::string(choose_block_kernels("avx512_vnni+avx2", "avx2").isa), by_tile);
   try {
     choose_block_kernels("sse4", "");
     ADD_FAILURE() << "an unknown kernel set was accepted";
@@ -281,7 +286,8 @@ TEST_P(block_product, portable_and_avx2_kernels_give_the_same_bits_on_every_tile
 }
 
 /// The VNNI kernels this machine can run: SIMDe's emulation wherever AVX2 runs (it is
-/// built with AVX2), and the native ones where the CPU has AVX-512 VNNI.
+/// built with AVX2), and the native ones, alone and by tile, where the CPU has AVX-512
+/// VNNI.
 std::vector<std::pair<std::string, block_kernels>> vnni_kernels_here() {
   std::vector<std::pair<std::string, block_kernels>> sets;
   if (const auto avx2 = avx2_block_kernels())
@@ -290,6 +296,8 @@ std::vector<std::pair<std::string, block_kernels>> vnni_kernels_here() {
                                    avx512_vnni_emulated::dot_q4_0, avx2->quantize}});
   if (const auto native = avx512_vnni_block_kernels())
     sets.push_back({"native", *native});
+  if (const auto by_tile = by_tile_block_kernels())
+    sets.push_back({"by tile", *by_tile});
   return sets;
 }
 

@@ -13,11 +13,13 @@
 // depend on how queries were batched. The kernels reduce a tile's eight pairs' integer
 // lanes into one register and run that register's FMA once for the eight.
 //
-// Kernels per instruction set, chosen at load (block_kernels_here): AVX2 (with FMA and
-// F16C: every CPU that has AVX2 has them) where the CPU has it, else portable C++;
-// AVX-512 VNNI (block_dot_vnni.hpp) only when CANOPY_BLOCK_KERNELS=avx512_vnni asks.
-// CANOPY_BLOCK_KERNELS=portable|avx2 names the others; without it,
-// ATEN_CPU_CAPABILITY=default forces the portable kernels, as it does ATen's.
+// Kernels per instruction set, chosen at load (block_kernels_here): where the CPU has
+// AVX-512 VNNI (block_dot_vnni.hpp), VNNI for four-row tiles and AVX2 for the others
+// ("avx512_vnni+avx2", Note [kernels by tile]); else AVX2 (with FMA and F16C: every CPU
+// that has AVX2 has them) where the CPU has it; else portable C++.
+// CANOPY_BLOCK_KERNELS=portable|avx2|avx512_vnni|avx512_vnni+avx2 names a set; without
+// it, ATEN_CPU_CAPABILITY=avx2 stops at AVX2 and =default forces the portable kernels,
+// as they do ATen's.
 // Thread contract: pure functions.
 
 #include "models/weight_blocks.hpp"
@@ -67,7 +69,7 @@ using quantize_fn = void (*)(const float* x, std::int64_t rows, std::int64_t inp
                              std::int32_t* s);
 
 struct block_kernels {
-  const char* isa; // "avx512_vnni", "avx2" or "portable"
+  const char* isa; // "avx512_vnni+avx2", "avx512_vnni", "avx2" or "portable"
   block_dot_fn q8_0, q4_0;
   quantize_fn quantize;
   block_dot_fn for_format(block_format f) const {
@@ -81,9 +83,12 @@ std::optional<block_kernels> avx2_block_kernels();
 /// The AVX-512 VNNI kernels, or nullopt where the CPU (or the OS) lacks AVX512F, BW,
 /// VL or VNNI, or AVX2, FMA or F16C.
 std::optional<block_kernels> avx512_vnni_block_kernels();
-/// The kernels that CANOPY_BLOCK_KERNELS (`asked`: empty, portable, avx2 or avx512_vnni)
-/// and ATEN_CPU_CAPABILITY name on this CPU; a set the CPU lacks falls back to AVX2, then
-/// portable. Throws std::invalid_argument for another `asked`.
+/// VNNI for four-row tiles, AVX2 for the others (Note [kernels by tile]), or nullopt
+/// where avx512_vnni_block_kernels is.
+std::optional<block_kernels> by_tile_block_kernels();
+/// The kernels that CANOPY_BLOCK_KERNELS (`asked`: empty, portable, avx2, avx512_vnni or
+/// avx512_vnni+avx2) and ATEN_CPU_CAPABILITY name on this CPU; a set the CPU lacks falls
+/// back to AVX2, then portable. Throws std::invalid_argument for another `asked`.
 block_kernels choose_block_kernels(const std::string& asked,
                                    const std::string& aten_capability);
 /// What products use in this process: chosen once, from the environment.

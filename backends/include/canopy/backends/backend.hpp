@@ -78,7 +78,8 @@ struct model_info {
                                         // bfloat16 | int8 | int4; empty: none (mock)
   std::uint64_t weight_bytes = 0;       // memory the weights take; 0: none (mock)
   std::string weight_kernels;           // what the products run on (this worker's CPU):
-                                        // int8 | int4: avx512_vnni | avx2 | portable;
+                                        // int8 | int4: avx512_vnni+avx2 | avx512_vnni
+                                        // | avx2 | portable;
                                         // bfloat16: avx2 | portable; empty otherwise
 };
 
