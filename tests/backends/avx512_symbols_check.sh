@@ -3,7 +3,7 @@
 # exactly $3 external symbols, each matching the basic regular expression $2 (its
 # kernels). Anything else it exports, an inline function or a template from a header,
 # is AVX-512 code that the linker may keep as the one copy every caller runs
-# (backends/src/models/block_dot_vnni.cpp, float_decode_avx512.cpp).
+# (backends/src/models/block_dot_vnni.cpp, float_product_avx512.cpp).
 set -eu
 object="$1"
 pattern="$2"

@@ -12,8 +12,8 @@ namespace canopy::app {
 /// Canopy's kernels choose between; "unknown CPU" where the file is missing.
 std::string cpu_name();
 
-/// What float32 products run on in this process, beside the CPU's name: "OpenBLAS
-/// Haswell, decoding avx512" (the torch backend's cpu_kernels_here).
+/// What float32 products run on in this process, beside the CPU's name: "products
+/// avx512, OpenBLAS Haswell" (the torch backend's cpu_kernels_here).
 std::string cpu_kernels();
 
 } // namespace canopy::app

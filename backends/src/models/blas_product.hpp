@@ -1,8 +1,8 @@
 #pragma once
 // The matrix product of the direct CPU forward: activations times an [in, out]
 // weight, float32, row-major, straight into CBLAS (OpenBLAS on Debian) with no
-// tensor around it, or, for one or two rows on an AVX-512 CPU, into Canopy's own
-// kernel (float_decode.hpp).
+// tensor around it, or, on an AVX-512 CPU, into Canopy's own kernels
+// (float_product.hpp).
 // Thread contract: a pure function; OpenBLAS may split one call over its own pool, the
 // kernel over ATen's intra-op threads.
 

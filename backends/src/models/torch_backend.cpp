@@ -10,7 +10,7 @@
 #include "models/blas_core.hpp"
 #include "models/block_dot.hpp"
 #include "models/direct_llama_forward.hpp"
-#include "models/float_decode.hpp"
+#include "models/float_product.hpp"
 #include "models/lora_weights.hpp"
 #include "models/pass_layout.hpp"
 #include "models/torch_weights.hpp"
@@ -93,8 +93,8 @@ std::string weight_kernels_here(const torch_options& options) {
 
 std::string cpu_kernels_here() {
   const auto core = blas_core();
-  return (core.empty() ? std::string("a BLAS other than OpenBLAS") : "OpenBLAS " + core) +
-         ", decoding " + float_decode_kernels_here();
+  return std::string("products ") + float_product_kernels_here() + ", " +
+         (core.empty() ? std::string("a BLAS other than OpenBLAS") : "OpenBLAS " + core);
 }
 
 int cuda_device_count() {

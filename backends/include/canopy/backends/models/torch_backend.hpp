@@ -84,8 +84,9 @@ double block_roundoff(const model_info& served);
 std::string weight_kernels_here(const torch_options& options);
 
 /// What float32 products run on in this process's CPU forwards, for reports beside the
-/// CPU's name: "OpenBLAS Haswell, decoding avx512" (BLAS's kernel set, which takes
-/// batches, and what takes one or two rows: Canopy's AVX-512 kernel, or "blas").
+/// CPU's name: "products avx512, OpenBLAS Haswell" (the direct forward's products:
+/// Canopy's AVX-512 kernels, or "blas"; then BLAS's kernel set, which takes ATen's
+/// products and, without those kernels, the direct forward's).
 std::string cpu_kernels_here();
 
 /// CUDA devices LibTorch can use in this process (0 in a CPU-only build).

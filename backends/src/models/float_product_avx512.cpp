@@ -1,0 +1,220 @@
+// The AVX-512 float32 products (float_product.hpp: Notes [float32 decoding] and
+// [float32 tiles]). Compiled with AVX-512 enabled for the whole file, so nothing here
+// may have external linkage but the entry itself (no header's inline functions called
+// at run time, no library templates): a copy the linker kept from here would be
+// AVX-512 code in every caller. The test `avx512_float_kernel_exports_only_itself`
+// reads the object's symbols.
+//
+// The 512-bit operations are written with SIMDe's names (Debian's libsimde-dev): the
+// native instructions where the file is compiled with AVX-512, AVX2 pairs in the
+// tests' emulated copy.
+#include "models/float_product.hpp"
+
+#include <simde/x86/avx512/add.h>
+#include <simde/x86/avx512/fmadd.h>
+#include <simde/x86/avx512/loadu.h>
+#include <simde/x86/avx512/set1.h>
+#include <simde/x86/avx512/setzero.h>
+#include <simde/x86/avx512/storeu.h>
+
+#ifndef CANOPY_AVX512_NAMESPACE
+#error "CANOPY_AVX512_NAMESPACE names the build: avx512_float or avx512_float_emulated"
+#endif
+
+namespace canopy::backends::CANOPY_AVX512_NAMESPACE {
+
+namespace {
+
+constexpr int lanes = 16;
+
+std::int64_t smaller(std::int64_t a, std::int64_t b) {
+  return a < b ? a : b;
+}
+
+/// acc (stored into, or added to) the V vectors of `target`.
+template <int V> void store(const simde__m512 (&acc)[V], float* target, bool add) {
+  for (int v = 0; v < V; ++v)
+    simde_mm512_storeu_ps(
+        target + v * lanes,
+        add ? simde_mm512_add_ps(simde_mm512_loadu_ps(target + v * lanes), acc[v])
+            : acc[v]);
+}
+
+/// Output o of `rows` rows, past the last whole vector: in order, one FMA a term.
+void single(const float* x, std::int64_t rows, const float* w, std::int64_t in,
+            std::int64_t out, std::int64_t stride, std::int64_t o, float* y,
+            bool accumulate) {
+  for (std::int64_t r = 0; r < rows; ++r) {
+    float sum = 0;
+    for (std::int64_t i = 0; i < in; ++i)
+      sum = __builtin_fmaf(x[r * in + i], w[i * stride + o], sum);
+    float& target = y[r * out + o];
+    target = accumulate ? target + sum : sum;
+  }
+}
+
+// ---- One or two rows (Note [float32 decoding]).
+
+constexpr int decode_vectors = 8; // 128 outputs: eight accumulators a row
+// Input rows ahead that a block's weights are prefetched.
+constexpr std::int64_t prefetch_rows = 8;
+
+/// Outputs [o, o + V * 16) of N rows, down all the inputs.
+template <int N, int V>
+void decode_vectors_at(const float* x, const float* w, std::int64_t in, std::int64_t out,
+                       std::int64_t stride, std::int64_t o, float* y, bool accumulate) {
+  simde__m512 acc[N][V];
+  for (auto& row : acc)
+    for (auto& a : row)
+      a = simde_mm512_setzero_ps();
+  for (std::int64_t i = 0; i < in; ++i) {
+    const float* weights = w + i * stride + o;
+    // Every other line: the adjacent-line prefetcher brings its neighbour.
+    for (int v = 0; v < V; v += 2)
+      __builtin_prefetch(weights + prefetch_rows * stride + v * lanes, 0, 3);
+    simde__m512 xi[N];
+    for (int r = 0; r < N; ++r)
+      xi[r] = simde_mm512_set1_ps(x[r * in + i]);
+    for (int v = 0; v < V; ++v) {
+      const simde__m512 wv = simde_mm512_loadu_ps(weights + v * lanes);
+      for (int r = 0; r < N; ++r)
+        acc[r][v] = simde_mm512_fmadd_ps(wv, xi[r], acc[r][v]);
+    }
+  }
+  for (int r = 0; r < N; ++r)
+    store(acc[r], y + r * out + o, accumulate);
+}
+
+template <int N>
+void decode(const float* x, const float* w, std::int64_t in, std::int64_t out,
+            std::int64_t stride, std::int64_t first, std::int64_t last, float* y,
+            bool accumulate) {
+  auto o = first;
+  for (; o + decode_vectors * lanes <= last; o += decode_vectors * lanes)
+    decode_vectors_at<N, decode_vectors>(x, w, in, out, stride, o, y, accumulate);
+  for (; o + lanes <= last; o += lanes)
+    decode_vectors_at<N, 1>(x, w, in, out, stride, o, y, accumulate);
+  for (; o < last; ++o)
+    single(x, N, w, in, out, stride, o, y, accumulate);
+}
+
+// ---- Three rows and more (Note [float32 tiles]).
+
+constexpr int tile_rows = 6;
+constexpr int tile_vectors = 4; // 64 outputs a block
+constexpr std::int64_t block_inputs =
+    float_product_scratch_floats / (tile_vectors * lanes);
+constexpr std::int64_t chunk_rows = 64;
+
+/// packed[k * V * 16 + j] = w[(k0 + k) * stride + o + j]: the block's V vectors of its
+/// `inputs` rows, contiguous.
+template <int V>
+void pack(const float* w, std::int64_t stride, std::int64_t k0, std::int64_t inputs,
+          std::int64_t o, float* packed) {
+  for (std::int64_t k = 0; k < inputs; ++k) {
+    const float* row = w + (k0 + k) * stride + o;
+    for (int v = 0; v < V; v += 2)
+      __builtin_prefetch(row + prefetch_rows * stride + v * lanes, 0, 3);
+    for (int v = 0; v < V; ++v)
+      simde_mm512_storeu_ps(packed + (k * V + v) * lanes,
+                            simde_mm512_loadu_ps(row + v * lanes));
+  }
+}
+
+/// y rows [0, M) of the block (= or +=) x's M rows times the packed block.
+template <int M, int V>
+void tile(const float* x, std::int64_t in, const float* packed, std::int64_t inputs,
+          float* y, std::int64_t out, bool add) {
+  simde__m512 acc[M][V];
+  for (auto& row : acc)
+    for (auto& a : row)
+      a = simde_mm512_setzero_ps();
+  for (std::int64_t k = 0; k < inputs; ++k) {
+    simde__m512 wv[V];
+    for (int v = 0; v < V; ++v)
+      wv[v] = simde_mm512_loadu_ps(packed + (k * V + v) * lanes);
+    for (int r = 0; r < M; ++r) {
+      const simde__m512 xr = simde_mm512_set1_ps(x[r * in + k]);
+      for (int v = 0; v < V; ++v)
+        acc[r][v] = simde_mm512_fmadd_ps(wv[v], xr, acc[r][v]);
+    }
+  }
+  for (int r = 0; r < M; ++r)
+    store(acc[r], y + r * out, add);
+}
+
+/// The tiles of one packed block of V vectors over rows [0, rows).
+template <int V>
+void tiles(const float* x, std::int64_t rows, std::int64_t in, const float* packed,
+           std::int64_t inputs, float* y, std::int64_t out, bool add) {
+  std::int64_t r = 0;
+  for (; r + tile_rows <= rows; r += tile_rows)
+    tile<tile_rows, V>(x + r * in, in, packed, inputs, y + r * out, out, add);
+  const auto* xr = x + r * in;
+  auto* yr = y + r * out;
+  switch (rows - r) {
+  case 5:
+    return tile<5, V>(xr, in, packed, inputs, yr, out, add);
+  case 4:
+    return tile<4, V>(xr, in, packed, inputs, yr, out, add);
+  case 3:
+    return tile<3, V>(xr, in, packed, inputs, yr, out, add);
+  case 2:
+    return tile<2, V>(xr, in, packed, inputs, yr, out, add);
+  case 1:
+    return tile<1, V>(xr, in, packed, inputs, yr, out, add);
+  default:
+    return;
+  }
+}
+
+/// Outputs [o, o + V * 16) of all rows, a run of block_inputs inputs at a time.
+template <int V>
+void block(const float* x, std::int64_t rows, const float* w, std::int64_t in,
+           std::int64_t out, std::int64_t stride, std::int64_t o, float* y,
+           bool accumulate, float* scratch) {
+  for (std::int64_t k0 = 0; k0 < in; k0 += block_inputs) {
+    const auto inputs = smaller(block_inputs, in - k0);
+    pack<V>(w, stride, k0, inputs, o, scratch);
+    tiles<V>(x + k0, rows, in, scratch, inputs, y + o, out, accumulate || k0 > 0);
+  }
+}
+
+void batch(const float* x, std::int64_t rows, const float* w, std::int64_t in,
+           std::int64_t out, std::int64_t stride, std::int64_t first, std::int64_t last,
+           float* y, bool accumulate, float* scratch) {
+  auto o = first;
+  for (; o + tile_vectors * lanes <= last; o += tile_vectors * lanes)
+    block<tile_vectors>(x, rows, w, in, out, stride, o, y, accumulate, scratch);
+  switch ((last - o) / lanes) {
+  case 3:
+    block<3>(x, rows, w, in, out, stride, o, y, accumulate, scratch);
+    break;
+  case 2:
+    block<2>(x, rows, w, in, out, stride, o, y, accumulate, scratch);
+    break;
+  case 1:
+    block<1>(x, rows, w, in, out, stride, o, y, accumulate, scratch);
+    break;
+  default:
+    break;
+  }
+  for (o += (last - o) / lanes * lanes; o < last; ++o)
+    single(x, rows, w, in, out, stride, o, y, accumulate);
+}
+
+} // namespace
+
+void product(const float* x, std::int64_t rows, const float* w, std::int64_t in,
+             std::int64_t out, std::int64_t stride, std::int64_t first, std::int64_t last,
+             float* y, bool accumulate, float* scratch) {
+  if (rows == 1)
+    return decode<1>(x, w, in, out, stride, first, last, y, accumulate);
+  if (rows == 2)
+    return decode<2>(x, w, in, out, stride, first, last, y, accumulate);
+  for (std::int64_t r = 0; r < rows; r += chunk_rows)
+    batch(x + r * in, smaller(chunk_rows, rows - r), w, in, out, stride, first, last,
+          y + r * out, accumulate, scratch);
+}
+
+} // namespace canopy::backends::CANOPY_AVX512_NAMESPACE
