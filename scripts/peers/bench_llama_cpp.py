@@ -186,15 +186,15 @@ def canopy_run(args, model, workload, steps, env, weight_dtype):
               + (["--weight_dtype", weight_dtype] if weight_dtype else []),
               env=env).stdout
     doc = json.loads(out)
-    machine.update(cpu=doc["cpu"])
+    machine.update(cpu=doc["cpu"], cpu_kernels=doc["cpu_kernels"])
     if weight_dtype:
         machine[weight_dtype] = doc["model"]["weight_kernels"]
     r = doc["results"][0]
     return r["queries"] / r["seconds"]
 
 
-# What the runs said of the machine: its CPU, and the kernels Canopy's int8 and int4
-# products chose on it (the table means little without them).
+# What the runs said of the machine: its CPU, the kernels of Canopy's float32 products
+# and those its int8 and int4 products chose on it (the table means little without them).
 machine = {}
 
 
@@ -268,8 +268,10 @@ def main():
                 table.append((name, fmt, workload, statistics.median(ours),
                               statistics.median(theirs), statistics.median(ratios),
                               targets.get((name, workload, fmt))))
-    print(f"\n{machine.get('cpu', 'CPU not reported')}; Canopy's block kernels: "
-          + (", ".join(f"{w} {k}" for w, k in machine.items() if w != "cpu") or "none run"))
+    blocks = {w: k for w, k in machine.items() if w not in ("cpu", "cpu_kernels")}
+    print(f"\n{machine.get('cpu', 'CPU not reported')}; Canopy's float32 "
+          f"{machine.get('cpu_kernels', 'kernels not reported')}; block kernels: "
+          + (", ".join(f"{w} {k}" for w, k in blocks.items()) or "none run"))
     print(f"threads {args.threads}, {args.rounds} alternations, medians (queries/s)"
           + (f"; Canopy settings: {args.settings}" if args.settings else ""))
     print(f"{'model':12} {'weights':7} {'workload':9} {'Canopy':>10} {'llama.cpp':>10} "

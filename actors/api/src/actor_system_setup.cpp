@@ -17,17 +17,22 @@ namespace canopy {
 namespace {
 
 // Note [poll sleep]
-// A CAF worker thread that finds no work polls again, sleeping
-// work-stealing.moderate-sleep-duration (50 us) between polls for its first ~25 ms
-// idle. Linux rounds such sleeps up by the thread's timer slack (50 us), so a message
-// to an idle thread waited ~50-100 us, and a lone query crosses threads four times.
-// Shorter sleeps need the slack cut as well, so every thread of the system gets a
-// 1 us slack. Measured on 2 cores, stories260K decode, one compute thread
-// (`scripts/peers/bench_llama_cpp.py --models stories260K --workloads decode`, median
-// of 3): 4,019 queries/s by default, 6,677 with `--settings "--scheduler_threads 1
-// --scheduler_poll_sleep_us 3"`; the polling costs the zero-cost mock's cache hits
-// ~20% (`canopy bench --backend mock --workload hits`: 966k against 786k) and takes a
-// core from passes when two threads poll, hence not the default.
+// A CAF worker thread that finds no work polls again: 100 times at once, then 500 times
+// sleeping work-stealing.moderate-sleep-duration between polls (CAF's default 50 us:
+// the first ~25 ms idle), then it waits on a condition variable that the next message
+// for it signals. Linux rounds such sleeps up by the thread's timer slack (50 us), so a
+// message to a briefly idle thread waited ~50-100 us, and a lone query crosses threads
+// four times; every thread of the system gets a 1 us slack, so that a sleep means what
+// it says. Canopy's default is no sleep: the 600 polls take well under a millisecond,
+// after which an idle thread is woken by the message itself. Measured on 2 cores (AMD
+// EPYC Zen 5), one compute thread, alternating: stories260K decode (`canopy bench
+// --model ../shared/models/stories260K/hf --workload decode,smc,scoring --steps 256
+// --threads_per_worker 1 --scheduler_poll_sleep_us S`) 7,769 / 7,946 queries/s with 0
+// against 5,261 / 5,395 with 50, its smc and scoring alike; the 110M Llama's decode,
+// smc and scoring alike within the machine's noise. The cost: the zero-cost mock's
+// cache hits and misses through the actors, 1.03-1.05M and 185-194k queries/s against
+// 1.28-1.35M and 211-238k (`canopy bench --backend mock --workload hits,misses`), both
+// several times their goals.
 class timer_slack_hook final : public caf::thread_hook {
 public:
   void init(caf::actor_system&) override {}

@@ -191,8 +191,9 @@ const std::vector<setting>& settings() {
                    &c::scheduler_threads),
       make_setting(
           "scheduler_poll_sleep_us",
-          "CAF workers' sleep between looks for work while briefly idle; less: lone "
-          "queries answered sooner, passes get less CPU",
+          "CAF workers' sleep between looks for work while briefly idle; 0: they look "
+          "a few hundred times, then wait to be woken by a message (lone queries "
+          "answered soonest)",
           &c::scheduler_poll_sleep_us),
       make_setting("query_timeout_ms", "0: none; else a query fails after this long",
                    &c::query_timeout_ms),

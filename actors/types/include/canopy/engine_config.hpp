@@ -96,10 +96,10 @@ struct engine_config {
   std::uint32_t request_actors = 0;    // front actors callers are spread over; 0: half
                                        // the cores, at least 1
   std::uint32_t scheduler_threads = 0; // CAF workers of an owned system; 0: cores
-  double scheduler_poll_sleep_us = 50; // CAF workers idle less than ~25 ms sleep this
-                                       // long between looks for work (CAF's default);
-                                       // less answers lone queries sooner and takes
-                                       // cores from passes (Note [poll sleep])
+  double scheduler_poll_sleep_us = 0;  // CAF workers briefly idle sleep this long
+                                       // between looks for work; 0: they look ~600
+                                       // times at once, then wait to be woken by the
+                                       // next message (Note [poll sleep])
   double query_timeout_ms = 0;         // 0: none; else deadline_exceeded after it
   double pass_timeout_ms = 600000;     // a pass running longer fails its batch
 
