@@ -53,36 +53,51 @@ void single(const float* x, std::int64_t rows, const float* w, std::int64_t in,
   }
 }
 
-// ---- One or two rows (Note [float32 decoding]).
-
-constexpr int decode_vectors = 8; // 128 outputs: eight accumulators a row
-// Input rows ahead that a block's weights are prefetched.
+// Input rows ahead that weights are prefetched where they come from memory (Note
+// [float32 decoding]).
 constexpr std::int64_t prefetch_rows = 8;
 
-/// Outputs [o, o + V * 16) of N rows, down all the inputs.
-template <int N, int V>
-void decode_vectors_at(const float* x, const float* w, std::int64_t in, std::int64_t out,
-                       std::int64_t stride, std::int64_t o, float* y, bool accumulate) {
-  simde__m512 acc[N][V];
+/// y's M rows' V vectors (= or +=) x's M rows times `weights` over `inputs` inputs:
+/// input k's V vectors at weights + k * row_stride. Each accumulator adds its terms in
+/// input order, one FMA a term. With Prefetch, the weights of the input prefetch_rows
+/// ahead are asked for (decoding, straight from the weight matrix); a packed block
+/// (tiles) is in cache already.
+template <int M, int V, bool Prefetch>
+void columns(const float* x, std::int64_t in, const float* weights,
+             std::int64_t row_stride, std::int64_t inputs, float* y, std::int64_t out,
+             bool add) {
+  simde__m512 acc[M][V];
   for (auto& row : acc)
     for (auto& a : row)
       a = simde_mm512_setzero_ps();
-  for (std::int64_t i = 0; i < in; ++i) {
-    const float* weights = w + i * stride + o;
-    // Every other line: the adjacent-line prefetcher brings its neighbour.
-    for (int v = 0; v < V; v += 2)
-      __builtin_prefetch(weights + prefetch_rows * stride + v * lanes, 0, 3);
-    simde__m512 xi[N];
-    for (int r = 0; r < N; ++r)
-      xi[r] = simde_mm512_set1_ps(x[r * in + i]);
-    for (int v = 0; v < V; ++v) {
-      const simde__m512 wv = simde_mm512_loadu_ps(weights + v * lanes);
-      for (int r = 0; r < N; ++r)
-        acc[r][v] = simde_mm512_fmadd_ps(wv, xi[r], acc[r][v]);
+  for (std::int64_t k = 0; k < inputs; ++k) {
+    const float* row = weights + k * row_stride;
+    if constexpr (Prefetch) // every other line: the adjacent-line prefetcher brings the
+                            // rest
+      for (int v = 0; v < V; v += 2)
+        __builtin_prefetch(row + prefetch_rows * row_stride + v * lanes, 0, 3);
+    simde__m512 wv[V];
+    for (int v = 0; v < V; ++v)
+      wv[v] = simde_mm512_loadu_ps(row + v * lanes);
+    for (int r = 0; r < M; ++r) {
+      const simde__m512 xr = simde_mm512_set1_ps(x[r * in + k]);
+      for (int v = 0; v < V; ++v)
+        acc[r][v] = simde_mm512_fmadd_ps(wv[v], xr, acc[r][v]);
     }
   }
-  for (int r = 0; r < N; ++r)
-    store(acc[r], y + r * out + o, accumulate);
+  for (int r = 0; r < M; ++r)
+    store(acc[r], y + r * out, add);
+}
+
+// ---- One or two rows (Note [float32 decoding]).
+
+constexpr int decode_vectors = 8; // 128 outputs: eight accumulators a row
+
+/// Outputs [o, o + V * 16) of N rows, down all the inputs of the weight matrix.
+template <int N, int V>
+void decode_vectors_at(const float* x, const float* w, std::int64_t in, std::int64_t out,
+                       std::int64_t stride, std::int64_t o, float* y, bool accumulate) {
+  columns<N, V, true>(x, in, w + o, stride, in, y + o, out, accumulate);
 }
 
 template <int N>
@@ -125,22 +140,7 @@ void pack(const float* w, std::int64_t stride, std::int64_t k0, std::int64_t inp
 template <int M, int V>
 void tile(const float* x, std::int64_t in, const float* packed, std::int64_t inputs,
           float* y, std::int64_t out, bool add) {
-  simde__m512 acc[M][V];
-  for (auto& row : acc)
-    for (auto& a : row)
-      a = simde_mm512_setzero_ps();
-  for (std::int64_t k = 0; k < inputs; ++k) {
-    simde__m512 wv[V];
-    for (int v = 0; v < V; ++v)
-      wv[v] = simde_mm512_loadu_ps(packed + (k * V + v) * lanes);
-    for (int r = 0; r < M; ++r) {
-      const simde__m512 xr = simde_mm512_set1_ps(x[r * in + k]);
-      for (int v = 0; v < V; ++v)
-        acc[r][v] = simde_mm512_fmadd_ps(wv[v], xr, acc[r][v]);
-    }
-  }
-  for (int r = 0; r < M; ++r)
-    store(acc[r], y + r * out, add);
+  columns<M, V, false>(x, in, packed, V * lanes, inputs, y, out, add);
 }
 
 /// The tiles of one packed block of V vectors over rows [0, rows).
