@@ -6,10 +6,11 @@
 //  - a product equal to the exact integer arithmetic on the quantized operands, up to
 //    float's rounding ((blocks + 2) 2^-24 of the sum of magnitudes: per block one
 //    rounding of d_w d_x and one of the FMA that adds it, Note [exact block sums]);
-//  - the same bits for a row whether it is computed alone or among others, on one
-//    thread or two (Note [block product tiles]);
-//  - the portable, AVX2 and AVX-512 VNNI kernels equal bit for bit, on every tile shape,
-//    in every group, and at the integers' extremes: the VNNI copy emulated by SIMDe
+//  - the same bits for a row whether it is computed alone or among others (in wide
+//    tiles too), on one thread or two (Note [block product tiles]);
+//  - the portable, AVX2 and AVX-512 VNNI kernels equal bit for bit, on every tile shape
+//    (the VNNI wide tiles of Note [wide tiles] too), in every group, and at the
+//    integers' extremes: the VNNI copy emulated by SIMDe
 //    wherever AVX2 runs, the native one where the CPU has VNNI.
 #include "models/block_dot.hpp"
 #include "models/block_dot_vnni.hpp"
@@ -159,28 +160,6 @@ TEST_P(block_product, is_the_exact_block_arithmetic_within_floats_rounding_of_th
   }
 }
 
-TEST_P(block_product, gives_a_row_the_same_bits_alone_among_others_and_on_two_threads) {
-  const std::int64_t rows = 7, outputs = 300, inputs = 200;
-  const auto x = normal(rows * inputs, 4);
-  const auto wf = normal(outputs * inputs, 5, 0.05f);
-  const block_matrix w(GetParam(), wf.data(), outputs, inputs);
-  const int threads = at::get_num_threads();
-  at::set_num_threads(1);
-  std::vector<float> together(rows * outputs);
-  multiply_blocks(x.data(), rows, w, together.data(), false);
-  at::set_num_threads(2);
-  std::vector<float> two_threads(rows * outputs);
-  multiply_blocks(x.data(), rows, w, two_threads.data(), false);
-  at::set_num_threads(threads);
-  EXPECT_EQ(together, two_threads);
-  std::vector<float> alone(outputs);
-  for (std::int64_t t = 0; t < rows; ++t) {
-    multiply_blocks(x.data() + t * inputs, 1, w, alone.data(), false);
-    EXPECT_TRUE(std::equal(alone.begin(), alone.end(), together.begin() + t * outputs))
-        << "row " << t;
-  }
-}
-
 TEST(block_quantizer, avx2_quantizes_activations_as_the_portable_one_bit_for_bit) {
   const auto avx2 = avx2_block_kernels();
   if (!avx2)
@@ -293,7 +272,10 @@ std::vector<std::pair<std::string, block_kernels>> vnni_kernels_here() {
   if (const auto avx2 = avx2_block_kernels())
     sets.push_back(
         {"emulated", block_kernels{"avx512_vnni_emulated", avx512_vnni_emulated::dot_q8_0,
-                                   avx512_vnni_emulated::dot_q4_0, avx2->quantize}});
+                                   avx512_vnni_emulated::dot_q4_0, avx2->quantize,
+                                   avx512_vnni_emulated::prepare_wide_q8_0,
+                                   avx512_vnni_emulated::prepare_wide_q4_0,
+                                   avx512_vnni_emulated::wide_dot}});
   if (const auto native = avx512_vnni_block_kernels())
     sets.push_back({"native", *native});
   if (const auto by_tile = by_tile_block_kernels())
@@ -301,17 +283,88 @@ std::vector<std::pair<std::string, block_kernels>> vnni_kernels_here() {
   return sets;
 }
 
+/// Rows first..first+n-1 of `x` in a wide tile (Note [wide tiles]) against each group
+/// of `w` through `kernels`, and each row alone through the AVX2 kernels: the same bits.
+void expect_wide_avx2_bits(const block_kernels& kernels, const block_matrix& w,
+                           const activation_blocks& x, std::int64_t first, std::int64_t n,
+                           const std::string& what) {
+  ASSERT_NE(kernels.wide_dot, nullptr) << kernels.isa;
+  const auto avx2 = avx2_block_kernels();
+  const auto blocks = x.blocks;
+  std::vector<std::uint8_t> packed(wide_quant_bytes(blocks), 7);
+  std::vector<float> packed_scales(wide_scale_count(blocks), 7.0f);
+  pack_wide_rows(x, first, n, packed.data(), packed_scales.data());
+  std::vector<std::int8_t> quants(blocks * group_rows * block_width);
+  std::vector<std::int32_t> offsets(blocks * group_rows);
+  std::vector<float> scales(blocks * group_rows);
+  for (std::int64_t g = 0; g < w.groups(); ++g) {
+    const weight_rows rows{w.quants(g * group_rows), w.scales(g * group_rows)};
+    const auto ready = kernels.prepare_wide_for(w.format())(
+        rows, blocks, quants.data(), offsets.data(), scales.data());
+    float got[group_rows * wide_tile_rows];
+    kernels.wide_dot(ready, wide_activations{packed.data(), packed_scales.data(), blocks},
+                     got);
+    for (std::int64_t i = 0; i < n; ++i) {
+      activation_blocks row = x;
+      row.quants += (first + i) * x.stride;
+      row.scales += first + i;
+      row.sums += first + i;
+      float expected[group_rows];
+      avx2->for_format(w.format())(rows, row, 1, expected);
+      for (std::int64_t k = 0; k < group_rows; ++k)
+        EXPECT_EQ(std::memcmp(&expected[k], &got[k * wide_tile_rows + i], sizeof(float)),
+                  0)
+            << kernels.isa << " " << what << ": wide tile of group " << g << ", row "
+            << first + i << ", output " << k << ": " << got[k * wide_tile_rows + i]
+            << " against " << expected[k];
+    }
+  }
+}
+
+TEST_P(block_product, gives_a_row_the_same_bits_alone_among_others_and_on_two_threads) {
+  // 27 rows: where the kernels have wide tiles, a whole one and eleven rows in a second
+  // (Note [block product tiles]).
+  const std::int64_t rows = 27, outputs = 300, inputs = 200;
+  const auto x = normal(rows * inputs, 4);
+  const auto wf = normal(outputs * inputs, 5, 0.05f);
+  const block_matrix w(GetParam(), wf.data(), outputs, inputs);
+  auto sets = vnni_kernels_here();
+  sets.insert(sets.begin(), {"here", block_kernels_here()});
+  const int threads = at::get_num_threads();
+  for (const auto& [name, kernels] : sets) {
+    at::set_num_threads(1);
+    std::vector<float> together(rows * outputs);
+    multiply_blocks(x.data(), rows, w, together.data(), false, kernels);
+    at::set_num_threads(2);
+    std::vector<float> two_threads(rows * outputs);
+    multiply_blocks(x.data(), rows, w, two_threads.data(), false, kernels);
+    at::set_num_threads(threads);
+    EXPECT_EQ(together, two_threads) << name;
+    std::vector<float> alone(outputs);
+    for (std::int64_t t = 0; t < rows; ++t) {
+      multiply_blocks(x.data() + t * inputs, 1, w, alone.data(), false, kernels);
+      EXPECT_TRUE(std::equal(alone.begin(), alone.end(), together.begin() + t * outputs))
+          << name << ": row " << t;
+    }
+  }
+}
+
 TEST_P(block_product, vnni_kernels_give_the_avx2_kernels_bits_on_every_tile) {
   if (!avx2_block_kernels())
     GTEST_SKIP() << "this CPU has no AVX2: neither the AVX2 kernels nor their "
                     "SIMDe-emulated VNNI copy run here";
+  // 9 blocks: int4's last unit half filled. 16 weight rows: two groups. Wide tiles of
+  // all sixteen activation rows, and of eleven from the sixth (the rest zero rows).
   const std::int64_t inputs = 9 * block_width - 5, blocks = 9;
-  const auto x = normal(4 * inputs, 11, 2.0f);
+  const auto x = normal(16 * inputs, 11, 2.0f);
   const auto wf = normal(16 * inputs, 12, 0.05f);
   const block_matrix w(GetParam(), wf.data(), 16, inputs);
-  const auto q = quantized(x, 4, inputs, blocks);
-  for (const auto& [name, vnni] : vnni_kernels_here())
+  const auto q = quantized(x, 16, inputs, blocks);
+  for (const auto& [name, vnni] : vnni_kernels_here()) {
     expect_avx2_bits(vnni, w, q.view(), name + " random");
+    expect_wide_avx2_bits(vnni, w, q.view(), 0, 16, name + " random");
+    expect_wide_avx2_bits(vnni, w, q.view(), 5, 11, name + " random");
+  }
 }
 
 /// A row of llama.cpp block records whose every weight is `q` (its extremes: Q8_0's
@@ -368,6 +421,7 @@ TEST_P(block_product, every_kernel_gives_the_avx2_kernels_bits_at_the_integers_e
   float y[8];
   for (const auto& [name, vnni] : vnni_kernels_here()) {
     expect_avx2_bits(vnni, w, q.view(), name + " extremes");
+    expect_wide_avx2_bits(vnni, w, q.view(), 0, 4, name + " extremes");
     vnni.for_format(GetParam())(weight_rows{w.quants(0), w.scales(0)}, q.view(), 1, y);
     EXPECT_EQ(y[0], 0.5f * 0.25f * (int8 ? -128 : -8) * 127 * inputs) << name;
   }

@@ -3,7 +3,8 @@
 // VNNI: Ice Lake and later Xeons, AMD Zen 4 and later). `vpdpbusd` (its 256-bit form)
 // adds the four products of unsigned by signed bytes into each int32 lane in one
 // instruction, where AVX2 takes two (`maddubs`, `madd`) and, for int8, a sign step
-// more (Note [vnni pairs]).
+// more (Note [vnni pairs]). Its 512-bit form runs the wide tiles of sixteen rows
+// (Note [wide tiles]).
 //
 // Each kernel gives exactly the AVX2 kernel's bits (Note [exact block sums]), so a
 // machine answers alike whichever of the two it runs.
@@ -23,9 +24,13 @@ namespace canopy::backends {
 
 namespace avx512_vnni {
 block_dot_signature dot_q8_0, dot_q4_0;
-}
+prepare_wide_signature prepare_wide_q8_0, prepare_wide_q4_0;
+wide_dot_signature wide_dot;
+} // namespace avx512_vnni
 namespace avx512_vnni_emulated { // in the test executables only
 block_dot_signature dot_q8_0, dot_q4_0;
-}
+prepare_wide_signature prepare_wide_q8_0, prepare_wide_q4_0;
+wide_dot_signature wide_dot;
+} // namespace avx512_vnni_emulated
 
 } // namespace canopy::backends

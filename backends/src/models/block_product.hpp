@@ -5,6 +5,7 @@
 // Thread contract: callable from several threads at once (each has its own scratch);
 // one call may split its outputs over ATen's intra-op threads.
 
+#include "models/block_dot.hpp"
 #include "models/weight_blocks.hpp"
 
 #include <cstdint>
@@ -14,5 +15,9 @@ namespace canopy::backends {
 /// y[rows, w.rows()] = x[rows, w.inputs()] W^T, or y += x W^T when `accumulate`.
 void multiply_blocks(const float* x, std::int64_t rows, const block_matrix& w, float* y,
                      bool accumulate);
+/// The same through `kernels` instead of block_kernels_here() (the tests' emulated
+/// VNNI set).
+void multiply_blocks(const float* x, std::int64_t rows, const block_matrix& w, float* y,
+                     bool accumulate, const block_kernels& kernels);
 
 } // namespace canopy::backends
