@@ -123,8 +123,8 @@ TEST(multiply_in_out,
   std::mt19937 rng(7);
   const int in = 67;
   // Odd sizes, so no kernel's tail is skipped; 300 outputs are two of the AVX-512
-  // kernel's 128-output blocks, two 16-lane vectors and 12 single outputs. Rows are
-  // contiguous or padded (Note [padded rows]).
+  // kernel's 128-output blocks and three 16-lane vectors, the last of 12 outputs. Rows
+  // are contiguous or padded (Note [padded rows]).
   for (int out : {45, 300})
     for (int padding : {0, 5})
       for (int rows : {1, 2, 3, 8, 33}) // one or two rows decode; gemm from 3
@@ -146,7 +146,8 @@ void expect_products(float_product_fn kernel) {
   std::vector<float> scratch(float_product_scratch_floats);
   // One and two rows decode; from three, six-row tiles and their remainders, and chunks
   // of 64 rows. 600 inputs are two runs of the tiles' 512; 300 outputs are two 128-output
-  // decoding blocks (four 64-output tile blocks), two vectors and 12 single outputs.
+  // decoding blocks (four 64-output tile blocks) and three vectors, the last of 12
+  // outputs.
   for (int in : {67, 600})
     for (int out : {7, 16, 45, 64, 128, 300})
       for (int padding : {0, 5})
@@ -168,6 +169,17 @@ void expect_products(float_product_fn kernel) {
                 << rows << " rows, " << in << " inputs, " << out << " outputs, padding "
                 << padding << ", accumulate " << accumulate;
             EXPECT_EQ(whole, split) << rows << " rows, " << out << " outputs";
+            // Stopping three outputs short (a partial vector: Note [partial vectors]):
+            // the same bits before, nothing written after.
+            auto part = o.y;
+            kernel(x, rows, w, in, out, o.stride, 0, out - 3, part.data(), accumulate, s);
+            for (int r = 0; r < rows; ++r)
+              for (int j = 0; j < out; ++j) {
+                const auto at = static_cast<std::size_t>(r * out + j);
+                ASSERT_EQ(part[at], j < out - 3 ? whole[at] : o.y[at])
+                    << rows << " rows, " << out << " outputs: row " << r << ", output "
+                    << j << " of a product stopped at " << out - 3;
+              }
           }
 }
 

@@ -31,25 +31,68 @@ std::int64_t smaller(std::int64_t a, std::int64_t b) {
   return a < b ? a : b;
 }
 
-/// acc (stored into, or added to) the V vectors of `target`.
-template <int V> void store(const simde__m512 (&acc)[V], float* target, bool add) {
-  for (int v = 0; v < V; ++v)
-    simde_mm512_storeu_ps(
-        target + v * lanes,
-        add ? simde_mm512_add_ps(simde_mm512_loadu_ps(target + v * lanes), acc[v])
-            : acc[v]);
+// Note [partial vectors]
+// A run of outputs that is not a multiple of 16 ends in a partial vector, loaded and
+// stored through a mask, so that its lanes take the same FMAs in the same order as a
+// whole vector's and nothing past the run is read (the rows may be padded: Note
+// [padded rows]). It shares its pass with the run's other vectors: stories260K's
+// 64-wide products, done a vector at a time and their last eight outputs one by one,
+// were chains of dependent FMAs, four cycles each. SIMDe has no masked 512-bit loads
+// and stores, so the emulated copy goes through a buffer.
+
+/// p's first n lanes (1 <= n <= 16), the others zero.
+inline simde__m512 load_first(const float* p, int n) {
+#if defined(SIMDE_X86_AVX512F_NATIVE)
+  return _mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << n) - 1), p);
+#else
+  float buffer[lanes] = {};
+  for (int i = 0; i < n; ++i)
+    buffer[i] = p[i];
+  return simde_mm512_loadu_ps(buffer);
+#endif
 }
 
-/// Output o of `rows` rows, past the last whole vector: in order, one FMA a term.
-void single(const float* x, std::int64_t rows, const float* w, std::int64_t in,
-            std::int64_t out, std::int64_t stride, std::int64_t o, float* y,
-            bool accumulate) {
-  for (std::int64_t r = 0; r < rows; ++r) {
-    float sum = 0;
-    for (std::int64_t i = 0; i < in; ++i)
-      sum = __builtin_fmaf(x[r * in + i], w[i * stride + o], sum);
-    float& target = y[r * out + o];
-    target = accumulate ? target + sum : sum;
+/// v's first n lanes into p.
+inline void store_first(float* p, simde__m512 v, int n) {
+#if defined(SIMDE_X86_AVX512F_NATIVE)
+  _mm512_mask_storeu_ps(p, static_cast<__mmask16>((1u << n) - 1), v);
+#else
+  float buffer[lanes];
+  simde_mm512_storeu_ps(buffer, v);
+  for (int i = 0; i < n; ++i)
+    p[i] = buffer[i];
+#endif
+}
+
+/// Vector v of V at p, whose last vector has `last_lanes` lanes (16: whole).
+template <int V> inline simde__m512 load_vector(const float* p, int v, int last_lanes) {
+  return v == V - 1 && last_lanes < lanes ? load_first(p, last_lanes)
+                                          : simde_mm512_loadu_ps(p);
+}
+
+/// acc (stored into, or added to) the V vectors of `target`, the last `last_lanes` wide.
+template <int V>
+void store(const simde__m512 (&acc)[V], float* target, bool add, int last_lanes) {
+  for (int v = 0; v < V; ++v) {
+    float* p = target + v * lanes;
+    const simde__m512 sum =
+        add ? simde_mm512_add_ps(load_vector<V>(p, v, last_lanes), acc[v]) : acc[v];
+    if (v == V - 1 && last_lanes < lanes)
+      store_first(p, sum, last_lanes);
+    else
+      simde_mm512_storeu_ps(p, sum);
+  }
+}
+
+/// V as a type, for a generic lambda to take as its argument.
+template <int V> struct vector_count { static constexpr int value = V; };
+
+/// f(vector_count<vectors>{}) for 1 <= vectors <= Max (the vectors of a run's end).
+template <int Max, class F> void with_vectors(int vectors, const F& f) {
+  if constexpr (Max > 0) {
+    if (vectors == Max)
+      return f(vector_count<Max>{});
+    with_vectors<Max - 1>(vectors, f);
   }
 }
 
@@ -58,14 +101,14 @@ void single(const float* x, std::int64_t rows, const float* w, std::int64_t in,
 constexpr std::int64_t prefetch_rows = 8;
 
 /// y's M rows' V vectors (= or +=) x's M rows times `weights` over `inputs` inputs:
-/// input k's V vectors at weights + k * row_stride. Each accumulator adds its terms in
-/// input order, one FMA a term. With Prefetch, the weights of the input prefetch_rows
-/// ahead are asked for (decoding, straight from the weight matrix); a packed block
-/// (tiles) is in cache already.
+/// input k's V vectors at weights + k * row_stride, the last `last_lanes` wide (Note
+/// [partial vectors]). Each accumulator adds its terms in input order, one FMA a term.
+/// With Prefetch, the weights of the input prefetch_rows ahead are asked for (decoding,
+/// straight from the weight matrix); a packed block (tiles) is in cache already.
 template <int M, int V, bool Prefetch>
 void columns(const float* x, std::int64_t in, const float* weights,
              std::int64_t row_stride, std::int64_t inputs, float* y, std::int64_t out,
-             bool add) {
+             bool add, int last_lanes) {
   simde__m512 acc[M][V];
   for (auto& row : acc)
     for (auto& a : row)
@@ -78,7 +121,7 @@ void columns(const float* x, std::int64_t in, const float* weights,
         __builtin_prefetch(row + prefetch_rows * row_stride + v * lanes, 0, 3);
     simde__m512 wv[V];
     for (int v = 0; v < V; ++v)
-      wv[v] = simde_mm512_loadu_ps(row + v * lanes);
+      wv[v] = load_vector<V>(row + v * lanes, v, last_lanes);
     for (int r = 0; r < M; ++r) {
       const simde__m512 xr = simde_mm512_set1_ps(x[r * in + k]);
       for (int v = 0; v < V; ++v)
@@ -86,19 +129,22 @@ void columns(const float* x, std::int64_t in, const float* weights,
     }
   }
   for (int r = 0; r < M; ++r)
-    store(acc[r], y + r * out, add);
+    store(acc[r], y + r * out, add, last_lanes);
+}
+
+/// The vectors of outputs [o, last) and their last one's lanes: the end of a run.
+struct run_end {
+  int vectors, last_lanes;
+};
+inline run_end end_of(std::int64_t o, std::int64_t last) {
+  const auto left = static_cast<int>(last - o);
+  const int vectors = (left + lanes - 1) / lanes;
+  return {vectors, left - (vectors - 1) * lanes};
 }
 
 // ---- One or two rows (Note [float32 decoding]).
 
 constexpr int decode_vectors = 8; // 128 outputs: eight accumulators a row
-
-/// Outputs [o, o + V * 16) of N rows, down all the inputs of the weight matrix.
-template <int N, int V>
-void decode_vectors_at(const float* x, const float* w, std::int64_t in, std::int64_t out,
-                       std::int64_t stride, std::int64_t o, float* y, bool accumulate) {
-  columns<N, V, true>(x, in, w + o, stride, in, y + o, out, accumulate);
-}
 
 template <int N>
 void decode(const float* x, const float* w, std::int64_t in, std::int64_t out,
@@ -106,11 +152,15 @@ void decode(const float* x, const float* w, std::int64_t in, std::int64_t out,
             bool accumulate) {
   auto o = first;
   for (; o + decode_vectors * lanes <= last; o += decode_vectors * lanes)
-    decode_vectors_at<N, decode_vectors>(x, w, in, out, stride, o, y, accumulate);
-  for (; o + lanes <= last; o += lanes)
-    decode_vectors_at<N, 1>(x, w, in, out, stride, o, y, accumulate);
-  for (; o < last; ++o)
-    single(x, N, w, in, out, stride, o, y, accumulate);
+    columns<N, decode_vectors, true>(x, in, w + o, stride, in, y + o, out, accumulate,
+                                     lanes);
+  if (o == last)
+    return;
+  const auto end = end_of(o, last);
+  with_vectors<decode_vectors>(end.vectors, [&](auto v) {
+    columns<N, decltype(v)::value, true>(x, in, w + o, stride, in, y + o, out, accumulate,
+                                         end.last_lanes);
+  });
 }
 
 // ---- Three rows and more (Note [float32 tiles]).
@@ -122,61 +172,63 @@ constexpr std::int64_t block_inputs =
 constexpr std::int64_t chunk_rows = 64;
 
 /// packed[k * V * 16 + j] = w[(k0 + k) * stride + o + j]: the block's V vectors of its
-/// `inputs` rows, contiguous.
+/// `inputs` rows, contiguous, the last `last_lanes` wide and zero past them.
 template <int V>
 void pack(const float* w, std::int64_t stride, std::int64_t k0, std::int64_t inputs,
-          std::int64_t o, float* packed) {
+          std::int64_t o, float* packed, int last_lanes) {
   for (std::int64_t k = 0; k < inputs; ++k) {
     const float* row = w + (k0 + k) * stride + o;
     for (int v = 0; v < V; v += 2)
       __builtin_prefetch(row + prefetch_rows * stride + v * lanes, 0, 3);
     for (int v = 0; v < V; ++v)
       simde_mm512_storeu_ps(packed + (k * V + v) * lanes,
-                            simde_mm512_loadu_ps(row + v * lanes));
+                            load_vector<V>(row + v * lanes, v, last_lanes));
   }
 }
 
 /// y rows [0, M) of the block (= or +=) x's M rows times the packed block.
 template <int M, int V>
 void tile(const float* x, std::int64_t in, const float* packed, std::int64_t inputs,
-          float* y, std::int64_t out, bool add) {
-  columns<M, V, false>(x, in, packed, V * lanes, inputs, y, out, add);
+          float* y, std::int64_t out, bool add, int last_lanes) {
+  columns<M, V, false>(x, in, packed, V * lanes, inputs, y, out, add, last_lanes);
 }
 
 /// The tiles of one packed block of V vectors over rows [0, rows).
 template <int V>
 void tiles(const float* x, std::int64_t rows, std::int64_t in, const float* packed,
-           std::int64_t inputs, float* y, std::int64_t out, bool add) {
+           std::int64_t inputs, float* y, std::int64_t out, bool add, int last_lanes) {
   std::int64_t r = 0;
   for (; r + tile_rows <= rows; r += tile_rows)
-    tile<tile_rows, V>(x + r * in, in, packed, inputs, y + r * out, out, add);
+    tile<tile_rows, V>(x + r * in, in, packed, inputs, y + r * out, out, add, last_lanes);
   const auto* xr = x + r * in;
   auto* yr = y + r * out;
   switch (rows - r) {
   case 5:
-    return tile<5, V>(xr, in, packed, inputs, yr, out, add);
+    return tile<5, V>(xr, in, packed, inputs, yr, out, add, last_lanes);
   case 4:
-    return tile<4, V>(xr, in, packed, inputs, yr, out, add);
+    return tile<4, V>(xr, in, packed, inputs, yr, out, add, last_lanes);
   case 3:
-    return tile<3, V>(xr, in, packed, inputs, yr, out, add);
+    return tile<3, V>(xr, in, packed, inputs, yr, out, add, last_lanes);
   case 2:
-    return tile<2, V>(xr, in, packed, inputs, yr, out, add);
+    return tile<2, V>(xr, in, packed, inputs, yr, out, add, last_lanes);
   case 1:
-    return tile<1, V>(xr, in, packed, inputs, yr, out, add);
+    return tile<1, V>(xr, in, packed, inputs, yr, out, add, last_lanes);
   default:
     return;
   }
 }
 
-/// Outputs [o, o + V * 16) of all rows, a run of block_inputs inputs at a time.
+/// Outputs [o, o + V * 16) of all rows (the last vector `last_lanes` wide), a run of
+/// block_inputs inputs at a time.
 template <int V>
 void block(const float* x, std::int64_t rows, const float* w, std::int64_t in,
            std::int64_t out, std::int64_t stride, std::int64_t o, float* y,
-           bool accumulate, float* scratch) {
+           bool accumulate, float* scratch, int last_lanes) {
   for (std::int64_t k0 = 0; k0 < in; k0 += block_inputs) {
     const auto inputs = smaller(block_inputs, in - k0);
-    pack<V>(w, stride, k0, inputs, o, scratch);
-    tiles<V>(x + k0, rows, in, scratch, inputs, y + o, out, accumulate || k0 > 0);
+    pack<V>(w, stride, k0, inputs, o, scratch, last_lanes);
+    tiles<V>(x + k0, rows, in, scratch, inputs, y + o, out, accumulate || k0 > 0,
+             last_lanes);
   }
 }
 
@@ -185,22 +237,14 @@ void batch(const float* x, std::int64_t rows, const float* w, std::int64_t in,
            float* y, bool accumulate, float* scratch) {
   auto o = first;
   for (; o + tile_vectors * lanes <= last; o += tile_vectors * lanes)
-    block<tile_vectors>(x, rows, w, in, out, stride, o, y, accumulate, scratch);
-  switch ((last - o) / lanes) {
-  case 3:
-    block<3>(x, rows, w, in, out, stride, o, y, accumulate, scratch);
-    break;
-  case 2:
-    block<2>(x, rows, w, in, out, stride, o, y, accumulate, scratch);
-    break;
-  case 1:
-    block<1>(x, rows, w, in, out, stride, o, y, accumulate, scratch);
-    break;
-  default:
-    break;
-  }
-  for (o += (last - o) / lanes * lanes; o < last; ++o)
-    single(x, rows, w, in, out, stride, o, y, accumulate);
+    block<tile_vectors>(x, rows, w, in, out, stride, o, y, accumulate, scratch, lanes);
+  if (o == last)
+    return;
+  const auto end = end_of(o, last);
+  with_vectors<tile_vectors>(end.vectors, [&](auto v) {
+    block<decltype(v)::value>(x, rows, w, in, out, stride, o, y, accumulate, scratch,
+                              end.last_lanes);
+  });
 }
 
 } // namespace
