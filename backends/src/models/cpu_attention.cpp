@@ -23,6 +23,10 @@ namespace {
 //    is a chain of dependent adds, and strict float arithmetic may not reorder it
 //    (ragged_attention_test holds both kernels to 2e-5 of a float64 reference);
 //  - exp_nonpositive instead of a libm call per score;
+//  - scores eight keys at a time where the head size is a known multiple of eight:
+//    each key's eight-lane product, then one transposing tree of pairwise sums for all
+//    eight (as hadd does), where a key alone was summed across in scalar adds (the
+//    AVX2 clone's scores on stories260K were scalar code);
 //  - the query heads that share a KV head read each key and value once.
 
 /// q . k over hd. Strict float arithmetic keeps a single running sum scalar (each add
@@ -44,6 +48,54 @@ inline float dot(const float* q, const float* k, std::int64_t hd_at_run_time) {
     for (; d < hd; ++d)
       sum += q[d] * k[d];
   return sum;
+}
+
+// Eight floats as one value (GCC's vector extension): 256-bit registers in the AVX2
+// clone, two 128-bit ones in the baseline. The helpers below are always inlined into
+// attend_row's clones, each compiling them for its own target (so the build drops
+// -Wpsabi's note on how an AVX call would pass them: no such call happens).
+using float8 = float __attribute__((vector_size(32)));
+using lane_indices = int __attribute__((vector_size(32)));
+
+[[gnu::always_inline]] inline float8 load8(const float* p) {
+  float8 v;
+  __builtin_memcpy(&v, p, sizeof v);
+  return v;
+}
+
+/// Sums of adjacent pairs within each 128-bit half (AVX's hadd): a0+a1, a2+a3, b0+b1,
+/// b2+b3, then a4+a5, a6+a7, b4+b5, b6+b7.
+[[gnu::always_inline]] inline float8 pair_sums(float8 a, float8 b) {
+  return __builtin_shuffle(a, b, lane_indices{0, 2, 8, 10, 4, 6, 12, 14}) +
+         __builtin_shuffle(a, b, lane_indices{1, 3, 9, 11, 5, 7, 13, 15});
+}
+
+/// Lane m: the sum of v[m]'s eight lanes.
+[[gnu::always_inline]] inline float8 sums_of_eight(const float8 (&v)[lanes]) {
+  // a: v0..v3's sums of lanes 0-3, then of lanes 4-7; b the same for v4..v7.
+  const float8 a = pair_sums(pair_sums(v[0], v[1]), pair_sums(v[2], v[3]));
+  const float8 b = pair_sums(pair_sums(v[4], v[5]), pair_sums(v[6], v[7]));
+  return __builtin_shuffle(a, b, lane_indices{0, 1, 2, 3, 8, 9, 10, 11}) +
+         __builtin_shuffle(a, b, lane_indices{4, 5, 6, 7, 12, 13, 14, 15});
+}
+
+/// scores[m] = q . k_m * scale for the eight keys k_m = keys + offsets[m], HD a known
+/// multiple of eight. Eight keys at once, so that their eight-lane products are summed
+/// across by one transposing tree (Note [attention loops]).
+template <std::int64_t HD>
+[[gnu::always_inline]] inline void eight_scores(const float* q, const float* keys,
+                                                const std::int64_t* offsets, float scale,
+                                                float* scores) {
+  float8 products[lanes];
+  for (std::int64_t m = 0; m < lanes; ++m) {
+    const float* k = keys + offsets[m];
+    float8 sum = load8(q) * load8(k);
+    for (std::int64_t d = lanes; d < HD; d += lanes)
+      sum += load8(q + d) * load8(k + d);
+    products[m] = sum;
+  }
+  const float8 result = sums_of_eight(products) * scale;
+  __builtin_memcpy(scores, &result, sizeof result);
 }
 
 // Weighted values accumulate in this many independent sets of hd sums, for the same
@@ -75,10 +127,19 @@ attend_row(const float* q, const float* keys, const float* values,
   float* acc = HD ? local : acc_scratch;
   const auto n = limit - start;
   const std::int64_t* rows = key_rows + start;
-  for (std::int64_t l = 0; l < n; ++l) {
-    const float* k = keys + (rows[l] * KV + kv_head) * hd;
+  std::int64_t scored = 0;
+  if constexpr (HD != 0 && HD % lanes == 0)
+    for (; scored + lanes <= n; scored += lanes) {
+      std::int64_t offsets[lanes];
+      for (std::int64_t m = 0; m < lanes; ++m)
+        offsets[m] = (rows[scored + m] * KV + kv_head) * hd;
+      for (std::int64_t j = 0; j < per_kv; ++j)
+        eight_scores<HD>(q + j * hd, keys, offsets, scale, scores + j * n + scored);
+    }
+  for (; scored < n; ++scored) {
+    const float* k = keys + (rows[scored] * KV + kv_head) * hd;
     for (std::int64_t j = 0; j < per_kv; ++j)
-      scores[j * n + l] = dot<HD>(q + j * hd, k, hd) * scale;
+      scores[j * n + scored] = dot<HD>(q + j * hd, k, hd) * scale;
   }
   for (std::int64_t j = 0; j < per_kv; ++j) {
     float* s = scores + j * n;
