@@ -99,15 +99,11 @@ void multiply_blocks(const float* x, std::int64_t rows, const block_matrix& w, f
   thread_local activation_scratch scratch;
   const auto blocks = w.blocks_per_row();
   const auto stride = blocks * block_width;
-  kernels.quantize(x, rows, w.inputs(), blocks, scratch.quants.at_least(rows * stride),
-                   scratch.scales.at_least(rows * blocks),
-                   scratch.sums.at_least(rows * blocks));
-  const activation_blocks all{scratch.quants.at_least(0),
-                              scratch.scales.at_least(0),
-                              scratch.sums.at_least(0),
-                              stride,
-                              rows,
-                              blocks};
+  auto* quants = scratch.quants.at_least(rows * stride);
+  auto* scales = scratch.scales.at_least(rows * blocks);
+  auto* sums = scratch.sums.at_least(rows * blocks);
+  kernels.quantize(x, rows, w.inputs(), blocks, quants, scales, sums);
+  const activation_blocks all{quants, scales, sums, stride, rows, blocks};
   const auto dot = kernels.for_format(w.format());
   const auto prepare_wide = kernels.prepare_wide_for(w.format());
   // Wide tiles take rows 16 by 16 from the first while at least wide_min_rows are left.
