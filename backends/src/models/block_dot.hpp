@@ -50,6 +50,11 @@ struct activation_blocks {
   std::int64_t stride; // quants of a row: blocks * block_width
   std::int64_t rows;   // rows quantized: the step between blocks' scales and sums
   std::int64_t blocks;
+
+  /// The rows from row t on (a tile's first row t).
+  activation_blocks from_row(std::int64_t t) const {
+    return {quants + t * stride, scales + t, sums + t, stride, rows, blocks};
+  }
 };
 
 /// Activation rows per tile: 1, 2 or 4 (a decoding pass takes one).

@@ -161,11 +161,7 @@ void multiply_blocks(const float* x, std::int64_t rows, const block_matrix& w, f
         }
         while (t < last) {
           const int n = tile_rows(last - t);
-          activation_blocks tile = all;
-          tile.quants += t * stride;
-          tile.scales += t;
-          tile.sums += t;
-          dot(group, tile, n, out);
+          dot(group, all.from_row(t), n, out);
           write_tile(out, n, n, real, t, o, outputs, y, accumulate);
           t += n;
         }

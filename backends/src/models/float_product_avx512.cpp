@@ -64,10 +64,23 @@ inline void store_first(float* p, simde__m512 v, int n) {
 #endif
 }
 
+/// Whether vector v of V is a partial one: the last, `last_lanes` (< 16) wide.
+template <int V> constexpr bool partial(int v, int last_lanes) {
+  return v == V - 1 && last_lanes < lanes;
+}
+
 /// Vector v of V at p, whose last vector has `last_lanes` lanes (16: whole).
 template <int V> inline simde__m512 load_vector(const float* p, int v, int last_lanes) {
-  return v == V - 1 && last_lanes < lanes ? load_first(p, last_lanes)
-                                          : simde_mm512_loadu_ps(p);
+  return partial<V>(v, last_lanes) ? load_first(p, last_lanes) : simde_mm512_loadu_ps(p);
+}
+
+/// `value` into vector v of V at p, whose last vector has `last_lanes` lanes.
+template <int V>
+inline void store_vector(float* p, int v, int last_lanes, simde__m512 value) {
+  if (partial<V>(v, last_lanes))
+    store_first(p, value, last_lanes);
+  else
+    simde_mm512_storeu_ps(p, value);
 }
 
 /// acc (stored into, or added to) the V vectors of `target`, the last `last_lanes` wide.
@@ -75,24 +88,22 @@ template <int V>
 void store(const simde__m512 (&acc)[V], float* target, bool add, int last_lanes) {
   for (int v = 0; v < V; ++v) {
     float* p = target + v * lanes;
-    const simde__m512 sum =
-        add ? simde_mm512_add_ps(load_vector<V>(p, v, last_lanes), acc[v]) : acc[v];
-    if (v == V - 1 && last_lanes < lanes)
-      store_first(p, sum, last_lanes);
-    else
-      simde_mm512_storeu_ps(p, sum);
+    store_vector<V>(p, v, last_lanes,
+                    add ? simde_mm512_add_ps(load_vector<V>(p, v, last_lanes), acc[v])
+                        : acc[v]);
   }
 }
 
-/// V as a type, for a generic lambda to take as its argument.
-template <int V> struct vector_count { static constexpr int value = V; };
+/// N as a type, for a generic lambda to take as its argument.
+template <int N> struct count { static constexpr int value = N; };
 
-/// f(vector_count<vectors>{}) for 1 <= vectors <= Max (the vectors of a run's end).
-template <int Max, class F> void with_vectors(int vectors, const F& f) {
+/// f(count<n>{}) for 1 <= n <= Max: a run-time count as a compile-time one (the
+/// vectors of a run's end, the rows of a last tile).
+template <int Max, class F> void with_count(int n, const F& f) {
   if constexpr (Max > 0) {
-    if (vectors == Max)
-      return f(vector_count<Max>{});
-    with_vectors<Max - 1>(vectors, f);
+    if (n == Max)
+      return f(count<Max>{});
+    with_count<Max - 1>(n, f);
   }
 }
 
@@ -157,7 +168,7 @@ void decode(const float* x, const float* w, std::int64_t in, std::int64_t out,
   if (o == last)
     return;
   const auto end = end_of(o, last);
-  with_vectors<decode_vectors>(end.vectors, [&](auto v) {
+  with_count<decode_vectors>(end.vectors, [&](auto v) {
     columns<N, decltype(v)::value, true>(x, in, w + o, stride, in, y + o, out, accumulate,
                                          end.last_lanes);
   });
@@ -200,22 +211,10 @@ void tiles(const float* x, std::int64_t rows, std::int64_t in, const float* pack
   std::int64_t r = 0;
   for (; r + tile_rows <= rows; r += tile_rows)
     tile<tile_rows, V>(x + r * in, in, packed, inputs, y + r * out, out, add, last_lanes);
-  const auto* xr = x + r * in;
-  auto* yr = y + r * out;
-  switch (rows - r) {
-  case 5:
-    return tile<5, V>(xr, in, packed, inputs, yr, out, add, last_lanes);
-  case 4:
-    return tile<4, V>(xr, in, packed, inputs, yr, out, add, last_lanes);
-  case 3:
-    return tile<3, V>(xr, in, packed, inputs, yr, out, add, last_lanes);
-  case 2:
-    return tile<2, V>(xr, in, packed, inputs, yr, out, add, last_lanes);
-  case 1:
-    return tile<1, V>(xr, in, packed, inputs, yr, out, add, last_lanes);
-  default:
-    return;
-  }
+  with_count<tile_rows - 1>(static_cast<int>(rows - r), [&](auto m) {
+    tile<decltype(m)::value, V>(x + r * in, in, packed, inputs, y + r * out, out, add,
+                                last_lanes);
+  });
 }
 
 /// Outputs [o, o + V * 16) of all rows (the last vector `last_lanes` wide), a run of
@@ -241,7 +240,7 @@ void batch(const float* x, std::int64_t rows, const float* w, std::int64_t in,
   if (o == last)
     return;
   const auto end = end_of(o, last);
-  with_vectors<tile_vectors>(end.vectors, [&](auto v) {
+  with_count<tile_vectors>(end.vectors, [&](auto v) {
     block<decltype(v)::value>(x, rows, w, in, out, stride, o, y, accumulate, scratch,
                               end.last_lanes);
   });
