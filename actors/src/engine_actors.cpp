@@ -51,6 +51,7 @@ backends::backend_spec backend_spec_for(const engine_config& config,
   spec.torch.kv_budget_bytes = config.kv_budget_bytes;
   spec.torch.max_context_length = config.max_context_length;
   spec.torch.direct_forward = config.direct_forward;
+  spec.torch.decode_graphs = config.decode_graphs;
   spec.torch.adapter_budget_bytes = config.adapter_budget_bytes;
   // Note [intra-op threads]: by default each worker runs ATen's element-wise work
   // on its own thread, while matmuls use every core through OpenBLAS's pool. Two

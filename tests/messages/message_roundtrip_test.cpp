@@ -163,6 +163,7 @@ backends::backend_spec a_spec() {
   s.torch.threads = 3;
   s.torch.max_context_length = 4000;
   s.torch.direct_forward = false;
+  s.torch.decode_graphs = "eager";
   s.torch.adapter_budget_bytes = 4343;
   return s;
 }
@@ -174,7 +175,7 @@ bool same_torch(const backends::torch_options& a, const backends::torch_options&
          a.kv_host_dtype == b.kv_host_dtype && a.kv_budget_bytes == b.kv_budget_bytes &&
          a.threads == b.threads && a.max_context_length == b.max_context_length &&
          a.adapter_budget_bytes == b.adapter_budget_bytes &&
-         a.direct_forward == b.direct_forward;
+         a.direct_forward == b.direct_forward && a.decode_graphs == b.decode_graphs;
 }
 
 bool same_spec(const backends::backend_spec& a, const backends::backend_spec& b) {

@@ -114,6 +114,11 @@ const std::vector<setting>& settings() {
                    "torch: float32 Llama on the CPU without ATen's per-op dispatch; "
                    "false: ATen's ops",
                    &c::direct_forward),
+      make_setting("decode_graphs",
+                   "torch: decode passes padded to buckets and replayed as CUDA graphs "
+                   "on a CUDA device (auto); off: ragged; eager: buckets without graphs, "
+                   "on any device",
+                   &c::decode_graphs),
       make_setting("vocab_size", "mock: entries per log-prob row", &c::vocab_size),
       make_setting("context_length", "mock: longest accepted sequence",
                    &c::context_length),
@@ -275,6 +280,9 @@ void engine_config::validate() const {
     invalid("kv_dtype",
             "unknown KV format '" + kv_dtype +
                 "' (float32, float16, bfloat16, int8; empty: the compute dtype)");
+  if (decode_graphs != "auto" && decode_graphs != "off" && decode_graphs != "eager")
+    invalid("decode_graphs",
+            "unknown setting '" + decode_graphs + "' (auto, off, eager)");
   if (vocab_size < 2)
     invalid("vocab_size", "must be at least 2");
   if (context_length < 1)

@@ -45,6 +45,14 @@ at::Tensor gpt2_model::layer_norm(const at::Tensor& x, const norm& n) const {
   return at::layer_norm(x, {config_.hidden_size}, n.weight, n.bias, config_.norm_eps);
 }
 
+std::int64_t gpt2_model::prepare_positions(std::int64_t end) const {
+  if (end > config_.context_length)
+    throw std::invalid_argument("position " + std::to_string(end - 1) +
+                                " is past the context of " +
+                                std::to_string(config_.context_length));
+  return 0;
+}
+
 at::Tensor gpt2_model::forward(const at::Tensor& tokens, const device_layout& layout,
                                const pass_kv& kv, const at::Tensor& rows,
                                const lora_spans& adapters) const {

@@ -17,6 +17,8 @@ public:
   at::Tensor forward(const at::Tensor& tokens, const device_layout& layout,
                      const pass_kv& kv, const at::Tensor& rows,
                      const lora_spans& adapters) const override;
+  /// Learned position embeddings for the whole context, made at load: they never move.
+  std::int64_t prepare_positions(std::int64_t end) const override;
 
 private:
   struct norm {

@@ -187,6 +187,11 @@ llama_model::rope_for(const std::vector<std::int64_t>& positions) const {
   return rope_;
 }
 
+std::int64_t llama_model::prepare_positions(std::int64_t end) const {
+  rope_.cover(end);
+  return rope_.covered();
+}
+
 at::Tensor llama_model::rotate(const at::Tensor& x, const at::Tensor& cos,
                                const at::Tensor& sin) const {
   const auto half = config_.head_dim / 2;

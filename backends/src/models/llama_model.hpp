@@ -30,6 +30,9 @@ public:
   at::Tensor forward(const at::Tensor& tokens, const device_layout& layout,
                      const pass_kv& kv, const at::Tensor& rows,
                      const lora_spans& adapters) const override;
+  /// Covers positions [0, end) in RoPE's tables; returns how far they reach, which
+  /// changes exactly when they are rebuilt.
+  std::int64_t prepare_positions(std::int64_t end) const override;
   const llama_weights& weights() const { return w_; }
   /// RoPE's tables, covering every position of `positions` (grown on demand: Note in
   /// rope_table.hpp); valid until the next call. The worker's thread only.

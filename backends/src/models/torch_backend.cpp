@@ -9,6 +9,7 @@
 #include "models/bfloat16_product.hpp"
 #include "models/blas_core.hpp"
 #include "models/block_dot.hpp"
+#include "models/decode_graphs.hpp"
 #include "models/direct_llama_forward.hpp"
 #include "models/float_product.hpp"
 #include "models/lora_weights.hpp"
@@ -26,6 +27,7 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 
@@ -160,6 +162,26 @@ at::Tensor rows_on_host(const at::Tensor& rows) {
   return host;
 }
 
+/// How decode passes run under `options` on `device` (decode_graphs.hpp); nullopt:
+/// ragged, as every other pass. Throws std::invalid_argument for an unknown setting, and
+/// for buckets asked beside residual KV (whose rows a pass picks on the host).
+std::optional<decode_graphs::mode> decode_graphs_mode(const torch_options& options,
+                                                      at::Device device) {
+  const auto& asked = options.decode_graphs;
+  if (asked != "auto" && asked != "off" && asked != "eager")
+    throw std::invalid_argument("unknown decode_graphs '" + asked +
+                                "' (known: auto, off, eager)");
+  if (asked == "eager" && options.kv_residual_tokens > 0)
+    throw std::invalid_argument("decode_graphs 'eager' cannot run beside "
+                                "kv_residual_tokens; use 'auto' or 'off'");
+  if (asked == "eager")
+    return decode_graphs::mode::eager;
+  if (asked == "auto" && device.is_cuda() && can_record_steps() &&
+      options.kv_residual_tokens == 0)
+    return decode_graphs::mode::recorded;
+  return std::nullopt;
+}
+
 /// Gives taken slots back unless committed (kept KV of a pass that succeeded).
 class slot_reservation {
 public:
@@ -179,6 +201,14 @@ private:
   kv_slots& slots_;
   std::vector<kv_slots::slot> taken_;
   bool committed_ = false;
+};
+
+/// What a pass's forward computed: its answer rows and what they cost.
+struct computed {
+  const float* rows = nullptr; // [answers, vocab] float32 on the host, item after item
+  std::int64_t tokens = 0;     // new tokens computed
+  std::int64_t key_visits = 0; // (query, key) pairs attention scored
+  std::int64_t answers = 0;    // rows of `rows`
 };
 
 class torch_backend final : public backend_i {
@@ -236,6 +266,8 @@ public:
     info_.kv_dtype = format->name();
     kv_ = std::make_unique<kv_storage>(std::move(format), dtype_, c.num_layers, capacity,
                                        c.num_kv_heads, c.head_dim, device_, residual);
+    if (const auto how = decode_graphs_mode(options, device_))
+      graphs_ = std::make_unique<decode_graphs>(*model_, *kv_, device_, dtype_, *how);
     if (options.direct_forward && device_.is_cpu() && dtype_ == at::kFloat)
       if (const auto* llama = dynamic_cast<const llama_model*>(model_.get()))
         direct_ = std::make_unique<direct_llama_forward>(*llama);
@@ -299,56 +331,23 @@ public:
       slots_->give_back(loan);
     }
     clock.lap("check items, take KV slots");
-    const auto layout = build_pass_layout(shapes, pooled ? kv_->zero_row() : -1,
-                                          model_->config().sliding_window);
 
-    std::vector<std::int64_t> tokens, rows, store_rows, store_slots;
-    lora_spans adapted;
-    for (std::size_t i = 0; i < items.size(); ++i) {
-      const auto offset = layout.item_offset[i];
-      if (!items[i].adapter.empty()) {
-        const auto* weights = adapters_.at(items[i].adapter).get();
-        const auto end = offset + static_cast<std::int64_t>(items[i].tokens.size());
-        // Neighbours under one adapter make one span: one product for all their rows.
-        if (!adapted.empty() && adapted.back().weights == weights &&
-            adapted.back().end == offset)
-          adapted.back().end = end;
-        else
-          adapted.push_back({offset, end, weights});
-      }
-      tokens.insert(tokens.end(), items[i].tokens.begin(), items[i].tokens.end());
-      for (const auto r : items[i].rows)
-        rows.push_back(offset + r);
-      if (pooled)
-        store_slots.insert(store_slots.end(), shapes[i].new_slots.begin(),
-                           shapes[i].new_slots.end());
-      else
-        for (const auto s : kept_slots[i])
-          store_slots.push_back(slots_->row_of(s));
-      const auto written = pooled ? shapes[i].new_slots.size() : kept_slots[i].size();
-      for (std::size_t j = 0; j < written; ++j)
-        store_rows.push_back(offset + static_cast<std::int64_t>(j));
-    }
-    const auto on_device = to_device(layout, device_, dtype_);
-    kv_->begin_pass(store_slots);
-    clock.lap("layout");
+    // Borrowed rows for a decode bucket's padding items, given back after the pass.
+    slot_reservation padding(*slots_);
     at::Tensor aten_rows; // the ATen forward's answer, kept alive while it is copied
-    const float* next_row = nullptr;
-    if (direct_ && pooled) {
-      next_row =
-          direct_->forward(tokens, on_device, *kv_, store_slots, rows, adapted, clock);
+    computed done;
+    if (auto step = decode_step_of(items, shapes, pooled, padding)) {
+      aten_rows = rows_on_host(graphs_->run(*step, clock));
+      const auto n = static_cast<std::int64_t>(items.size());
+      done = {aten_rows.data_ptr<float>(), n,
+              static_cast<std::int64_t>(step->keys.size()), n};
     } else {
-      const pass_kv kv{kv_.get(), pooled, index_tensor(store_rows, device_),
-                       index_tensor(store_slots, device_),
-                       index_tensor(layout.prefix_slots, device_)};
-      aten_rows = rows_on_host(model_->forward(index_tensor(tokens, device_), on_device,
-                                               kv, index_tensor(rows, device_), adapted));
-      next_row = aten_rows.data_ptr<float>();
-      clock.lap("ATen forward");
+      done = ragged(items, shapes, kept_slots, pooled, aten_rows, clock);
     }
+    const float* next_row = done.rows;
 
     pass_result result;
-    result.tokens_computed = static_cast<std::uint64_t>(layout.packed_rows);
+    result.tokens_computed = static_cast<std::uint64_t>(done.tokens);
     result.items.resize(items.size());
     const auto vocab = static_cast<std::size_t>(info_.vocab_size);
     for (std::size_t i = 0; i < items.size(); ++i) {
@@ -362,12 +361,8 @@ public:
       for (std::size_t j = 0; j < kept_slots[i].size(); ++j)
         out.kv[j] = slots_->handle(kept_slots[i][j]);
     }
-    std::int64_t key_visits = 0;
-    for (const auto& g : layout.groups)
-      for (std::size_t r = 0; r < g.key_limit.size(); ++r)
-        key_visits += g.key_limit[r] - g.key_start[r];
-    result.matmul_flops = model_->matmul_flops(layout.packed_rows, key_visits,
-                                               static_cast<std::int64_t>(rows.size()));
+    result.matmul_flops =
+        model_->matmul_flops(done.tokens, done.key_visits, done.answers);
     // The copy to the host above waited for the device, so this is the pass's time.
     result.compute_ns =
         static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -435,6 +430,102 @@ public:
   }
 
 private:
+  /// The pass as a decode step through a bucket (decode_graphs.hpp), when it is one:
+  /// pooled, every item one new token, one row and no adapter, a bucket that holds it,
+  /// and rows to borrow for its padding items (taken into `padding`). Else nullopt.
+  std::optional<decode_step> decode_step_of(const std::vector<pass_item>& items,
+                                            const std::vector<item_shape>& shapes,
+                                            bool pooled, slot_reservation& padding) {
+    if (!graphs_ || !pooled)
+      return std::nullopt;
+    decode_step step;
+    for (std::size_t i = 0; i < items.size(); ++i) {
+      const auto& item = items[i];
+      if (item.tokens.size() != 1 || item.rows.size() != 1 || !item.adapter.empty())
+        return std::nullopt;
+      const auto& shape = shapes[i];
+      step.tokens.push_back(item.tokens[0]);
+      step.positions.push_back(item.prefix_length);
+      step.keys.insert(step.keys.end(), shape.prefix_slots.begin(),
+                       shape.prefix_slots.end());
+      step.keys.push_back(shape.new_slots[0]);
+      step.key_counts.push_back(static_cast<std::int64_t>(shape.prefix_slots.size()) + 1);
+      step.stores.push_back(shape.new_slots[0]);
+    }
+    const auto pad = graphs_->padding_for(
+        items.size(), *std::max_element(step.key_counts.begin(), step.key_counts.end()));
+    if (!pad)
+      return std::nullopt;
+    auto rows = slots_->take(no_kv, 0, *pad);
+    padding.add(rows);
+    if (rows.size() != *pad)
+      return std::nullopt;
+    to_rows(rows);
+    step.stores.insert(step.stores.end(), rows.begin(), rows.end());
+    return step;
+  }
+
+  /// The pass as it comes: its items' new tokens packed, attention by groups
+  /// (pass_layout.hpp), through the direct forward where it runs, else ATen's.
+  /// `aten_rows` keeps ATen's answer alive while the caller reads it.
+  computed ragged(const std::vector<pass_item>& items,
+                  const std::vector<item_shape>& shapes,
+                  const std::vector<std::vector<kv_slots::slot>>& kept_slots, bool pooled,
+                  at::Tensor& aten_rows, profile_clock& clock) {
+    const auto layout = build_pass_layout(shapes, pooled ? kv_->zero_row() : -1,
+                                          model_->config().sliding_window);
+
+    std::vector<std::int64_t> tokens, rows, store_rows, store_slots;
+    lora_spans adapted;
+    for (std::size_t i = 0; i < items.size(); ++i) {
+      const auto offset = layout.item_offset[i];
+      if (!items[i].adapter.empty()) {
+        const auto* weights = adapters_.at(items[i].adapter).get();
+        const auto end = offset + static_cast<std::int64_t>(items[i].tokens.size());
+        // Neighbours under one adapter make one span: one product for all their rows.
+        if (!adapted.empty() && adapted.back().weights == weights &&
+            adapted.back().end == offset)
+          adapted.back().end = end;
+        else
+          adapted.push_back({offset, end, weights});
+      }
+      tokens.insert(tokens.end(), items[i].tokens.begin(), items[i].tokens.end());
+      for (const auto r : items[i].rows)
+        rows.push_back(offset + r);
+      if (pooled)
+        store_slots.insert(store_slots.end(), shapes[i].new_slots.begin(),
+                           shapes[i].new_slots.end());
+      else
+        for (const auto s : kept_slots[i])
+          store_slots.push_back(slots_->row_of(s));
+      const auto written = pooled ? shapes[i].new_slots.size() : kept_slots[i].size();
+      for (std::size_t j = 0; j < written; ++j)
+        store_rows.push_back(offset + static_cast<std::int64_t>(j));
+    }
+    const auto on_device = to_device(layout, device_, dtype_);
+    kv_->begin_pass(store_slots);
+    clock.lap("layout");
+    const float* next_row = nullptr;
+    if (direct_ && pooled) {
+      next_row =
+          direct_->forward(tokens, on_device, *kv_, store_slots, rows, adapted, clock);
+    } else {
+      const pass_kv kv{kv_.get(), pooled, index_tensor(store_rows, device_),
+                       index_tensor(store_slots, device_),
+                       index_tensor(layout.prefix_slots, device_)};
+      aten_rows = rows_on_host(model_->forward(index_tensor(tokens, device_), on_device,
+                                               kv, index_tensor(rows, device_), adapted));
+      next_row = aten_rows.data_ptr<float>();
+      clock.lap("ATen forward");
+    }
+    std::int64_t key_visits = 0;
+    for (const auto& g : layout.groups)
+      for (std::size_t r = 0; r < g.key_limit.size(); ++r)
+        key_visits += g.key_limit[r] - g.key_start[r];
+    return {next_row, layout.packed_rows, key_visits,
+            static_cast<std::int64_t>(rows.size())};
+  }
+
   /// Storage rows of taken slots, in place.
   void to_rows(std::vector<kv_slots::slot>& slots) const {
     for (auto& s : slots)
@@ -508,7 +599,8 @@ private:
   std::unique_ptr<direct_llama_forward> direct_; // float32 Llama on the CPU, else null
   std::unique_ptr<kv_slots> slots_;
   std::unique_ptr<kv_storage> kv_;
-  std::unique_ptr<kv_storage> host_kv_; // the host tier; null: none
+  std::unique_ptr<kv_storage> host_kv_;   // the host tier; null: none
+  std::unique_ptr<decode_graphs> graphs_; // decode passes in buckets; null: ragged
   model_info info_;
   pass_profile* profile_ = nullptr;
   std::map<std::string, std::unique_ptr<const lora_weights>> adapters_; // by name

@@ -33,6 +33,12 @@ public:
                              const pass_kv& kv, const at::Tensor& rows,
                              const lora_spans& adapters) const = 0;
 
+  /// Readies what a forward reads for positions [0, end) (RoPE's tables), so that a
+  /// pass reaching no further allocates nothing for them. Returns a number that changes
+  /// whenever those tensors move: a step recorded before (recorded_step.hpp) read the old
+  /// ones and must be recorded again. Throws std::invalid_argument past the context.
+  virtual std::int64_t prepare_positions(std::int64_t end) const = 0;
+
   /// FLOPs of the matrix products of a pass: every layer's projections for each of
   /// `tokens`, attention scores and weighted values for `key_visits` (query, key)
   /// pairs, and the head for `rows` rows.

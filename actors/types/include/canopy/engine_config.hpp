@@ -45,6 +45,9 @@ struct engine_config {
   bool direct_forward = true;           // torch: float32 Llama on the CPU runs without
                                         // ATen's per-op dispatch (direct_llama_forward);
                                         // false: ATen's ops, for comparison
+  std::string decode_graphs = "auto";   // torch: decode passes as CUDA graphs per
+                                        // bucket on a CUDA device; off; eager (any
+                                        // device, the buckets unrecorded)
   std::int64_t vocab_size = 512;        // mock: entries per row
   std::int64_t context_length = 4096;   // mock: longest accepted sequence
   double mock_cost_per_pass_us = 0;     // mock: simulated time per pass

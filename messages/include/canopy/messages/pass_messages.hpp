@@ -45,7 +45,7 @@ typename Inspector::result_type inspect(Inspector& f, torch_options& x) {
   return f(caf::meta::type_name("torch_options"), x.dtype, x.weight_dtype, x.kv_dtype,
            x.kv_residual_tokens, x.kv_host_budget_bytes, x.kv_host_dtype,
            x.kv_budget_bytes, x.threads, x.max_context_length, x.adapter_budget_bytes,
-           x.direct_forward);
+           x.direct_forward, x.decode_graphs);
 }
 
 template <class Inspector>

@@ -41,6 +41,12 @@ struct torch_options {
   bool direct_forward = true; // float32 Llama on the CPU: plain loops and CBLAS on
                               // kept buffers (direct_llama_forward.hpp); false:
                               // ATen's ops, as every other model, dtype and device
+  std::string decode_graphs =
+      "auto"; // decode passes (one new token and row per item) in fixed-shape
+              // buckets: "auto" records them as CUDA graphs on a CUDA device
+              // (decode_graphs.hpp) and runs them ragged elsewhere; "off": ragged
+              // everywhere; "eager": buckets run op by op on any device (the tests'
+              // check of the recorded steps' numbers). Not with kv_residual_tokens.
 };
 
 /// `config` with the context `options` ask for: 0 keeps the model's; less than the
