@@ -3,6 +3,7 @@
 // packed), over random mixes of prefix lengths and new-token counts, with grouped
 // query heads, with and without a sliding window.
 #include "kv/kv_storage.hpp"
+#include "models/fused_attention.hpp"
 #include "models/pass_layout.hpp"
 #include "models/ragged_attention.hpp"
 
@@ -33,7 +34,7 @@ constexpr std::int64_t H = 12;
 /// at run time; kv: for 1, 2, 4 and 8 query heads per KV head (of H = 12: kv 12, 6,
 /// 3), and any other number at run time (kv 1).
 scenario make_scenario(std::uint32_t seed, std::size_t items, std::int64_t hd = 8,
-                       std::int64_t kv = 2) {
+                       std::int64_t kv = 2, int longest_prefix = 30) {
   const auto KV = kv;
   std::mt19937 rng(seed);
   at::manual_seed(seed);
@@ -41,7 +42,7 @@ scenario make_scenario(std::uint32_t seed, std::size_t items, std::int64_t hd = 
   s.hd = hd;
   s.kv = kv;
   std::int64_t next_slot = 0, T = 0;
-  std::uniform_int_distribution<int> prefix(0, 30), fresh(1, 12);
+  std::uniform_int_distribution<int> prefix(0, longest_prefix), fresh(1, 12);
   for (std::size_t i = 0; i < items; ++i) {
     item_shape it;
     it.prefix_slots.resize(static_cast<std::size_t>(prefix(rng)));
@@ -205,6 +206,50 @@ TEST(ragged_attention, a_sliding_window_limits_every_query_to_the_last_w_positio
         }
     }
   }
+}
+
+// LibTorch 2.1 and later (the GPU machine's, trixie's 2.6 in scripts/torch2/check.sh):
+// the fused kernels, on the CPU here, against the same reference; with prefixes (the
+// mask), without (causal groups, no mask), and windowed.
+TEST(ragged_attention, the_fused_kernels_match_each_item_alone) {
+  if (!fused_attention_available())
+    GTEST_SKIP() << "this LibTorch has no fused attention (it takes 2.1 or later)";
+  for (std::uint32_t seed = 1; seed <= 8; ++seed) {
+    const std::int64_t head_size = seed % 2 == 0 ? 64 : 8;
+    const std::int64_t kv_heads = std::array<std::int64_t, 4>{12, 6, 3, 1}[seed % 4];
+    for (const int longest_prefix : {30, 0})
+      for (const std::int64_t window : {0, 5}) {
+        const auto s =
+            make_scenario(seed, 3 + seed * 2, head_size, kv_heads, longest_prefix);
+        const auto expected = reference(s, window);
+        for (bool pooled : {true, false}) {
+          const auto got = run(s, pooled, attention_kernel::fused, window);
+          EXPECT_LE((got - expected).abs().max().item<float>(), 2e-5f)
+              << "seed " << seed << " prefixes up to " << longest_prefix << " window "
+              << window << (pooled ? " pooled" : " packed");
+        }
+      }
+  }
+}
+
+TEST(ragged_attention, a_group_is_causal_only_without_prefixes_or_a_shorter_window) {
+  auto shapes = [](std::vector<std::int64_t> prefixes, std::vector<std::int64_t> tokens) {
+    std::vector<item_shape> items(prefixes.size());
+    for (std::size_t i = 0; i < items.size(); ++i) {
+      items[i].prefix_slots.assign(static_cast<std::size_t>(prefixes[i]), 0);
+      items[i].new_tokens = tokens[i];
+    }
+    return items;
+  };
+  auto causal = [](const std::vector<item_shape>& items, std::int64_t window) {
+    const auto layout = build_pass_layout(items, -1, window);
+    EXPECT_EQ(layout.groups.size(), 1u);
+    return layout.groups[0].causal;
+  };
+  EXPECT_TRUE((causal(shapes({0, 0, 0}, {7, 5, 7}), 0))) << "prompts, one shorter";
+  EXPECT_FALSE((causal(shapes({0, 2, 0}, {7, 5, 7}), 0))) << "a prefix";
+  EXPECT_FALSE((causal(shapes({0, 0}, {7, 7}), 4))) << "a window shorter than the keys";
+  EXPECT_TRUE((causal(shapes({0, 0}, {7, 7}), 7))) << "a window as long as the keys";
 }
 
 TEST(ragged_attention, a_windowed_pass_reads_at_most_w_minus_1_prefix_keys_per_item) {

@@ -61,9 +61,11 @@ attention_group make_group(const std::vector<item_geometry>& geo,
                 -std::numeric_limits<float>::infinity());
   g.key_start.assign(static_cast<std::size_t>(g.items * n_max), 0);
   g.key_limit.assign(static_cast<std::size_t>(g.items * n_max), 0);
+  g.causal = n_max == l_max && (window == 0 || window >= l_max);
   for (std::int64_t m = 0; m < g.items; ++m) {
     const auto index = members[static_cast<std::size_t>(m)];
     const auto& it = geo[index];
+    g.causal = g.causal && it.prefix == 0;
     for (std::int64_t l = 0; l < it.length(); ++l)
       g.key_index[static_cast<std::size_t>(m * l_max + l)] = keys(index, it, l);
     for (std::int64_t j = 0; j < n_max; ++j) {

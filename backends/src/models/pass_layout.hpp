@@ -47,6 +47,10 @@ struct attention_group {
   std::vector<std::int64_t>
       result_rows; // [n_real] rows of the G*n_max output that are real
   std::vector<std::int64_t> result_targets; // [n_real] packed rows they answer
+  /// True when the mask is causal from the top left: no item has a prefix, queries and
+  /// keys are in step (n_max == L_max) and no window cuts in. A fused kernel may then
+  /// apply causality itself, without reading a mask (fused_attention.hpp).
+  bool causal = false;
 };
 
 struct pass_layout {

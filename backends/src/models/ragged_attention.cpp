@@ -2,6 +2,7 @@
 
 #include "kv/index_tensor.hpp"
 #include "models/cpu_attention.hpp"
+#include "models/fused_attention.hpp"
 #include "models/torch_weights.hpp"
 
 #include <cmath>
@@ -40,6 +41,28 @@ at::Tensor aten_attention_group(const at::Tensor& q_src, const kv_rows& source,
       .reshape({G * n, H * hd});
 }
 
+/// The same through the fused kernels: no scores in memory.
+at::Tensor fused_attention_group(const at::Tensor& q_src, const kv_rows& source,
+                                 const device_layout::group& g, bool identity,
+                                 std::int64_t H, std::int64_t hd) {
+  const auto KV = source.keys.elements.size(1);
+  const auto G = g.items, n = g.queries, L = g.keys;
+  const auto qg =
+      (identity ? q_src : q_src.index_select(0, g.query_index)).view({G, n, H, hd});
+  const auto [k_rows, v_rows] = source.gather(g.key_index);
+  return fused_attention(qg, k_rows.view({G, L, KV, hd}), v_rows.view({G, L, KV, hd}),
+                         g.causal ? at::Tensor() : g.mask.view({G, 1, n, L}))
+      .reshape({G * n, H * hd});
+}
+
+/// The group's output rows, by the kernel chosen for it (not the loops).
+at::Tensor group_attention(const at::Tensor& q_src, const kv_rows& source,
+                           const device_layout::group& g, bool identity, std::int64_t H,
+                           std::int64_t hd) {
+  return g.fused ? fused_attention_group(q_src, source, g, identity, H, hd)
+                 : aten_attention_group(q_src, source, g, identity, H, hd);
+}
+
 /// q / sqrt(hd): scaling q once is cheaper than scaling every score (the loops scale
 /// theirs).
 at::Tensor scaled_queries(const at::Tensor& q) {
@@ -53,6 +76,8 @@ device_layout to_device(const pass_layout& layout, at::Device device,
   const bool loops_apply = device.is_cpu() && dtype == at::kFloat;
   if (kernel == attention_kernel::cpu_loops && !loops_apply)
     throw std::invalid_argument("the attention loops need float32 CPU tensors");
+  if (kernel == attention_kernel::fused && !fused_attention_available())
+    throw std::invalid_argument("fused attention needs LibTorch 2.1 or later");
   device_layout out;
   out.host = &layout;
   out.positions = index_tensor(layout.positions, device);
@@ -61,6 +86,10 @@ device_layout to_device(const pass_layout& layout, at::Device device,
     d.loops = kernel == attention_kernel::cpu_loops ||
               (kernel == attention_kernel::automatic && loops_apply &&
                g.queries <= max_queries_for_loops);
+    d.fused = kernel == attention_kernel::fused ||
+              (kernel == attention_kernel::automatic && device.is_cuda() &&
+               fused_attention_available() && g.queries > 1);
+    d.causal = d.fused && g.causal;
     if (!d.loops) {
       d.items = g.items;
       d.queries = g.queries;
@@ -83,8 +112,8 @@ at::Tensor ragged_attention(const at::Tensor& q, const kv_rows& source,
   const auto T = q.size(0), H = q.size(1), hd = q.size(2);
   if (layout.host->identity && !layout.groups[0].loops) {
     // One group in packed order: its output is the result, with no copy.
-    return aten_attention_group(scaled_queries(q).contiguous(), source, layout.groups[0],
-                                true, H, hd);
+    return group_attention(scaled_queries(q).contiguous(), source, layout.groups[0], true,
+                           H, hd);
   }
   auto out = at::empty({T, H * hd}, q.options());
   ragged_attention_into(q, source, layout, out);
@@ -107,13 +136,13 @@ void ragged_attention_into(const at::Tensor& q, const kv_rows& source,
     if (!q_src.defined()) {
       const auto scaled = scaled_queries(q);
       if (identity) {
-        out.copy_(aten_attention_group(scaled.contiguous(), source, g, true, H, hd));
+        out.copy_(group_attention(scaled.contiguous(), source, g, true, H, hd));
         return;
       }
       // Padded query rows read the zero row appended here.
       q_src = at::cat({scaled, at::zeros({1, H, hd}, q.options())});
     }
-    const auto og = aten_attention_group(q_src, source, g, false, H, hd);
+    const auto og = group_attention(q_src, source, g, false, H, hd);
     out.index_copy_(0, g.result_targets, og.index_select(0, g.result_rows));
   }
 }

@@ -13,18 +13,21 @@
 namespace canopy::backends {
 
 /// How a group is computed: the ATen formulation (gathered keys, a masked batched
-/// matmul; any device and dtype) or cpu_attention_group's loops (float32 on the CPU).
-/// `automatic` takes the loops where they apply and a group has few queries per item,
-/// else ATen.
-enum class attention_kernel { automatic, aten, cpu_loops };
+/// matmul; any device and dtype), cpu_attention_group's loops (float32 on the CPU), or
+/// the fused kernels (fused_attention.hpp; LibTorch 2.1 and later). `automatic` takes
+/// the loops where they apply and a group has few queries per item, the fused kernels
+/// for a CUDA device's groups of several queries per item (prefill), else ATen.
+enum class attention_kernel { automatic, aten, cpu_loops, fused };
 
 /// A pass_layout made ready for the model's device, with each group's kernel chosen
 /// once per pass (not per layer). Only ATen groups get device tensors; the loops read
 /// the host layout.
 struct device_layout {
   struct group {
-    bool loops = false; // computed by cpu_attention_group
-    // ATen groups only:
+    bool loops = false;  // computed by cpu_attention_group
+    bool fused = false;  // computed by fused_attention
+    bool causal = false; // fused: causal from the top left, `mask` unread
+    // ATen and fused groups only:
     std::int64_t items = 0, queries = 0, keys = 0;
     at::Tensor query_index;    // [G*n_max] int64
     at::Tensor key_index;      // [G*L_max] int64
@@ -38,7 +41,7 @@ struct device_layout {
 };
 
 /// Throws std::invalid_argument when `kernel` is cpu_loops but the device or dtype is
-/// not float32 on the CPU.
+/// not float32 on the CPU, or fused where this LibTorch has no fused kernels.
 device_layout to_device(const pass_layout& layout, at::Device device,
                         at::ScalarType dtype,
                         attention_kernel kernel = attention_kernel::automatic);
