@@ -11,7 +11,7 @@
 # STAGES picks stages (default: core,cuda,bench,all,suite,vnni: the targets the CUDA checks
 # and the benchmark need, those checks, the benchmark, everything else, the whole suite,
 # the CPU's int8 and int4 kernels (AVX-512 VNNI against AVX2, where it has VNNI); also
-# diagnose, check and profile, below); OUT receives the logs (at most 8 files come back from a
+# diagnose, check, profile and graphs, below); OUT receives the logs (at most 8 files come back from a
 # device call); JOBS the build's parallelism; DEADLINE_S the seconds the whole run may
 # take (stages are cut to fit it); BENCH_PARTICLES the bench stage's SMC particles (64);
 # LIMITS=0 skips the profile stage's gpu_limits.py, PROFILE_WORKLOADS picks its workloads
@@ -203,6 +203,14 @@ build_targets() {
 if has_stage core; then
   build_targets core canopy torch_backend_tests model_fidelity_tests
   note "C++ runtime of canopy: $(readelf -d "$build/apps/canopy/canopy" | grep -o 'libstdc++[^]]*' || echo 'STATIC (a second copy: expect crashes)')"
+  # Whether decode passes can be recorded (backends/CMakeLists.txt's probe of the graph API).
+  if grep -q "CANOPY_CUDA_GRAPHS_COMPILE:INTERNAL=1" "$build/CMakeCache.txt"; then
+    note "CUDA graphs: compiled in"
+  else
+    note "CUDA graphs: NOT compiled in (decode passes run eagerly); the probe's log:"
+    grep -h -A30 "CANOPY_CUDA_GRAPHS_COMPILE" "$build"/CMakeFiles/CMakeConfigureLog.yaml \
+      "$build"/CMakeFiles/CMakeError.log 2>/dev/null | grep -E "error|rror:" | head -12 | tee -a "$summary"
+  fi
 fi
 
 # ---- why a test crashes: DIAGNOSE_TEST (executable:gtest filter) under a debugger for a
@@ -348,6 +356,29 @@ PY
   else
     note "nsys: not on this machine"
   fi
+fi
+
+# ---- decode passes recorded as CUDA graphs beside the same passes unrecorded (issue 32):
+# one sequence decoding, and SMC at 256 particles in passes of up to 256, under
+# --decode_graphs off then auto, twice over; then a lone pass part by part, recorded (the
+# parts "decode step: inputs / record / replay" say the buckets ran).
+if has_stage graphs; then
+  make_bench_model
+  : >"$out/bench-graphs.txt"
+  for round in 1 2; do
+    for graphs in off auto; do
+      timeout "$(remaining)" "$canopy" bench --workload decode,smc --variants full \
+        --model "$model" --particles 256 --steps 32 --batch_size 256 --decode_graphs $graphs \
+        --devices "[\"$device\"]" --dtype $dtype --kv_budget_bytes 8589934592 \
+        >>"$out/bench-graphs.txt" 2>>"$out/profile.log"
+      note "decode_graphs $graphs, round $round: exit $? ($(elapsed) s)"
+      grep -E "^(decode|smc) +full" "$out/bench-graphs.txt" | tail -2 | tee -a "$summary"
+    done
+  done
+  timeout "$(remaining)" "$canopy" bench --profile --model "$model" --devices "[\"$device\"]" \
+    --dtype $dtype >"$out/pass-profile-graphs.txt" 2>>"$out/profile.log"
+  note "lone pass profile, decode_graphs auto: exit $? ($(elapsed) s)"
+  grep -iE "decode step|row copy|whole pass|passes" "$out/pass-profile-graphs.txt" | head -12 | tee -a "$summary"
 fi
 
 # ---- the first benchmark beside genlm-backend's AsyncTransformer, same model, same GPU.

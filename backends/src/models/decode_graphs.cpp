@@ -45,7 +45,8 @@ struct decode_graphs::bucket {
       : items(items), keys(keys),
         staged(at::empty({4 * items + items * keys},
                          at::TensorOptions(at::kLong).pinned_memory(device.is_cuda()))),
-        inputs(at::empty_like(staged, at::TensorOptions(device))),
+        inputs(at::empty({4 * items + items * keys},
+                         at::TensorOptions(at::kLong).device(device))),
         rows(at::arange(items, at::TensorOptions(at::kLong).device(device))),
         key_positions(at::arange(keys, at::TensorOptions(at::kLong).device(device))) {
     tokens = inputs.narrow(0, 0, items);

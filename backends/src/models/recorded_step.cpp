@@ -24,7 +24,10 @@ public:
     // The inputs were copied on the current stream; recording runs on a side stream
     // (CUDA cannot record the legacy default stream), which must see them.
     c10::cuda::getCurrentCUDAStream().synchronize();
-    const auto side =
+    // One side stream per thread (a worker's thread serves one device): two workers on
+    // one GPU never record on the same stream, as the pool, handing its streams out in
+    // turn, could give them once it wraps.
+    thread_local const auto side =
         c10::cuda::getStreamFromPool(/*isHighPriority=*/false, device.index());
     const c10::cuda::CUDAStreamGuard on_side(side);
     step();

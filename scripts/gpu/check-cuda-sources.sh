@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Compiles the sources that only a CUDA LibTorch builds (the CUDA graph recording,
+# backends/src/models/recorded_step.cpp with CANOPY_CUDA_GRAPHS; the fused attention of
+# LibTorch 2.x) against LibTorch 2.x's headers and CUDA's, syntax only, so that an error
+# shows here rather than in a GPU session's few minutes. LibTorch's headers: Debian
+# trixie's libtorch-dev (downloaded once into DIR; Debian's CPU package ships ATen's and
+# c10's CUDA headers), CUDA's: /usr/local/cuda (this machine kind has the toolkit).
+# Run by hand before a device call, not in CI.
+#
+#   scripts/gpu/check-cuda-sources.sh [DIR]        (default /var/tmp/canopy-torch2-headers)
+set -euo pipefail
+src=$(cd "$(dirname "$0")/../.." && pwd)
+dir=${1:-/var/tmp/canopy-torch2-headers}
+cuda=${CUDA_HOME:-/usr/local/cuda}
+[ -f "$cuda/include/cuda_runtime_api.h" ] || { echo "no CUDA headers under $cuda" >&2; exit 1; }
+
+if [ ! -d "$dir/root/usr/include/ATen" ]; then
+  mkdir -p "$dir/lists/partial" "$dir/debs"
+  echo "deb http://deb.debian.org/debian trixie main" >"$dir/sources.list"
+  apt=(-o Dir::Etc::sourcelist="$dir/sources.list" -o Dir::Etc::sourceparts=-
+       -o Dir::State::Lists="$dir/lists")
+  apt-get "${apt[@]}" update -q >/dev/null
+  (cd "$dir/debs" && apt-get "${apt[@]}" download libtorch-dev >/dev/null 2>&1)
+  dpkg-deb -x "$dir"/debs/libtorch-dev_*.deb "$dir/root"
+fi
+include=$dir/root/usr/include
+# A CUDA LibTorch generates this header at its build; the CPU package has none.
+mkdir -p "$dir/stub/c10/cuda/impl"
+[ -f "$include/c10/cuda/impl/cuda_cmake_macros.h" ] ||
+  echo '#pragma once' >"$dir/stub/c10/cuda/impl/cuda_cmake_macros.h"
+
+status=0
+for file in backends/src/models/recorded_step.cpp backends/src/models/fused_attention.cpp; do
+  if g++ -std=c++17 -fsyntax-only -Wall -Wextra -DCANOPY_CUDA_GRAPHS -I"$src/backends/src" \
+      -isystem "$dir/stub" -isystem "$include" -isystem "$include/torch/csrc/api/include" \
+      -isystem "$cuda/include" "$src/$file"; then
+    echo "ok: $file"
+  else
+    echo "FAILED: $file" && status=1
+  fi
+done
+version=$(awk '/define TORCH_VERSION_(MAJOR|MINOR|PATCH)/ {printf "%s%s", sep, $3; sep="."}' \
+  "$include/torch/csrc/api/include/torch/version.h")
+echo "against LibTorch $version's headers and $("$cuda/bin/nvcc" --version 2>/dev/null | tail -1)"
+exit $status
