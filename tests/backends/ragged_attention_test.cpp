@@ -33,8 +33,10 @@ constexpr std::int64_t H = 12;
 /// hd: the loops are compiled for 8, 16, 32, 64 and 128, and for any other size
 /// at run time; kv: for 1, 2, 4 and 8 query heads per KV head (of H = 12: kv 12, 6,
 /// 3), and any other number at run time (kv 1).
+/// longest_prefix: prefixes up to that many keys; decoding: every item one new token.
 scenario make_scenario(std::uint32_t seed, std::size_t items, std::int64_t hd = 8,
-                       std::int64_t kv = 2, int longest_prefix = 30) {
+                       std::int64_t kv = 2, int longest_prefix = 30,
+                       bool decoding = false) {
   const auto KV = kv;
   std::mt19937 rng(seed);
   at::manual_seed(seed);
@@ -48,7 +50,8 @@ scenario make_scenario(std::uint32_t seed, std::size_t items, std::int64_t hd = 
     it.prefix_slots.resize(static_cast<std::size_t>(prefix(rng)));
     for (auto& slot : it.prefix_slots)
       slot = next_slot++;
-    it.new_tokens = i % 3 == 0 ? 1 : fresh(rng); // decoding and prefill items mixed
+    it.new_tokens = decoding || i % 3 == 0 ? 1 : fresh(rng); // else decoding and
+                                                             // prefill items mixed
     for (std::int64_t j = 0; j < it.new_tokens; ++j)
       it.new_slots.push_back(next_slot++);
     T += it.new_tokens;
@@ -210,7 +213,8 @@ TEST(ragged_attention, a_sliding_window_limits_every_query_to_the_last_w_positio
 
 // LibTorch 2.1 and later (the GPU machine's, trixie's 2.6 in scripts/torch2/check.sh):
 // the fused kernels, on the CPU here, against the same reference; with prefixes (the
-// mask), without (causal groups, no mask), and windowed.
+// mask), without (causal groups, no mask), decoding (one query per item: the query heads
+// of a KV head in the queries' place), and windowed.
 TEST(ragged_attention, the_fused_kernels_match_each_item_alone) {
   if (!fused_attention_available())
     GTEST_SKIP() << "this LibTorch has no fused attention (it takes 2.1 or later)";
@@ -218,17 +222,19 @@ TEST(ragged_attention, the_fused_kernels_match_each_item_alone) {
     const std::int64_t head_size = seed % 2 == 0 ? 64 : 8;
     const std::int64_t kv_heads = std::array<std::int64_t, 4>{12, 6, 3, 1}[seed % 4];
     for (const int longest_prefix : {30, 0})
-      for (const std::int64_t window : {0, 5}) {
-        const auto s =
-            make_scenario(seed, 3 + seed * 2, head_size, kv_heads, longest_prefix);
-        const auto expected = reference(s, window);
-        for (bool pooled : {true, false}) {
-          const auto got = run(s, pooled, attention_kernel::fused, window);
-          EXPECT_LE((got - expected).abs().max().item<float>(), 2e-5f)
-              << "seed " << seed << " prefixes up to " << longest_prefix << " window "
-              << window << (pooled ? " pooled" : " packed");
+      for (const bool decoding : {false, true})
+        for (const std::int64_t window : {0, 5}) {
+          const auto s = make_scenario(seed, 3 + seed * 2, head_size, kv_heads,
+                                       longest_prefix, decoding);
+          const auto expected = reference(s, window);
+          for (bool pooled : {true, false}) {
+            const auto got = run(s, pooled, attention_kernel::fused, window);
+            EXPECT_LE((got - expected).abs().max().item<float>(), 2e-5f)
+                << "seed " << seed << " prefixes up to " << longest_prefix
+                << (decoding ? " decoding" : "") << " window " << window
+                << (pooled ? " pooled" : " packed");
+          }
         }
-      }
   }
 }
 

@@ -1,5 +1,7 @@
 #include "models/decode_graphs.hpp"
 
+#include "models/fused_attention.hpp"
+
 #include <algorithm>
 #include <exception>
 #include <limits>
@@ -62,6 +64,7 @@ struct decode_graphs::bucket {
     layout.host = &host;
     layout.positions = positions;
     auto& g = layout.groups.emplace_back();
+    g.fused = device.is_cuda() && fused_attention_available();
     g.items = items;
     g.queries = 1;
     g.keys = keys;

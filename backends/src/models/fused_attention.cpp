@@ -33,7 +33,17 @@ at::Tensor as_heads(const at::Tensor& x, std::int64_t H) {
 
 at::Tensor fused_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                            const at::Tensor& mask) {
-  const auto H = q.size(2);
+  const auto G = q.size(0), n = q.size(1), H = q.size(2), hd = q.size(3);
+  const auto KV = k.size(2);
+  if (n == 1 && mask.defined()) {
+    // Decoding: one query per item, so the query heads that share a KV head can stand
+    // in the queries' place, and keys need no copy per query head ([G, 1, 1, L] masks
+    // every one alike).
+    const auto out =
+        at::scaled_dot_product_attention(q.view({G, KV, H / KV, hd}), k.transpose(1, 2),
+                                         v.transpose(1, 2), mask, 0.0, false, 1.0);
+    return out.reshape({G, 1, H, hd});
+  }
   const auto qh = q.transpose(1, 2), kh = as_heads(k, H), vh = as_heads(v, H);
   const auto out =
       mask.defined() ? at::scaled_dot_product_attention(qh, kh, vh, mask, 0.0, false, 1.0)

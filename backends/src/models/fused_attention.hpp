@@ -17,8 +17,9 @@ bool fused_attention_available();
 /// q [G, n, H, hd], already scaled by 1/sqrt(hd); k, v [G, L, KV, hd] with H a multiple
 /// of KV (query head h reads KV head h / (H / KV), as HF's repeat_kv); `mask` [G, 1, n,
 /// L] additive, or undefined for causal attention from the top left (n == L: query j sees
-/// keys 0..j). Returns [G, n, H, hd]. Throws std::logic_error where
-/// fused_attention_available() is false.
+/// keys 0..j). Returns [G, n, H, hd]. With one query per item (decoding) the KV heads are
+/// read as they are; with more, a grouped-query model's are copied per query head. Throws
+/// std::logic_error where fused_attention_available() is false.
 at::Tensor fused_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                            const at::Tensor& mask);
 

@@ -88,7 +88,7 @@ device_layout to_device(const pass_layout& layout, at::Device device,
                g.queries <= max_queries_for_loops);
     d.fused = kernel == attention_kernel::fused ||
               (kernel == attention_kernel::automatic && device.is_cuda() &&
-               fused_attention_available() && g.queries > 1);
+               fused_attention_available());
     d.causal = d.fused && g.causal;
     if (!d.loops) {
       d.items = g.items;

@@ -16,7 +16,7 @@ namespace canopy::backends {
 /// matmul; any device and dtype), cpu_attention_group's loops (float32 on the CPU), or
 /// the fused kernels (fused_attention.hpp; LibTorch 2.1 and later). `automatic` takes
 /// the loops where they apply and a group has few queries per item, the fused kernels
-/// for a CUDA device's groups of several queries per item (prefill), else ATen.
+/// for a CUDA device's groups where LibTorch has them, else ATen.
 enum class attention_kernel { automatic, aten, cpu_loops, fused };
 
 /// A pass_layout made ready for the model's device, with each group's kernel chosen
