@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Compiles the sources that only a CUDA LibTorch builds (the CUDA graph recording,
-# backends/src/models/recorded_step.cpp with CANOPY_CUDA_GRAPHS; the fused attention of
-# LibTorch 2.x) against LibTorch 2.x's headers and CUDA's, syntax only, so that an error
-# shows here rather than in a GPU session's few minutes. LibTorch's headers: Debian
+# Compiles the sources that only a CUDA LibTorch or LibTorch 2.x builds (the CUDA graph
+# recording, backends/src/models/recorded_step.cpp with CANOPY_CUDA_GRAPHS; the fused
+# attention; the Llama forward's use of at::rms_norm) against LibTorch 2.x's headers and
+# CUDA's, syntax only, so that an error shows here rather than in a GPU session's few
+# minutes. LibTorch's headers: Debian
 # trixie's libtorch-dev (downloaded once into DIR; Debian's CPU package ships ATen's and
 # c10's CUDA headers), CUDA's: /usr/local/cuda (this machine kind has the toolkit).
 # Run by hand before a device call, not in CI.
@@ -30,8 +31,10 @@ mkdir -p "$dir/stub/c10/cuda/impl"
   echo '#pragma once' >"$dir/stub/c10/cuda/impl/cuda_cmake_macros.h"
 
 status=0
-for file in backends/src/models/recorded_step.cpp backends/src/models/fused_attention.cpp; do
+for file in backends/src/models/recorded_step.cpp backends/src/models/fused_attention.cpp \
+  backends/src/models/llama_model.cpp; do
   if g++ -std=c++17 -fsyntax-only -Wall -Wextra -DCANOPY_CUDA_GRAPHS -I"$src/backends/src" \
+      -I"$src/backends/include" -I"$src/cache/include" \
       -isystem "$dir/stub" -isystem "$include" -isystem "$include/torch/csrc/api/include" \
       -isystem "$cuda/include" "$src/$file"; then
     echo "ok: $file"

@@ -4,9 +4,15 @@
 
 #include <canopy/backends/checkpoints/checkpoint_writer.hpp>
 
+#include <torch/version.h>
+
 #include <algorithm>
 #include <cmath>
 #include <string>
+
+// at::rms_norm came in LibTorch 2.4.
+#define CANOPY_HAS_ATEN_RMS_NORM                                                         \
+  (TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4))
 
 namespace canopy::backends {
 
@@ -88,8 +94,8 @@ std::size_t llama_weights::bytes() const {
       head.bytes() + (embed.shares(head) ? 0 : embed.bytes()) + tensor_bytes(norm);
   for (const auto& L : layers)
     sum += tensor_bytes(L.input_norm) + L.qkv.bytes() + tensor_bytes(L.qkv_bias) +
-           tensor_bytes(L.q_norm) + tensor_bytes(L.k_norm) + L.out.bytes() +
-           tensor_bytes(L.post_norm) + L.gate_up.bytes() + L.down.bytes();
+           tensor_bytes(L.q_norm) + tensor_bytes(L.k_norm) + tensor_bytes(L.qk_norm) +
+           L.out.bytes() + tensor_bytes(L.post_norm) + L.gate_up.bytes() + L.down.bytes();
   return sum;
 }
 
@@ -154,6 +160,8 @@ llama_model::llama_model(const checkpoint& ckpt, at::ScalarType dtype, at::Devic
   w_.norm = w("model.norm.weight");
   for (std::int64_t l = 0; l < c.num_layers; ++l) {
     const auto p = "model.layers." + std::to_string(l) + ".";
+    const auto q_norm = c.qk_norm ? w(p + "self_attn.q_norm.weight") : at::Tensor();
+    const auto k_norm = c.qk_norm ? w(p + "self_attn.k_norm.weight") : at::Tensor();
     w_.layers.push_back(
         {w(p + "input_layernorm.weight"),
          stacked({{p + "self_attn.q_proj.weight", true},
@@ -164,20 +172,27 @@ llama_model::llama_model(const checkpoint& ckpt, at::ScalarType dtype, at::Devic
              ? at::cat({w(p + "self_attn.q_proj.bias"), w(p + "self_attn.k_proj.bias"),
                         w(p + "self_attn.v_proj.bias")})
              : at::Tensor(),
-         c.qk_norm ? w(p + "self_attn.q_norm.weight") : at::Tensor(),
-         c.qk_norm ? w(p + "self_attn.k_norm.weight") : at::Tensor(),
-         matrix(p + "self_attn.o_proj.weight"), w(p + "post_attention_layernorm.weight"),
+         q_norm, k_norm, matrix(p + "self_attn.o_proj.weight"),
+         w(p + "post_attention_layernorm.weight"),
          stacked({{p + "mlp.gate_proj.weight", false}, {p + "mlp.up_proj.weight", false}},
                  format),
-         matrix(p + "mlp.down_proj.weight")});
+         matrix(p + "mlp.down_proj.weight"),
+         c.qk_norm ? at::cat({q_norm.expand({c.num_heads, c.head_dim}),
+                              k_norm.expand({c.num_kv_heads, c.head_dim})})
+                   : at::Tensor()});
   }
 }
 
 at::Tensor llama_model::rms_norm(const at::Tensor& x, const at::Tensor& weight) const {
   // In float32 whatever the compute dtype, as HF's LlamaRMSNorm.
+#if CANOPY_HAS_ATEN_RMS_NORM
+  // LibTorch's own takes the same steps, fused into one kernel where it has one.
+  return at::rms_norm(x, {x.size(-1)}, weight, config_.norm_eps);
+#else
   const auto xf = x.to(at::kFloat);
   const auto scale = at::rsqrt(xf.pow(2).mean(-1, true) + config_.norm_eps);
   return (xf * scale).to(x.scalar_type()) * weight;
+#endif
 }
 
 const rope_table&
@@ -193,10 +208,10 @@ std::int64_t llama_model::prepare_positions(std::int64_t end) const {
 }
 
 at::Tensor llama_model::rotate(const at::Tensor& x, const at::Tensor& cos,
-                               const at::Tensor& sin) const {
+                               const at::Tensor& signed_sin) const {
   const auto half = config_.head_dim / 2;
-  const auto rotated = at::cat({-x.narrow(-1, half, half), x.narrow(-1, 0, half)}, -1);
-  return x * cos + rotated * sin;
+  const auto swapped = at::cat({x.narrow(-1, half, half), x.narrow(-1, 0, half)}, -1);
+  return at::addcmul(x * cos, swapped, signed_sin);
 }
 
 at::Tensor llama_model::forward(const at::Tensor& tokens, const device_layout& layout,
@@ -208,7 +223,9 @@ at::Tensor llama_model::forward(const at::Tensor& tokens, const device_layout& l
   const auto& rope = rope_for(layout.host->positions);
   const auto cos =
       rope.cos().index_select(0, layout.positions).unsqueeze(1); // [T, 1, hd]
-  const auto sin = rope.sin().index_select(0, layout.positions).unsqueeze(1);
+  // rotate_half(x) sin = [x2, x1] [-sin, sin] (halves): the sign folded in once a pass.
+  auto signed_sin = rope.sin().index_select(0, layout.positions).unsqueeze(1);
+  signed_sin.narrow(-1, 0, hd / 2).neg_();
   auto x = w_.embed.lookup(tokens); // [T, D]
   for (std::int64_t l = 0; l < c.num_layers; ++l) {
     const auto& L = w_.layers[static_cast<std::size_t>(l)];
@@ -216,27 +233,23 @@ at::Tensor llama_model::forward(const at::Tensor& tokens, const device_layout& l
     auto projected = project(normed, L.qkv);
     add_lora_deltas(adapters, lora_site::qkv, l, normed, projected);
     const auto qkv = L.qkv_bias.defined() ? projected + L.qkv_bias : projected;
-    auto q = qkv.narrow(1, 0, H * hd).view({T, H, hd});
-    auto k = qkv.narrow(1, H * hd, KV * hd).view({T, KV, hd});
-    if (L.q_norm.defined()) {
-      q = rms_norm(q, L.q_norm);
-      k = rms_norm(k, L.k_norm);
-    }
-    q = rotate(q, cos, sin);
-    k = rotate(k, cos, sin);
+    // q and k side by side, normed and rotated together: half the kernels.
+    auto qk = qkv.narrow(1, 0, (H + KV) * hd).view({T, H + KV, hd});
+    if (L.qk_norm.defined())
+      qk = rms_norm(qk, L.qk_norm);
+    qk = rotate(qk, cos, signed_sin);
+    const auto q = qk.narrow(1, 0, H), k = qk.narrow(1, H, KV);
     const auto v = qkv.narrow(1, (H + KV) * hd, KV * hd).reshape({T, KV, hd});
     const auto attention = ragged_attention(q, kv.sources(l, k, v), layout);
-    auto out = project(attention, L.out);
-    add_lora_deltas(adapters, lora_site::out, l, attention, out);
-    x = x + out;
+    add_projection(attention, L.out, x);
+    add_lora_deltas(adapters, lora_site::out, l, attention, x);
     const auto post_normed = rms_norm(x, L.post_norm);
     auto gate_up = project(post_normed, L.gate_up);
     add_lora_deltas(adapters, lora_site::gate_up, l, post_normed, gate_up);
     const auto F = gate_up.size(1) / 2;
     const auto swiglu = at::silu(gate_up.narrow(1, 0, F)) * gate_up.narrow(1, F, F);
-    auto down = project(swiglu, L.down);
-    add_lora_deltas(adapters, lora_site::down, l, swiglu, down);
-    x = x + down;
+    add_projection(swiglu, L.down, x);
+    add_lora_deltas(adapters, lora_site::down, l, swiglu, x);
   }
   const auto last = rms_norm(x.index_select(0, rows), w_.norm);
   return log_probs(project(last, w_.head));

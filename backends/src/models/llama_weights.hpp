@@ -24,6 +24,8 @@ struct llama_layer {
   at::Tensor post_norm;  // [D]
   projection gate_up;    // [D, 2F]: gate and up fused
   projection down;       // [F, D]
+  at::Tensor qk_norm;    // [H + KV, hd]: q_norm for each query head, then k_norm for
+                         // each KV head, so that the ATen forward norms q and k at once
 };
 
 struct llama_weights {

@@ -67,6 +67,15 @@ at::Tensor project(const at::Tensor& x, const projection& p) {
   return y;
 }
 
+void add_projection(const at::Tensor& x, const projection& p, at::Tensor& y) {
+  if (p.dense.defined()) {
+    y.addmm_(x, p.dense);
+    return;
+  }
+  const auto in = x.contiguous();
+  project_into(in.data_ptr<float>(), in.size(0), p, y.data_ptr<float>(), true);
+}
+
 void project_into(const float* x, std::int64_t rows, const projection& p, float* y,
                   bool accumulate) {
   if (p.blocks)

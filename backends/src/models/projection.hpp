@@ -41,6 +41,10 @@ projection make_projection(const at::Tensor& weight, std::optional<weight_format
 /// x [rows, in] P: [rows, out] (the ATen forward; blocks need float32 CPU x).
 at::Tensor project(const at::Tensor& x, const projection& p);
 
+/// y += x P in place, y [rows, out] contiguous (a residual stream): dense, one product
+/// that adds as it writes (BLAS's beta = 1), not a product and an addition.
+void add_projection(const at::Tensor& x, const projection& p, at::Tensor& y);
+
 /// y[rows, out] = x[rows, in] P, or y += x P when `accumulate` (the direct forward:
 /// float32 buffers).
 void project_into(const float* x, std::int64_t rows, const projection& p, float* y,
