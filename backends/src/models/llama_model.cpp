@@ -186,8 +186,12 @@ llama_model::llama_model(const checkpoint& ckpt, at::ScalarType dtype, at::Devic
 at::Tensor llama_model::rms_norm(const at::Tensor& x, const at::Tensor& weight) const {
   // In float32 whatever the compute dtype, as HF's LlamaRMSNorm.
 #if CANOPY_HAS_ATEN_RMS_NORM
-  // LibTorch's own takes the same steps, fused into one kernel where it has one.
-  return at::rms_norm(x, {x.size(-1)}, weight, config_.norm_eps);
+  // LibTorch's own takes the same steps, fused into one kernel where it has one. Its
+  // weight must be one row; q and k's, one row per head, multiply after.
+  const std::int64_t width = x.size(-1);
+  if (weight.dim() == 1)
+    return at::rms_norm(x, {width}, weight, config_.norm_eps);
+  return at::rms_norm(x, {width}, std::nullopt, config_.norm_eps) * weight;
 #else
   const auto xf = x.to(at::kFloat);
   const auto scale = at::rsqrt(xf.pow(2).mean(-1, true) + config_.norm_eps);
