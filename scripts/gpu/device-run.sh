@@ -360,8 +360,9 @@ fi
 
 # ---- decode passes recorded as CUDA graphs beside the same passes unrecorded (issue 32):
 # one sequence decoding, and SMC at 256 particles in passes of up to 256, under
-# --decode_graphs off then auto, twice over; then a lone pass part by part, recorded (the
-# parts "decode step: inputs / record / replay" say the buckets ran).
+# --decode_graphs off then auto, twice over; SMC with two workers on the one GPU (the
+# comp/uniq column: 1.00); then a lone pass part by part, recorded (the parts "decode
+# step: inputs / record / replay" say the buckets ran).
 if has_stage graphs; then
   make_bench_model
   : >"$out/bench-graphs.txt"
@@ -375,6 +376,12 @@ if has_stage graphs; then
       grep -E "^(decode|smc) +full" "$out/bench-graphs.txt" | tail -2 | tee -a "$summary"
     done
   done
+  # Two workers on one GPU, KV reused across SMC steps: tokens computed / unique stays 1.00.
+  timeout "$(remaining)" "$canopy" bench --workload smc --variants full --model "$model" \
+    --particles 256 --steps 32 --batch_size 256 --devices "[\"$device\",\"$device\"]" \
+    --dtype $dtype --kv_budget_bytes 4294967296 >>"$out/bench-graphs.txt" 2>>"$out/profile.log"
+  note "two workers on $device: exit $? ($(elapsed) s)"
+  grep -E "^smc +full" "$out/bench-graphs.txt" | tail -1 | tee -a "$summary"
   timeout "$(remaining)" "$canopy" bench --profile --model "$model" --devices "[\"$device\"]" \
     --dtype $dtype >"$out/pass-profile-graphs.txt" 2>>"$out/profile.log"
   note "lone pass profile, decode_graphs auto: exit $? ($(elapsed) s)"
