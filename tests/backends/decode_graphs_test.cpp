@@ -1,8 +1,8 @@
 // Decode passes through fixed-shape buckets (decode_graphs.hpp), against the float64
 // oracle: SMC-like steps of every model, items padded to a power of two and keys to a
 // bucket, on the CPU op by op ("eager") and, in the CUDA label, recorded as CUDA graphs
-// and replayed ("auto"); a pass without rows for its padding runs ragged; settings the
-// buckets cannot take are refused by name.
+// and replayed ("auto"); a pass without rows for its padding, or past the largest
+// bucket, runs ragged; settings the buckets cannot take are refused by name.
 #include <canopy/backends/checkpoints/checkpoint.hpp>
 #include <canopy/backends/models/torch_backend.hpp>
 #include <canopy/backends/pass_profile.hpp>
@@ -155,6 +155,38 @@ TEST(decode_buckets_storage, a_step_without_a_row_for_its_padding_runs_ragged) {
           << spare << " spare rows";
     EXPECT_EQ(has_part(profile, "decode step"), spare == 4) << spare << " spare rows";
     EXPECT_EQ(backend->kv_entries(), prefix) << "borrowed rows given back";
+  }
+}
+
+// 256 items fill the largest bucket; 257 run ragged. Both give the oracle's row.
+TEST(decode_buckets_storage, a_step_past_the_largest_bucket_runs_ragged) {
+  CANOPY_SHARED_PATH_OR_SKIP(model, "models/stories260K/stories260K.bin");
+  CANOPY_SHARED_PATH_OR_SKIP(oracle, "oracle/stories260K");
+  const auto cases = canopy::testing::load_oracle_cases(oracle);
+  const auto& c = cases.back();
+  constexpr std::size_t prefix = 9;
+  torch_options options;
+  options.decode_graphs = bucket_mode();
+  auto backend =
+      make_torch_backend(load_checkpoint(model), canopy::testing::test_device(), options);
+  pass_request prime;
+  prime.items.push_back(
+      item(canopy::cache::token_seq(c.tokens.begin(), c.tokens.begin() + prefix)));
+  const auto last = backend->run(prime).items[0].kv.back();
+  for (const std::size_t items : {256u, 257u}) {
+    pass_profile profile;
+    backend->attach_profile(&profile);
+    pass_request step;
+    for (std::size_t k = 0; k < items; ++k)
+      step.items.push_back(decode_item(c.tokens[prefix], last, prefix, false));
+    const auto result = backend->run(step);
+    backend->attach_profile(nullptr);
+    double worst = 0;
+    for (const auto& out : result.items)
+      worst = std::max(
+          worst, max_abs_diff(out.logprobs.data(), c.row(prefix), out.logprobs.size()));
+    EXPECT_LE(worst, c.tolerance) << items << " items";
+    EXPECT_EQ(has_part(profile, "decode step"), items == 256) << items << " items";
   }
 }
 

@@ -15,7 +15,9 @@ namespace {
 // cover every step, and padding at most doubles a step's work. On a GPU a decode step of
 // a ~1B model is bound by its launches, not its arithmetic: a replayed step of 256
 // items took 3.4 ms where one of 64 took 2.4 and an eager one 8-14 (docs/benchmarks.md).
-// Past these bounds a step's own work outweighs its launches, and it runs ragged.
+// Past these bounds a step's own work outweighs its launches, and it runs ragged; so
+// does a step whose bucket would gather more than max_cells keys a layer (items x keys:
+// 256 items of 1,024 keys, 32 of 8,192), where padding would double a large gather.
 // A padding item reads the storage's zero row through an open mask (so its scores are
 // finite), and writes its KV to a row borrowed for the pass; its row is dropped.
 //
@@ -29,6 +31,7 @@ namespace {
 constexpr std::int64_t min_keys = 32;
 constexpr std::int64_t max_items = 256;
 constexpr std::int64_t max_keys = 8192;
+constexpr std::int64_t max_cells = std::int64_t{1} << 18;
 
 std::int64_t power_of_two_from(std::int64_t n, std::int64_t least) {
   std::int64_t p = least;
@@ -117,7 +120,10 @@ std::optional<std::size_t> decode_graphs::padding_for(std::size_t items,
   const auto n = static_cast<std::int64_t>(items);
   if (n == 0 || n > max_items || keys > max_keys)
     return std::nullopt;
-  return static_cast<std::size_t>(power_of_two_from(n, 1) - n);
+  const auto padded = power_of_two_from(n, 1);
+  if (padded * power_of_two_from(keys, min_keys) > max_cells)
+    return std::nullopt;
+  return static_cast<std::size_t>(padded - n);
 }
 
 decode_graphs::bucket& decode_graphs::bucket_for(std::int64_t items, std::int64_t keys) {
