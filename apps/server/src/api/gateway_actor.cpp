@@ -60,6 +60,11 @@ struct query_slot {
 };
 
 struct gateway_state {
+  // Declared, so that the state is no aggregate: under C++20 an aggregate whose first
+  // member is an actor handle counts as constructible from CAF's self pointer, and CAF
+  // 0.17 then tries to build the state from it.
+  gateway_state() = default;
+
   engine_actor engine;
   std::unordered_map<request_id, open_job> jobs;
   std::unordered_map<std::uint64_t, query_slot> queries; // by query id
