@@ -11,6 +11,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
+#include <optional>
 #include <vector>
 
 namespace canopy::server::testing {
@@ -44,13 +45,18 @@ public:
   }
 
   void handle(request_id id, http_request request, respond_fn respond) override {
-    if (mode_ == mode::echo) {
-      respond(echo(id, request));
-      respond = nullptr;
+    // An echo is recorded before it is sent: a test that has read the answer then finds
+    // the call (recorded after, it was missing now and then under load).
+    std::optional<http_response> answer;
+    if (mode_ == mode::echo)
+      answer = echo(id, request);
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      calls_.push_back({id, std::move(request), answer ? nullptr : std::move(respond)});
+      changed_.notify_all();
     }
-    std::lock_guard<std::mutex> lock(mutex_);
-    calls_.push_back({id, std::move(request), std::move(respond)});
-    changed_.notify_all();
+    if (answer)
+      respond(std::move(*answer));
   }
 
   void cancel(request_id id) override {
