@@ -280,9 +280,8 @@ void engine_config::validate() const {
     invalid("kv_dtype",
             "unknown KV format '" + kv_dtype +
                 "' (float32, float16, bfloat16, int8; empty: the compute dtype)");
-  if (decode_graphs != "auto" && decode_graphs != "off" && decode_graphs != "eager")
-    invalid("decode_graphs",
-            "unknown setting '" + decode_graphs + "' (auto, off, eager)");
+  if (auto problem = backends::decode_graphs_problem(decode_graphs); !problem.empty())
+    invalid("decode_graphs", problem);
   if (vocab_size < 2)
     invalid("vocab_size", "must be at least 2");
   if (context_length < 1)

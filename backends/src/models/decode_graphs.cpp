@@ -163,24 +163,23 @@ at::Tensor decode_graphs::run(const decode_step& step, profile_clock& clock) {
   b.stage(step);
   b.inputs.copy_(b.staged, /*non_blocking=*/true);
   clock.lap("decode step: inputs");
+  if (mode_ == mode::recorded && !b.recorded) {
+    try {
+      b.recorded = record_step([&] { return compute(b); }, device_, first_recorded_);
+      if (!first_recorded_)
+        first_recorded_ = b.recorded.get();
+      clock.lap("decode step: record");
+    } catch (const std::exception&) {
+      // A step this LibTorch cannot record is still a step it can compute: this one
+      // and every later one run eagerly, and the profile names why.
+      mode_ = mode::eager;
+      clock.lap("decode step: recording failed, eager from now on");
+    }
+  }
   if (mode_ == mode::eager) {
     const auto out = compute(b);
     clock.lap("decode step: eager, padded");
     return out.narrow(0, 0, real);
-  }
-  if (!b.recorded) {
-    try {
-      b.recorded = record_step([&] { return compute(b); }, device_, first_recorded_);
-    } catch (const std::exception&) {
-      // A step this LibTorch cannot record is still a step it can compute: every later
-      // one runs eagerly, and the profile names why.
-      mode_ = mode::eager;
-      clock.lap("decode step: recording failed, eager from now on");
-      return run(step, clock);
-    }
-    if (!first_recorded_)
-      first_recorded_ = b.recorded.get();
-    clock.lap("decode step: record");
   }
   b.recorded->replay();
   clock.lap("decode step: replay");

@@ -168,9 +168,8 @@ at::Tensor rows_on_host(const at::Tensor& rows) {
 std::optional<decode_graphs::mode> decode_graphs_mode(const torch_options& options,
                                                       at::Device device) {
   const auto& asked = options.decode_graphs;
-  if (asked != "auto" && asked != "off" && asked != "eager")
-    throw std::invalid_argument("unknown decode_graphs '" + asked +
-                                "' (known: auto, off, eager)");
+  if (auto problem = decode_graphs_problem(asked); !problem.empty())
+    throw std::invalid_argument(problem);
   if (asked == "eager" && options.kv_residual_tokens > 0)
     throw std::invalid_argument("decode_graphs 'eager' cannot run beside "
                                 "kv_residual_tokens; use 'auto' or 'off'");
@@ -609,6 +608,12 @@ private:
 };
 
 } // namespace
+
+std::string decode_graphs_problem(const std::string& value) {
+  if (value == "auto" || value == "off" || value == "eager")
+    return "";
+  return "unknown decode_graphs '" + value + "' (known: auto, off, eager)";
+}
 
 model_config served_config(model_config config, const torch_options& options) {
   const auto asked = options.max_context_length;

@@ -49,6 +49,10 @@ struct torch_options {
               // check of the recorded steps' numbers). Not with kv_residual_tokens.
 };
 
+/// Why `value` is no torch_options::decode_graphs setting (auto, off or eager), naming
+/// the known ones; "" when it is one.
+std::string decode_graphs_problem(const std::string& value);
+
 /// `config` with the context `options` ask for: 0 keeps the model's; less than the
 /// model's lowers it; more is allowed only for a sliding-window model (its attention
 /// reaches W tokens back at any position; RoPE angles are computed for every position
