@@ -11,7 +11,7 @@ using namespace messages;
 
 namespace {
 
-using device_pointer = node_device_actor::stateful_pointer<node_device_state>;
+using device_pointer = polling_node_device_actor::stateful_pointer<node_device_state>;
 
 /// Of `handles`, those the open session made (none once it ended, its KV freed
 /// already); `forget` takes them out of the session's own.
@@ -38,9 +38,27 @@ caf::error no_session() {
   return make_error(errc::worker_lost, "the node has no such session (it ended)");
 }
 
+/// Records the KV a computed pass made as its session's, or, when the session ended
+/// while the pass computed, frees it and refuses the pass.
+caf::error own_kv(node_device_state& st, std::uint64_t session,
+                  const computed_pass& pass) {
+  std::vector<cache::kv_handle> made;
+  for (const auto& item : pass.items)
+    for (auto kv : item.kv)
+      if (kv != cache::no_kv)
+        made.push_back(kv);
+  auto it = st.sessions.find(session);
+  if (it == st.sessions.end()) {
+    release_kv(*st.backend, made);
+    return no_session();
+  }
+  it->second.kv.insert(made.begin(), made.end());
+  return caf::none;
+}
+
 } // namespace
 
-node_device_actor::behavior_type
+polling_node_device_actor::behavior_type
 node_device(device_pointer self,
             std::shared_ptr<std::unique_ptr<backends::backend_i>> backend,
             std::uint64_t owner_key) {
@@ -53,7 +71,7 @@ node_device(device_pointer self,
         auto it = st.sessions.find(session);
         if (it == st.sessions.end())
           return no_session();
-        auto& owned = it->second.kv;
+        const auto& owned = it->second.kv;
         for (std::size_t i = 0; i < request.items.size(); ++i) {
           auto& item = request.items[i];
           if (item.prefix != cache::no_kv && owned.count(item.prefix) == 0)
@@ -68,14 +86,17 @@ node_device(device_pointer self,
                                   " names an adapter its session did not load");
           item.adapter = loaded_as(session, item.adapter);
         }
-        auto result = run_pass(*st.backend, request, rows);
-        if (!result)
-          return std::move(result.error());
-        for (const auto& item : result->items)
-          for (auto kv : item.kv)
-            if (kv != cache::no_kv)
-              owned.insert(kv);
-        return std::move(*result);
+        auto answer = self->make_response_promise<computed_pass>();
+        if (st.passes.start(*st.backend, request, rows, answer,
+                            [self, session](const computed_pass& pass) {
+                              return own_kv(self->state, session, pass);
+                            }))
+          self->send(self, poll_atom::value);
+        return answer;
+      },
+      [=](poll_atom) {
+        if (self->state.passes.answer_ready())
+          self->send(self, poll_atom::value);
       },
       [=](free_kv_atom, std::uint64_t session,
           const std::vector<cache::kv_handle>& handles) {
@@ -125,9 +146,10 @@ node_device(device_pointer self,
           st.backend->remove_adapter(loaded_as(session, key));
       },
       [=](drain_atom, std::uint64_t key) {
-        if (key == self->state.owner_key)
-          self->quit(); // after what came before; later passes are bounced to their
-                        // fronts
+        if (key != self->state.owner_key)
+          return;
+        self->state.passes.answer_all();
+        self->quit(); // after what came before; later passes are bounced to their fronts
       },
   };
 }

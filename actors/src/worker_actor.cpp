@@ -6,18 +6,21 @@ namespace canopy::actors {
 
 using namespace messages;
 
-worker_actor::behavior_type
-worker(worker_actor::stateful_pointer<worker_state> self,
+polling_worker_actor::behavior_type
+worker(polling_worker_actor::stateful_pointer<worker_state> self,
        std::shared_ptr<std::unique_ptr<backends::backend_i>> backend) {
   // The backend arrives through a shared holder because spawn arguments are copied.
   self->state.backend = std::move(*backend);
   return {
-      [=](run_atom, const backends::pass_request& request,
-          cache::row_dtype rows) -> caf::result<computed_pass> {
-        auto result = run_pass(*self->state.backend, request, rows);
-        if (!result)
-          return std::move(result.error());
-        return std::move(*result);
+      [=](run_atom, const backends::pass_request& request, cache::row_dtype rows) {
+        auto answer = self->make_response_promise<computed_pass>();
+        if (self->state.passes.start(*self->state.backend, request, rows, answer))
+          self->send(self, poll_atom::value);
+        return answer;
+      },
+      [=](poll_atom) {
+        if (self->state.passes.answer_ready())
+          self->send(self, poll_atom::value);
       },
       [=](free_kv_atom, const std::vector<cache::kv_handle>& handles) {
         release_kv(*self->state.backend, handles);

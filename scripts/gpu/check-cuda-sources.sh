@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Compiles the sources that only a CUDA LibTorch or LibTorch 2.x builds (the CUDA graph
 # recording, backends/src/models/recorded_step.cpp with CANOPY_CUDA_GRAPHS; the fused
-# attention; the Llama forward's use of at::rms_norm) against LibTorch 2.x's headers and
+# attention; the Llama forward's use of at::rms_norm; the rows' copy to the host under an
+# event, and the torch backend that starts passes) against LibTorch 2.x's headers and
 # CUDA's, syntax only, so that an error shows here rather than in a GPU session's few
 # minutes. LibTorch's headers: Debian's libtorch-dev of each suite in SUITES (default
 # "trixie sid": 2.6 and, at the time of writing, 2.14, either side of the GPU machine's
@@ -40,7 +41,8 @@ for suite in ${SUITES:-trixie sid}; do
     awk '/define TORCH_VERSION_(MAJOR|MINOR|PATCH) / {printf "%s%s", sep, $3; sep="."}' ||
     true) # one of the two files is missing in each version
   for file in backends/src/models/recorded_step.cpp backends/src/models/fused_attention.cpp \
-    backends/src/models/llama_model.cpp; do
+    backends/src/models/llama_model.cpp backends/src/models/rows_to_host.cpp \
+    backends/src/models/started_torch_pass.cpp backends/src/models/torch_backend.cpp; do
     if g++ -std=$standard -fsyntax-only -Wall -Wextra -DCANOPY_CUDA_GRAPHS \
         -I"$src/backends/src" -I"$src/backends/include" -I"$src/cache/include" \
         -isystem "$dir/stub" -isystem "$include" -isystem "$include/torch/csrc/api/include" \

@@ -361,8 +361,9 @@ fi
 # ---- decode passes recorded as CUDA graphs beside the same passes unrecorded (issue 32):
 # one sequence decoding, and SMC at 256 particles in passes of up to 256, under
 # --decode_graphs off then auto, twice over; SMC with two workers on the one GPU (the
-# comp/uniq column: 1.00); then a lone pass part by part, recorded (the parts "decode
-# step: inputs / record / replay" say the buckets ran).
+# comp/uniq column: 1.00); four populations stepped together with one pass in flight
+# per worker, then two (pipelined); then a lone pass part by part, recorded (the parts
+# "decode step: inputs / record / replay" say the buckets ran).
 if has_stage graphs; then
   make_bench_model
   : >"$out/bench-graphs.txt"
@@ -382,6 +383,16 @@ if has_stage graphs; then
     --dtype $dtype --kv_budget_bytes 4294967296 >>"$out/bench-graphs.txt" 2>>"$out/profile.log"
   note "two workers on $device: exit $? ($(elapsed) s)"
   grep -E "^smc +full" "$out/bench-graphs.txt" | tail -1 | tee -a "$summary"
+  # Passes pipelined: four populations of 64 particles make four passes a step; with two
+  # in flight the worker starts the next before the last one's rows are on the host.
+  for in_flight in 1 2; do
+    timeout "$(remaining)" "$canopy" bench --workload smc --variants full --model "$model" \
+      --particles 64 --populations 4 --steps 32 --batch_size 64 \
+      --worker_passes_in_flight $in_flight --devices "[\"$device\"]" --dtype $dtype \
+      --kv_budget_bytes 4294967296 >>"$out/bench-graphs.txt" 2>>"$out/profile.log"
+    note "passes in flight $in_flight: exit $? ($(elapsed) s)"
+    grep -E "^smc +full" "$out/bench-graphs.txt" | tail -1 | tee -a "$summary"
+  done
   timeout "$(remaining)" "$canopy" bench --profile --model "$model" --devices "[\"$device\"]" \
     --dtype $dtype >"$out/pass-profile-graphs.txt" 2>>"$out/profile.log"
   note "lone pass profile, decode_graphs auto: exit $? ($(elapsed) s)"

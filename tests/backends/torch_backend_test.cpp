@@ -20,6 +20,7 @@
 #include <stdexcept>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -342,16 +343,62 @@ TEST_F(torch_backend_kv,
                                                    "layer 0: output projection",
                                                    "layer 0: norm, MLP"};
     const std::vector<std::string> aten_parts = {"check items, take KV slots", "layout",
-                                                 "ATen forward", "row copy"};
+                                                 "ATen forward", "rows to host",
+                                                 "row copy"};
     const auto& expected = direct ? direct_parts : aten_parts;
     ASSERT_GE(names.size(), expected.size());
     EXPECT_TRUE(std::equal(expected.begin(), expected.end(), names.begin()))
         << (direct ? "direct" : "aten") << ": " << names[2];
     if (direct) {
-      EXPECT_EQ(names.size(), 3u + 5u * 5u + 3u)
-          << "5 layers of 5 parts, head, softmax, copy";
+      EXPECT_EQ(names.size(), 3u + 5u * 5u + 4u)
+          << "5 layers of 5 parts, head, softmax, rows to host, copy";
       EXPECT_EQ(names.back(), "row copy");
     }
+  }
+}
+
+TEST_F(torch_backend_kv, passes_started_together_answer_as_passes_run_one_by_one) {
+  // A worker starts the pass behind one before it finishes that one: each keeps its own
+  // rows (the direct forward's buffer serves its next pass, so a CPU pass is answered by
+  // the time start returns) and its own KV.
+  for (bool direct : {true, false}) {
+    torch_options options;
+    options.kv_budget_bytes = 64 * 1280;
+    options.direct_forward = direct;
+    pass_request first, second;
+    first.items.push_back(item({1, 403, 407}));
+    second.items.push_back(item({1, 261, 378, 432}));
+    auto one_by_one = make_torch_backend(ckpt, canopy::testing::test_device(), options);
+    const auto first_alone = one_by_one->run(first).items[0];
+    const auto second_alone = one_by_one->run(second).items[0];
+
+    auto together = make_torch_backend(ckpt, canopy::testing::test_device(), options);
+    auto started_first = together->start(first);
+    auto started_second = together->start(second);
+    const auto first_out = started_first->finish().items[0];
+    const auto second_out = started_second->finish().items[0];
+    for (const auto& [got, alone] :
+         {std::pair{&first_out, &first_alone}, {&second_out, &second_alone}}) {
+      ASSERT_EQ(got->logprobs.size(), alone->logprobs.size());
+      // The same kernels on the same inputs: equal but for a device's reordering.
+      EXPECT_LE(max_abs_diff(got->logprobs.data(), alone->logprobs.data(),
+                             got->logprobs.size()),
+                1e-5)
+          << (direct ? "direct" : "aten");
+      EXPECT_EQ(std::count(got->kv.begin(), got->kv.end(), no_kv), 0);
+    }
+    EXPECT_EQ(together->kv_entries(), 7u);
+    // Each pass's KV is its own: continuing the first reads the first's, not the
+    // second's.
+    pass_request next;
+    next.items.push_back(item({261}, first_out.kv.back(), 3));
+    pass_request next_alone;
+    next_alone.items.push_back(item({261}, first_alone.kv.back(), 3));
+    const auto continued = together->run(next).items[0];
+    const auto continued_alone = one_by_one->run(next_alone).items[0];
+    EXPECT_LE(max_abs_diff(continued.logprobs.data(), continued_alone.logprobs.data(),
+                           continued.logprobs.size()),
+              1e-5);
   }
 }
 

@@ -6,6 +6,7 @@
 #include "kv/kv_format.hpp"
 #include "kv/kv_slots.hpp"
 #include "kv/pass_kv.hpp"
+#include "kv/slot_reservation.hpp"
 #include "models/bfloat16_product.hpp"
 #include "models/blas_core.hpp"
 #include "models/block_dot.hpp"
@@ -14,6 +15,7 @@
 #include "models/float_product.hpp"
 #include "models/lora_weights.hpp"
 #include "models/pass_layout.hpp"
+#include "models/started_torch_pass.hpp"
 #include "models/torch_weights.hpp"
 #include "models/transformer.hpp"
 #include "models/weight_format.hpp"
@@ -21,7 +23,6 @@
 #include <ATen/Parallel.h>
 #include <ATen/detail/CUDAHooksInterface.h>
 #include <c10/core/InferenceMode.h>
-#include <c10/core/impl/VirtualGuardImpl.h>
 
 #include <chrono>
 #include <cstring>
@@ -146,22 +147,6 @@ constexpr std::int64_t keep_eighths = 7;
   throw std::invalid_argument("pass item " + std::to_string(index) + ": " + problem);
 }
 
-/// A pass's answer rows [rows, vocab] float32 on the host, contiguous. From a CUDA device
-/// they come in one asynchronous copy into pinned memory (LibTorch's caching host
-/// allocator recycles it), waited for once per pass: a copy into pageable memory would be
-/// staged through a driver buffer at a fraction of the bus's speed.
-at::Tensor rows_on_host(const at::Tensor& rows) {
-  if (!rows.is_cuda())
-    return rows.contiguous();
-  auto host =
-      at::empty(rows.sizes(), rows.options().device(at::kCPU).pinned_memory(true));
-  host.copy_(rows, /*non_blocking=*/true);
-  c10::impl::VirtualGuardImpl(rows.device().type())
-      .getStream(rows.device())
-      .synchronize();
-  return host;
-}
-
 /// How decode passes run under `options` on `device` (decode_graphs.hpp); nullopt:
 /// ragged, as every other pass. Throws std::invalid_argument for an unknown setting, and
 /// for buckets asked beside residual KV (whose rows a pass picks on the host).
@@ -181,30 +166,10 @@ std::optional<decode_graphs::mode> decode_graphs_mode(const torch_options& optio
   return std::nullopt;
 }
 
-/// Gives taken slots back unless committed (kept KV of a pass that succeeded).
-class slot_reservation {
-public:
-  explicit slot_reservation(kv_slots& slots) : slots_(slots) {}
-  ~slot_reservation() {
-    if (!committed_)
-      slots_.give_back(taken_);
-  }
-  slot_reservation(const slot_reservation&) = delete;
-  slot_reservation& operator=(const slot_reservation&) = delete;
-  void add(const std::vector<kv_slots::slot>& s) {
-    taken_.insert(taken_.end(), s.begin(), s.end());
-  }
-  void commit() { committed_ = true; }
-
-private:
-  kv_slots& slots_;
-  std::vector<kv_slots::slot> taken_;
-  bool committed_ = false;
-};
-
 /// What a pass's forward computed: its answer rows and what they cost.
 struct computed {
-  const float* rows = nullptr; // [answers, vocab] float32 on the host, item after item
+  at::Tensor rows;             // [answers, vocab] float32, item after item; on the
+                               // device of the pass, or the host (valid until the next)
   std::int64_t tokens = 0;     // new tokens computed
   std::int64_t key_visits = 0; // (query, key) pairs attention scored
   std::int64_t answers = 0;    // rows of `rows`
@@ -291,6 +256,13 @@ public:
   const model_info& info() const override { return info_; }
 
   pass_result run(const pass_request& request) override {
+    return start(request)->finish();
+  }
+
+  /// Queues the pass's work and starts its rows' copy to the host. On the CPU the pass
+  /// is computed before this returns, and answered too: the direct forward's rows live
+  /// in its buffer only until its next pass.
+  std::unique_ptr<started_pass> start(const pass_request& request) override {
     const auto started = std::chrono::steady_clock::now();
     profile_clock clock(profile_);
     if (threads_ > 0 && at::get_num_threads() != threads_)
@@ -305,14 +277,17 @@ public:
     // Kept tokens get slots of their own (as many as there is room for); the others
     // borrow slots for this pass, so that every key is read from the storage itself.
     // Without room to lend, the pass packs its keys instead (Note [key sources]).
-    slot_reservation kept(*slots_), borrowed(*slots_);
+    // Kept slots stay taken until the pass finishes; borrowed ones go back when it is
+    // queued, since a later pass that takes them writes them after it on the stream.
+    auto kept = std::make_unique<slot_reservation>(*slots_);
+    slot_reservation borrowed(*slots_);
     std::vector<std::vector<kv_slots::slot>> kept_slots(items.size());
     std::size_t unkept = 0;
     for (std::size_t i = 0; i < items.size(); ++i) {
       if (items[i].keep_kv)
         kept_slots[i] =
             slots_->take(items[i].prefix, items[i].prefix_length, items[i].tokens.size());
-      kept.add(kept_slots[i]);
+      kept->add(kept_slots[i]);
       unkept += items[i].tokens.size() - kept_slots[i].size();
     }
     auto loan = slots_->take(no_kv, 0, unkept);
@@ -333,45 +308,41 @@ public:
 
     // Borrowed rows for a decode bucket's padding items, given back after the pass.
     slot_reservation padding(*slots_);
-    at::Tensor aten_rows; // the ATen forward's answer, kept alive while it is copied
     computed done;
     if (auto step = decode_step_of(items, shapes, pooled, padding)) {
-      aten_rows = rows_on_host(graphs_->run(*step, clock));
       const auto n = static_cast<std::int64_t>(items.size());
-      done = {aten_rows.data_ptr<float>(), n,
-              static_cast<std::int64_t>(step->keys.size()), n};
+      done = {graphs_->run(*step, clock), n, static_cast<std::int64_t>(step->keys.size()),
+              n};
     } else {
-      done = ragged(items, shapes, kept_slots, pooled, aten_rows, clock);
+      done = ragged(items, shapes, kept_slots, pooled, clock);
     }
-    const float* next_row = done.rows;
 
-    pass_result result;
-    result.tokens_computed = static_cast<std::uint64_t>(done.tokens);
-    result.items.resize(items.size());
-    const auto vocab = static_cast<std::size_t>(info_.vocab_size);
+    pass_result answer;
+    answer.tokens_computed = static_cast<std::uint64_t>(done.tokens);
+    answer.items.resize(items.size());
+    std::vector<std::size_t> rows_per_item(items.size());
     for (std::size_t i = 0; i < items.size(); ++i) {
-      auto& out = result.items[i];
-      const auto n_rows = items[i].rows.size();
-      out.logprobs.assign(next_row, next_row + n_rows * vocab);
-      next_row += n_rows * vocab;
+      rows_per_item[i] = items[i].rows.size();
       if (!items[i].keep_kv)
         continue;
-      out.kv.assign(items[i].tokens.size(), no_kv);
+      auto& kv = answer.items[i].kv;
+      kv.assign(items[i].tokens.size(), no_kv);
       for (std::size_t j = 0; j < kept_slots[i].size(); ++j)
-        out.kv[j] = slots_->handle(kept_slots[i][j]);
+        kv[j] = slots_->handle(kept_slots[i][j]);
     }
-    result.matmul_flops =
+    answer.matmul_flops =
         model_->matmul_flops(done.tokens, done.key_visits, done.answers);
-    // The copy to the host above waited for the device, so this is the pass's time.
-    result.compute_ns =
+    answer.compute_ns =
         static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
                                        std::chrono::steady_clock::now() - started)
                                        .count());
-    kept.commit();
-    clock.lap("row copy");
-    if (profile_)
-      ++profile_->passes;
-    return result;
+    auto pass = std::make_unique<started_torch_pass>(
+        std::move(answer), std::move(rows_per_item),
+        static_cast<std::size_t>(info_.vocab_size), rows_to_host(done.rows),
+        std::move(kept), profile_);
+    if (!done.rows.is_cuda())
+      return std::make_unique<finished_pass>(pass->finish());
+    return pass;
   }
 
   void release_kv(const std::vector<kv_handle>& handles) override {
@@ -466,11 +437,10 @@ private:
 
   /// The pass as it comes: its items' new tokens packed, attention by groups
   /// (pass_layout.hpp), through the direct forward where it runs, else ATen's.
-  /// `aten_rows` keeps ATen's answer alive while the caller reads it.
   computed ragged(const std::vector<pass_item>& items,
                   const std::vector<item_shape>& shapes,
                   const std::vector<std::vector<kv_slots::slot>>& kept_slots, bool pooled,
-                  at::Tensor& aten_rows, profile_clock& clock) {
+                  profile_clock& clock) {
     const auto layout = build_pass_layout(shapes, pooled ? kv_->zero_row() : -1,
                                           model_->config().sliding_window);
 
@@ -504,25 +474,26 @@ private:
     const auto on_device = to_device(layout, device_, dtype_);
     kv_->begin_pass(store_slots);
     clock.lap("layout");
-    const float* next_row = nullptr;
+    const auto answers = static_cast<std::int64_t>(rows.size());
+    at::Tensor answer_rows;
     if (direct_ && pooled) {
-      next_row =
-          direct_->forward(tokens, on_device, *kv_, store_slots, rows, adapted, clock);
+      answer_rows =
+          at::from_blob(const_cast<float*>(direct_->forward(
+                            tokens, on_device, *kv_, store_slots, rows, adapted, clock)),
+                        {answers, model_->config().vocab_size});
     } else {
       const pass_kv kv{kv_.get(), pooled, index_tensor(store_rows, device_),
                        index_tensor(store_slots, device_),
                        index_tensor(layout.prefix_slots, device_)};
-      aten_rows = rows_on_host(model_->forward(index_tensor(tokens, device_), on_device,
-                                               kv, index_tensor(rows, device_), adapted));
-      next_row = aten_rows.data_ptr<float>();
+      answer_rows = model_->forward(index_tensor(tokens, device_), on_device, kv,
+                                    index_tensor(rows, device_), adapted);
       clock.lap("ATen forward");
     }
     std::int64_t key_visits = 0;
     for (const auto& g : layout.groups)
       for (std::size_t r = 0; r < g.key_limit.size(); ++r)
         key_visits += g.key_limit[r] - g.key_start[r];
-    return {next_row, layout.packed_rows, key_visits,
-            static_cast<std::int64_t>(rows.size())};
+    return {answer_rows, layout.packed_rows, key_visits, answers};
   }
 
   /// Storage rows of taken slots, in place.

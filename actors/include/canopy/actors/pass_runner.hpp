@@ -1,15 +1,11 @@
 #pragma once
-// Running one pass on a backend as every worker actor does, in-process or on a worker
-// node, and loading its LoRA adapters: the result carries the backend's rows as they are,
-// tagged with the dtype the pass asked for (encoded when they leave the process, or by
-// the cache), and every exception becomes errc::backend_failure with the backend's
-// message, so the worker keeps serving.
+// What every worker actor does with its backend besides passes (pass_pipeline.hpp),
+// in-process or on a worker node: freeing and demoting KV, best effort, and loading
+// LoRA adapters, a refusal becoming errc::invalid_request naming the adapter and why.
 //
 // Thread contract: call from the thread that owns the backend.
 
 #include <canopy/backends/backend.hpp>
-#include <canopy/cache/logprob_row.hpp>
-#include <canopy/messages/computed_pass.hpp>
 
 #include <caf/expected.hpp>
 
@@ -17,10 +13,6 @@
 #include <vector>
 
 namespace canopy::actors {
-
-caf::expected<messages::computed_pass> run_pass(backends::backend_i& backend,
-                                                const backends::pass_request& request,
-                                                cache::row_dtype rows);
 
 /// Frees KV entries the cache dropped; best effort (a backend that cannot free keeps
 /// serving).

@@ -4,7 +4,8 @@
 // from nothing), computes its new tokens, returns the KV handles of those tokens and
 // the next-token log-probs at the positions asked for.
 //
-// Thread contract: a backend_i is used by one thread at a time (its worker's).
+// Thread contract: a backend_i, and the passes it started, are used by one thread at
+// a time (its worker's).
 // The structs are plain values; messages/ makes them serializable, because workers
 // may live on other machines.
 
@@ -13,7 +14,9 @@
 #include <canopy/cache/types.hpp>
 
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace canopy::backends {
@@ -88,6 +91,30 @@ struct model_info {
 /// a model lives on the server is not theirs to know.
 std::string public_name(const model_info& info);
 
+/// A pass whose device work is queued (backend_i::start): its rows are on their way to
+/// the host. Finish every one: a pass dropped unfinished answers no one, and the KV it
+/// made may stay held until the backend goes.
+class started_pass {
+public:
+  virtual ~started_pass() = default;
+  /// True when finish() would not wait for the device. Never waits itself.
+  virtual bool ready() const = 0;
+  /// Waits for the rows and answers the pass, once. Throws as backend_i::run does.
+  virtual pass_result finish() = 0;
+};
+
+/// A pass answered before start() returned: what a backend that computes on its caller's
+/// thread (the CPU, the mock) starts.
+class finished_pass final : public started_pass {
+public:
+  explicit finished_pass(pass_result result) : result_(std::move(result)) {}
+  bool ready() const override { return true; }
+  pass_result finish() override { return std::move(result_); }
+
+private:
+  pass_result result_;
+};
+
 class backend_i {
 public:
   virtual ~backend_i() = default;
@@ -96,6 +123,15 @@ public:
   /// error for every waiting caller. Items referring to unknown KV handles, or whose
   /// prefix_length disagrees with the handle, are a failure of the whole pass.
   virtual pass_result run(const pass_request& request) = 0;
+  /// Starts a pass and returns once the device has its work queued, so that the caller
+  /// can start the next pass (its launch overlapping this one's compute) before it
+  /// finishes this one (its rows coming to the host while the next computes). Between
+  /// start and finish the backend may start other passes and free or demote KV; finish
+  /// passes in the order they started. Throws what run() throws for a pass it refuses.
+  /// The default runs the pass at once.
+  virtual std::unique_ptr<started_pass> start(const pass_request& request) {
+    return std::make_unique<finished_pass>(run(request));
+  }
   /// Frees KV entries the cache no longer holds. Unknown handles are ignored.
   virtual void release_kv(const std::vector<kv_handle>& handles) = 0;
   /// Moves KV entries from the device tier to the host tier, where they keep their

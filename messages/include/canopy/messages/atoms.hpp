@@ -39,5 +39,6 @@ using wait_atom = caf::atom_constant<caf::atom("wait")>;         // engine -> it
 using adapter_atom = caf::atom_constant<caf::atom("adapter")>;   // adapters: add, remove
 using adapters_atom = caf::atom_constant<caf::atom("adapters")>; // -> cache: the list
 using view_atom = caf::atom_constant<caf::atom("view")>; // -> cache: part of the trie
+using poll_atom = caf::atom_constant<caf::atom("poll")>; // a worker -> itself: rows?
 
 } // namespace canopy::messages
