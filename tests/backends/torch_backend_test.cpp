@@ -360,45 +360,62 @@ TEST_F(torch_backend_kv,
 TEST_F(torch_backend_kv, passes_started_together_answer_as_passes_run_one_by_one) {
   // A worker starts the pass behind one before it finishes that one: each keeps its own
   // rows (the direct forward's buffer serves its next pass, so a CPU pass is answered by
-  // the time start returns) and its own KV.
-  for (bool direct : {true, false}) {
+  // the time start returns), its own KV, and its own inputs (on a GPU, two decode steps
+  // replay one bucket's graph, the second staged before the first's upload has run).
+  struct setup {
+    const char* name;
+    bool direct;
+    const char* decode_graphs;
+  };
+  for (const auto& [name, direct, decode_graphs] :
+       {setup{"direct", true, "auto"}, setup{"aten", false, "auto"},
+        setup{"buckets", false, "eager"}}) {
     torch_options options;
     options.kv_budget_bytes = 64 * 1280;
     options.direct_forward = direct;
-    pass_request first, second;
-    first.items.push_back(item({1, 403, 407}));
-    second.items.push_back(item({1, 261, 378, 432}));
+    options.decode_graphs = decode_graphs;
     auto one_by_one = make_torch_backend(ckpt, canopy::testing::test_device(), options);
-    const auto first_alone = one_by_one->run(first).items[0];
-    const auto second_alone = one_by_one->run(second).items[0];
-
     auto together = make_torch_backend(ckpt, canopy::testing::test_device(), options);
-    auto started_first = together->start(first);
-    auto started_second = together->start(second);
-    const auto first_out = started_first->finish().items[0];
-    const auto second_out = started_second->finish().items[0];
-    for (const auto& [got, alone] :
-         {std::pair{&first_out, &first_alone}, {&second_out, &second_alone}}) {
-      ASSERT_EQ(got->logprobs.size(), alone->logprobs.size());
-      // The same kernels on the same inputs: equal but for a device's reordering.
-      EXPECT_LE(max_abs_diff(got->logprobs.data(), alone->logprobs.data(),
-                             got->logprobs.size()),
-                1e-5)
-          << (direct ? "direct" : "aten");
-      EXPECT_EQ(std::count(got->kv.begin(), got->kv.end(), no_kv), 0);
-    }
-    EXPECT_EQ(together->kv_entries(), 7u);
-    // Each pass's KV is its own: continuing the first reads the first's, not the
-    // second's.
-    pass_request next;
-    next.items.push_back(item({261}, first_out.kv.back(), 3));
-    pass_request next_alone;
-    next_alone.items.push_back(item({261}, first_alone.kv.back(), 3));
-    const auto continued = together->run(next).items[0];
-    const auto continued_alone = one_by_one->run(next_alone).items[0];
-    EXPECT_LE(max_abs_diff(continued.logprobs.data(), continued_alone.logprobs.data(),
-                           continued.logprobs.size()),
-              1e-5);
+    // Each side's answers to `requests`: one by one, and all started before any finishes.
+    auto both = [&](const std::vector<pass_request>& alone_requests,
+                    const std::vector<pass_request>& together_requests)
+        -> std::pair<std::vector<item_output>, std::vector<item_output>> {
+      std::vector<item_output> alone, started_together;
+      for (const auto& r : alone_requests)
+        alone.push_back(one_by_one->run(r).items[0]);
+      std::vector<std::unique_ptr<started_pass>> started;
+      for (const auto& r : together_requests)
+        started.push_back(together->start(r));
+      for (auto& pass : started)
+        started_together.push_back(pass->finish().items[0]);
+      for (std::size_t i = 0; i < alone.size(); ++i) {
+        const auto& got = started_together[i].logprobs;
+        EXPECT_EQ(std::count(started_together[i].kv.begin(), started_together[i].kv.end(),
+                             no_kv),
+                  0);
+        EXPECT_EQ(got.size(), alone[i].logprobs.size());
+        if (got.size() != alone[i].logprobs.size())
+          continue;
+        // The same kernels on the same inputs: equal but for a device's reordering.
+        EXPECT_LE(max_abs_diff(got.data(), alone[i].logprobs.data(), got.size()), 1e-5)
+            << name << ", pass " << i;
+      }
+      return std::pair{alone, started_together};
+    };
+    auto request = [](token_seq tokens, kv_handle prefix = no_kv,
+                      std::uint32_t prefix_length = 0) {
+      pass_request r;
+      r.items.push_back(item(std::move(tokens), prefix, prefix_length));
+      return r;
+    };
+    const std::vector<pass_request> prompts{request({1, 403, 407}),
+                                            request({1, 261, 378, 432})};
+    const auto [alone, started] = both(prompts, prompts);
+    EXPECT_EQ(together->kv_entries(), 7u) << name;
+    // Decode steps continuing each, started together: each reads its own prompt's KV.
+    both({request({261}, alone[0].kv.back(), 3), request({50}, alone[1].kv.back(), 4)},
+         {request({261}, started[0].kv.back(), 3),
+          request({50}, started[1].kv.back(), 4)});
   }
 }
 

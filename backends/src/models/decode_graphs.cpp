@@ -47,9 +47,7 @@ std::int64_t power_of_two_from(std::int64_t n, std::int64_t least) {
 struct decode_graphs::bucket {
   bucket(std::int64_t items, std::int64_t keys, const kv_storage& kv, at::Device device,
          at::ScalarType dtype)
-      : items(items), keys(keys),
-        staged(at::empty({4 * items + items * keys},
-                         at::TensorOptions(at::kLong).pinned_memory(device.is_cuda()))),
+      : items(items), keys(keys), pinned(device.is_cuda()),
         inputs(at::empty({4 * items + items * keys},
                          at::TensorOptions(at::kLong).device(device))),
         rows(at::arange(items, at::TensorOptions(at::kLong).device(device))),
@@ -76,8 +74,12 @@ struct decode_graphs::bucket {
     zero_row = kv.zero_row();
   }
 
-  /// Writes `step` into the staged inputs, padding items and keys.
-  void stage(const decode_step& step) {
+  /// `step`'s inputs on the host, items and keys padded, in pinned memory below a GPU.
+  /// Fresh each step (LibTorch's caching host allocator recycles them): the worker may
+  /// stage the next step before this one's upload has run on the stream.
+  at::Tensor stage(const decode_step& step) const {
+    auto staged =
+        at::empty(inputs.sizes(), at::TensorOptions(at::kLong).pinned_memory(pinned));
     const auto real = static_cast<std::int64_t>(step.tokens.size());
     auto* at = staged.data_ptr<std::int64_t>();
     auto fill = [&](const std::vector<std::int64_t>& from, std::int64_t pad) {
@@ -97,10 +99,11 @@ struct decode_graphs::bucket {
       std::fill(at + n, at + keys, zero_row);
       next_key += n;
     }
+    return staged;
   }
 
   std::int64_t items, keys, zero_row = 0;
-  at::Tensor staged; // on the host (pinned below a GPU)
+  bool pinned;       // inputs are staged in pinned memory
   at::Tensor inputs; // on the device; the views below are its parts
   at::Tensor tokens, positions, stores, key_counts;
   at::Tensor rows, key_positions; // 0..items-1, 0..keys-1
@@ -160,8 +163,7 @@ at::Tensor decode_graphs::run(const decode_step& step, profile_clock& clock) {
     positions_generation_ = generation;
   }
   auto& b = bucket_for(real, most_keys);
-  b.stage(step);
-  b.inputs.copy_(b.staged, /*non_blocking=*/true);
+  b.inputs.copy_(b.stage(step), /*non_blocking=*/true);
   clock.lap("decode step: inputs");
   if (mode_ == mode::recorded && !b.recorded) {
     try {

@@ -306,7 +306,7 @@ public:
     }
     clock.lap("check items, take KV slots");
 
-    // Borrowed rows for a decode bucket's padding items, given back after the pass.
+    // Borrowed rows for a decode bucket's padding items, given back once it is queued.
     slot_reservation padding(*slots_);
     computed done;
     if (auto step = decode_step_of(items, shapes, pooled, padding)) {
