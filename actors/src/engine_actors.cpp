@@ -152,7 +152,7 @@ spawn_engine_actors(caf::actor_system& sys, const engine_config& config,
   // Rows come back in the dtype they are stored in; uncached ones stay exact.
   batch_opts.rows = config.cache_enabled ? *cache::parse_row_dtype(config.logprob_dtype)
                                          : cache::row_dtype::float32;
-  batch_opts.batch_size = config.batch_size;
+  batch_opts.batch_size = config.batch_size_in_effect();
   batch_opts.batch_timeout = from_ms(config.batch_timeout_ms);
   batch_opts.flush_when_idle = config.flush_when_idle;
   batch_opts.merge_duplicates = config.merge_duplicates;

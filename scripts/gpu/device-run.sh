@@ -400,10 +400,10 @@ if has_stage graphs; then
 fi
 
 # ---- the first benchmark beside genlm-backend's AsyncTransformer, same model, same GPU.
-# batch_size 256: with the default 64, SMC's 256 particles took about five passes a step
-# (mean batch 51.6 on the H200), where the GPU is launch-bound and one pass of 256 costs
-# about what one of 64 does (scripts/gpu/gpu_limits.py: a CUDA-graph decode step 2.44 ms
-# at 64, 3.39 at 256).
+# batch_size 256 (now the default on CUDA devices, said here so the runs say it): at 64,
+# SMC's 256 particles took about five passes a step (mean batch 51.6 on the H200), where
+# the GPU is launch-bound and one pass of 256 costs about what one of 64 does
+# (scripts/gpu/gpu_limits.py: a CUDA-graph decode step 2.44 ms at 64, 3.39 at 256).
 if has_stage bench; then
   make_bench_model
   with_gpu_peak timeout "$(remaining)" "$canopy" bench --workload smc,scoring --variants full \

@@ -153,7 +153,9 @@ const std::vector<setting>& settings() {
       make_setting("tls_key", "PEM private key of tls_cert", &c::tls_key),
       make_setting("tls_ca", "PEM certificate of the CA that signed every node's",
                    &c::tls_ca),
-      make_setting("batch_size", "flush when this many distinct queries wait",
+      make_setting("batch_size",
+                   "flush when this many distinct queries wait (0: 256 on CUDA "
+                   "devices, else 64)",
                    &c::batch_size),
       make_setting("batch_timeout_ms", "flush this long after the first waiting query",
                    &c::batch_timeout_ms),
@@ -305,8 +307,6 @@ void engine_config::validate() const {
   for (const auto& d : devices)
     if (d != "cpu" && d != "cuda" && d.rfind("cuda:", 0) != 0)
       invalid("devices", "unknown device '" + d + "' (cpu, cuda or cuda:N)");
-  if (batch_size == 0)
-    invalid("batch_size", "must be at least 1");
   if (batch_timeout_ms < 0)
     invalid("batch_timeout_ms", "must be non-negative");
   if (!cache::parse_eviction_policy(eviction_policy))
@@ -353,6 +353,16 @@ std::vector<std::pair<std::string, std::string>> engine_config::describe() {
   for (const auto& s : settings())
     out.emplace_back(s.key, s.description);
   return out;
+}
+
+std::uint32_t engine_config::batch_size_in_effect() const {
+  if (batch_size != 0)
+    return batch_size;
+  const auto on_devices = device_list();
+  const bool cuda = !on_devices.empty() &&
+                    std::all_of(on_devices.begin(), on_devices.end(),
+                                [](const auto& d) { return d.rfind("cuda", 0) == 0; });
+  return cuda ? 256 : 64;
 }
 
 std::vector<std::string> engine_config::device_list() const {

@@ -9,9 +9,8 @@
 // Every pass is answered exactly once: with its rows (tagged with the dtype it asked
 // for), in the order the passes started, or with errc::backend_failure and the
 // backend's message, at once for a pass it refused and in order for one it failed to
-// finish. Passes still started when the
-// pipeline is destroyed give back their KV and are not answered (their actor is gone,
-// which its callers see).
+// finish. Passes still started when the pipeline is destroyed are not answered: their
+// actor is gone, which its callers see (the batcher requeues a lost worker's passes).
 // Thread contract: the owning actor's thread, which is the backend's.
 
 #include <canopy/backends/backend.hpp>

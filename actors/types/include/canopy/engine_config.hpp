@@ -73,7 +73,8 @@ struct engine_config {
   std::string tls_cert, tls_key, tls_ca;   // all three: CAF's TLS between nodes (PEM)
 
   // -- batching -----------------------------------------------------------------------
-  std::uint32_t batch_size = 64;      // flush when this many distinct queries wait
+  std::uint32_t batch_size = 0;       // flush when this many distinct queries wait;
+                                      // 0: batch_size_in_effect()
   double batch_timeout_ms = 2.0;      // flush this long after the FIRST waiting query
   bool flush_when_idle = true;        // flush at once when a worker is idle
   bool merge_duplicates = true;       // equal sequences share one computation
@@ -127,6 +128,12 @@ struct engine_config {
   /// backend_factory), else `workers` times "cpu": a host's own factory gets the
   /// workers it asked for whatever GPUs the machine has.
   std::vector<std::string> device_list() const;
+  /// `batch_size`; when 0, 256 if the engine's own devices are CUDA devices, else 64. A
+  /// GPU decode step of 256 items costs little more than one of 64 (a CUDA graph's:
+  /// 3.4 ms against 2.4 on an H200, docs/benchmarks.md), so SMC's particles go in one
+  /// pass a step; a CPU pass costs in proportion to its items. A front whose workers
+  /// are all remote has no devices of its own: 64.
+  std::uint32_t batch_size_in_effect() const;
   /// `adapters` as (name, directory) pairs, in order.
   std::vector<std::pair<std::string, std::string>> adapter_list() const;
   /// True when TLS files are given (all three, as validate() requires).
