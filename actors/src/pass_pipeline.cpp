@@ -53,37 +53,41 @@ bool pass_pipeline::start(backends::backend_i& backend,
   }
   started_.push_back({std::move(pass), std::move(answer), rows, backend.info().vocab_size,
                       std::move(computed)});
-  if (started_.size() == 1 && started_.front().pass->ready()) {
-    this->answer(started_.front());
-    started_.pop_front();
-    return false;
-  }
-  if (polling_)
-    return false;
-  polling_ = true;
-  return true;
+  if (started_.size() == 1)
+    answer_arrived();
+  return poll_needed();
 }
 
 bool pass_pipeline::answer_ready() {
   polling_ = false;
-  while (!started_.empty() && started_.front().pass->ready()) {
-    answer(started_.front());
-    started_.pop_front();
-  }
-  if (started_.empty())
+  answer_arrived();
+  if (!poll_needed())
     return false;
   std::this_thread::yield();
-  polling_ = true;
   return true;
 }
 
 void pass_pipeline::answer_all() {
   for (auto& s : started_)
-    answer(s);
+    deliver(s);
   started_.clear();
 }
 
-void pass_pipeline::answer(started& s) {
+void pass_pipeline::answer_arrived() {
+  while (!started_.empty() && started_.front().pass->ready()) {
+    deliver(started_.front());
+    started_.pop_front();
+  }
+}
+
+bool pass_pipeline::poll_needed() {
+  if (started_.empty() || polling_)
+    return false;
+  polling_ = true;
+  return true;
+}
+
+void pass_pipeline::deliver(started& s) {
   try {
     auto pass = computed(s.pass->finish(), s.vocab, s.rows);
     if (auto refused = s.computed ? s.computed(pass) : caf::error{})

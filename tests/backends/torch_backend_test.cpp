@@ -402,20 +402,14 @@ TEST_F(torch_backend_kv, passes_started_together_answer_as_passes_run_one_by_one
       }
       return std::pair{alone, started_together};
     };
-    auto request = [](token_seq tokens, kv_handle prefix = no_kv,
-                      std::uint32_t prefix_length = 0) {
-      pass_request r;
-      r.items.push_back(item(std::move(tokens), prefix, prefix_length));
-      return r;
-    };
-    const std::vector<pass_request> prompts{request({1, 403, 407}),
-                                            request({1, 261, 378, 432})};
+    const std::vector<pass_request> prompts{{{item({1, 403, 407})}},
+                                            {{item({1, 261, 378, 432})}}};
     const auto [alone, started] = both(prompts, prompts);
     EXPECT_EQ(together->kv_entries(), 7u) << name;
     // Decode steps continuing each, started together: each reads its own prompt's KV.
-    both({request({261}, alone[0].kv.back(), 3), request({50}, alone[1].kv.back(), 4)},
-         {request({261}, started[0].kv.back(), 3),
-          request({50}, started[1].kv.back(), 4)});
+    both({{{item({261}, alone[0].kv.back(), 3)}}, {{item({50}, alone[1].kv.back(), 4)}}},
+         {{{item({261}, started[0].kv.back(), 3)}},
+          {{item({50}, started[1].kv.back(), 4)}}});
   }
 }
 

@@ -2,13 +2,26 @@
 
 namespace canopy::backends {
 
+namespace {
+
+std::uint64_t ns_since(std::chrono::steady_clock::time_point then) {
+  return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                        std::chrono::steady_clock::now() - then)
+                                        .count());
+}
+
+} // namespace
+
 started_torch_pass::started_torch_pass(pass_result answer,
                                        std::vector<std::size_t> rows_per_item,
                                        std::size_t vocab, rows_to_host rows,
                                        std::unique_ptr<slot_reservation> kept,
-                                       pass_profile* profile)
+                                       pass_profile* profile,
+                                       std::chrono::steady_clock::time_point started)
     : answer_(std::move(answer)), rows_per_item_(std::move(rows_per_item)), vocab_(vocab),
-      rows_(std::move(rows)), kept_(std::move(kept)), profile_(profile) {}
+      rows_(std::move(rows)), kept_(std::move(kept)), profile_(profile) {
+  answer_.compute_ns = ns_since(started);
+}
 
 pass_result started_torch_pass::finish() {
   const auto started = std::chrono::steady_clock::now();
@@ -21,10 +34,7 @@ pass_result started_torch_pass::finish() {
     next_row += values;
   }
   kept_->commit();
-  answer_.compute_ns +=
-      static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                     std::chrono::steady_clock::now() - started)
-                                     .count());
+  answer_.compute_ns += ns_since(started);
   clock.lap("row copy");
   if (profile_)
     ++profile_->passes;

@@ -11,6 +11,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <vector>
 
@@ -18,12 +19,13 @@ namespace canopy::backends {
 
 class started_torch_pass final : public started_pass {
 public:
-  /// `answer` holds everything but the items' log-probs: `rows_per_item[i]` rows of
-  /// `vocab` values each, item after item, in `rows`. `compute_ns` of `answer` is the
-  /// time start took; finish() adds its own.
+  /// `answer` holds everything but the items' log-probs and the time: `rows_per_item[i]`
+  /// rows of `vocab` values each, item after item, in `rows`. The pass's compute_ns is
+  /// the time from `started` (when start began) to now, and finish()'s own.
   started_torch_pass(pass_result answer, std::vector<std::size_t> rows_per_item,
                      std::size_t vocab, rows_to_host rows,
-                     std::unique_ptr<slot_reservation> kept, pass_profile* profile);
+                     std::unique_ptr<slot_reservation> kept, pass_profile* profile,
+                     std::chrono::steady_clock::time_point started);
 
   bool ready() const override { return rows_.arrived(); }
   pass_result finish() override;

@@ -332,14 +332,10 @@ public:
     }
     answer.matmul_flops =
         model_->matmul_flops(done.tokens, done.key_visits, done.answers);
-    answer.compute_ns =
-        static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                       std::chrono::steady_clock::now() - started)
-                                       .count());
     auto pass = std::make_unique<started_torch_pass>(
         std::move(answer), std::move(rows_per_item),
         static_cast<std::size_t>(info_.vocab_size), rows_to_host(done.rows),
-        std::move(kept), profile_);
+        std::move(kept), profile_, started);
     if (!done.rows.is_cuda())
       return std::make_unique<finished_pass>(pass->finish());
     return pass;

@@ -54,7 +54,12 @@ private:
     std::int64_t vocab;
     on_computed computed;
   };
-  void answer(started& s);
+  /// Answers the started passes whose rows are on the host, in order.
+  void answer_arrived();
+  /// True when a pass waits and no poll is on its way; then one is.
+  bool poll_needed();
+  /// Finishes `s` and answers it.
+  void deliver(started& s);
 
   std::deque<started> started_;
   bool polling_ = false; // a poll is on its way to the actor
