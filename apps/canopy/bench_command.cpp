@@ -4,8 +4,8 @@
 #include "bench/bench_report.hpp"
 #include "bench/bench_runner.hpp"
 #include "bench/cpu_name.hpp"
+#include "bench/device_ceilings.hpp"
 #include "bench/encode_bench_command.hpp"
-#include "bench/matmul_ceiling.hpp"
 #include "bench/next_byte_probe.hpp"
 #include "bench/pass_breakdown.hpp"
 #include "bench/process_memory.hpp"
@@ -306,8 +306,10 @@ int bench_command(const std::vector<std::string>& argv) {
   }
   const bool json = args.has("json");
   const auto cores = std::thread::hardware_concurrency();
-  // The ceiling of a model's passes, measured in this run (the machines are noisy).
-  const double matmul_gflops = mock ? 0.0 : measure_matmul_gflops();
+  // The ceilings of a model's passes, measured in this run (the machines are noisy).
+  const auto ceilings =
+      mock ? device_ceilings{}
+           : measure_device_ceilings(bench_device(args.config), args.config.dtype);
   const bool rss_per_run = reset_peak_rss();
 
   if (!json) {
@@ -315,9 +317,15 @@ int bench_command(const std::vector<std::string>& argv) {
               << cpu_name() << " (" << cpu_kernels() << "), " << cores
               << " cores; variants " << joined(variants) << ", each on a fresh engine\n"
               << "config: " << args.config.to_json() << '\n';
-    if (!mock)
-      std::cout << "matmul ceiling: " << matmul_gflops
-                << " GFLOP/s (float32 1024x1024 products, measured now)\n";
+    if (!mock) {
+      std::cout << "matmul ceiling: " << ceilings.matmul_gflops << " GFLOP/s ("
+                << ceilings.matmul_dtype << ' ' << ceilings.matmul_size << 'x'
+                << ceilings.matmul_size << " products on " << ceilings.device;
+      if (ceilings.copy_gbytes_per_s > 0)
+        std::cout << "; copies " << ceilings.copy_gbytes_per_s
+                  << " GB/s device to device";
+      std::cout << ", measured now)\n";
+    }
     for (auto w : workloads)
       std::cout << describe_workload(w, options, model.vocab_size) << '\n';
     if (!spawn_counts.empty())
@@ -369,7 +377,7 @@ int bench_command(const std::vector<std::string>& argv) {
                 << " checked rows differ from the reference; first: " << r.first_mismatch
                 << '\n';
   }
-  const auto targets = evaluate_targets(results, args.config, matmul_gflops);
+  const auto targets = evaluate_targets(results, args.config, ceilings);
   if (json) {
     nlohmann::json doc = {
         {"backend", args.config.backend},
@@ -379,7 +387,12 @@ int bench_command(const std::vector<std::string>& argv) {
         {"cpu", cpu_name()},
         {"cpu_kernels", cpu_kernels()},
         {"cores", cores},
-        {"matmul_gflops", matmul_gflops},
+        {"device_ceilings",
+         {{"device", ceilings.device},
+          {"matmul_dtype", ceilings.matmul_dtype},
+          {"matmul_size", ceilings.matmul_size},
+          {"matmul_gflops", ceilings.matmul_gflops},
+          {"copy_gbytes_per_s", ceilings.copy_gbytes_per_s}}},
         {"config", nlohmann::json::parse(args.config.to_json())},
         {"model",
          {{"name", model.name},

@@ -100,6 +100,7 @@ public:
                                  0,
                                  "",
                                  0,
+                                 0,
                                  ""} {}
 
   const model_info& info() const override { return info_; }

@@ -359,8 +359,10 @@ PY
 fi
 
 # ---- decode passes recorded as CUDA graphs beside the same passes unrecorded (issue 32):
-# one sequence decoding, and SMC at 256 particles in passes of up to 256, under
-# --decode_graphs off then auto, twice over; SMC with two workers on the one GPU (the
+# one sequence decoding (its target: the bench's "bandwidth bound" line), and SMC at 256
+# particles in passes of up to 256, under --decode_graphs off then auto, twice over;
+# scoring every prefix of 64 x 256 (its target: the "matmul peak" line); SMC with two
+# workers on the one GPU (the
 # comp/uniq column: 1.00); four populations stepped together with one pass in flight
 # per worker, then two (pipelined); then a lone pass part by part, recorded (the parts
 # "decode step: inputs / record / replay" say the buckets ran).
@@ -374,9 +376,18 @@ if has_stage graphs; then
         --devices "[\"$device\"]" --dtype $dtype --kv_budget_bytes 8589934592 \
         >>"$out/bench-graphs.txt" 2>>"$out/profile.log"
       note "decode_graphs $graphs, round $round: exit $? ($(elapsed) s)"
-      grep -E "^(decode|smc) +full" "$out/bench-graphs.txt" | tail -2 | tee -a "$summary"
+      grep -E "^(decode|smc) +full|bandwidth bound" "$out/bench-graphs.txt" | tail -3 |
+        tee -a "$summary"
     done
   done
+  # Issue 32's scoring: every prefix of 64 sequences of 256 tokens, its passes' FLOP/s
+  # against the bfloat16 peak the bench measures on the GPU in the same run.
+  timeout "$(remaining)" "$canopy" bench --workload scoring --variants full --model "$model" \
+    --sequences 64 --sequence-length 256 --batch_size 256 --devices "[\"$device\"]" \
+    --dtype $dtype --kv_budget_bytes 8589934592 >>"$out/bench-graphs.txt" 2>>"$out/profile.log"
+  note "scoring 64 x 256: exit $? ($(elapsed) s)"
+  grep -E "^matmul ceiling|^scoring +full|matmul peak" "$out/bench-graphs.txt" | tail -3 |
+    tee -a "$summary"
   # Two workers on one GPU, KV reused across SMC steps: tokens computed / unique stays 1.00.
   timeout "$(remaining)" "$canopy" bench --workload smc --variants full --model "$model" \
     --particles 256 --steps 32 --batch_size 256 --devices "[\"$device\",\"$device\"]" \

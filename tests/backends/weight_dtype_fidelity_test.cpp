@@ -35,6 +35,7 @@
 #include <gtest/gtest.h>
 
 #include <iostream>
+#include <map>
 #include <stdexcept>
 #include <string>
 #include <tuple>
@@ -92,19 +93,21 @@ INSTANTIATE_TEST_SUITE_P(shared_models, weight_dtype_fidelity,
                                   std::get<1>(info.param);
                          });
 
-std::uint64_t weight_bytes_of(const checkpoint& ckpt, const std::string& format) {
+model_info served_weights(const checkpoint& ckpt, const std::string& format) {
   torch_options options;
   options.weight_dtype = format;
   options.kv_budget_bytes = 1u << 20;
-  return make_torch_backend(ckpt, "cpu", options)->info().weight_bytes;
+  return make_torch_backend(ckpt, "cpu", options)->info();
 }
 
-TEST(weight_dtype_memory, blocks_take_their_bits_per_weight) {
+TEST(weight_dtype_memory,
+     blocks_take_their_bits_per_weight_and_a_step_reads_all_but_a_table) {
   // Hidden 256, MLP 512, 2 layers, vocab 4096, tied embeddings: matrices are all but
   // 1.3k of the 1.8M weights. Dense float32 keeps the embeddings twice (the head is a
   // transposed copy); the other formats keep one table for both. bfloat16: 2 bytes a
   // weight; int8: 34 bytes a block of 32 (8.5 bits); int4: 18 (4.5 bits), with the
-  // table kept in int8.
+  // table kept in int8. A decode step reads every weight but a separate embedding
+  // table, of which it reads a row: float32's copy; the shared tables the head reads.
   synthetic_spec spec;
   spec.hidden = 256;
   spec.intermediate = 512;
@@ -113,16 +116,33 @@ TEST(weight_dtype_memory, blocks_take_their_bits_per_weight) {
   spec.kv_heads = 4;
   spec.vocab = 4096;
   const auto ckpt = make_synthetic_checkpoint(spec);
-  const auto f32 = weight_bytes_of(ckpt, "");
+  const auto f32_info = served_weights(ckpt, "");
+  const auto f32 = f32_info.weight_bytes;
   const std::uint64_t norms = (2 * 2 + 1) * 256 * 4;
   const std::uint64_t table = 4096 * 256, layer = 4 * 256 * 256 + 3 * 256 * 512;
   // Dense rows of a multiple of 4 KB are stored 64 bytes longer (Note [padded rows]): the
   // head's 256 input rows of 4096 outputs, and each layer's gate-up, 256 of 1024.
   const std::uint64_t padding = (256 + 2 * 256) * 64;
   EXPECT_EQ(f32, (2 * table + 2 * layer) * 4 + padding + norms);
-  EXPECT_EQ(weight_bytes_of(ckpt, "bfloat16"), (table + 2 * layer) * 2 + norms);
-  EXPECT_EQ(weight_bytes_of(ckpt, "int8"), (table + 2 * layer) / 32 * 34 + norms);
-  EXPECT_EQ(weight_bytes_of(ckpt, "int4"), table / 32 * 34 + 2 * layer / 32 * 18 + norms);
+  EXPECT_EQ(f32_info.step_weight_bytes, f32 - table * 4);
+  const std::map<std::string, std::uint64_t> shared_table{
+      {"bfloat16", (table + 2 * layer) * 2 + norms},
+      {"int8", (table + 2 * layer) / 32 * 34 + norms},
+      {"int4", table / 32 * 34 + 2 * layer / 32 * 18 + norms}};
+  for (const auto& [format, bytes] : shared_table) {
+    const auto info = served_weights(ckpt, format);
+    EXPECT_EQ(info.weight_bytes, bytes) << format;
+    EXPECT_EQ(info.step_weight_bytes, bytes) << format;
+  }
+}
+
+TEST(weight_dtype_memory, a_gpt2_step_reads_a_row_of_its_token_and_position_tables) {
+  // Hidden 64, vocab 512, context 128: the token table [512, 64] and the positions'
+  // [128, 64] are read a row per token; the head, a copy of the token table, whole.
+  synthetic_spec spec;
+  spec.arch = architecture::gpt2;
+  const auto info = served_weights(make_synthetic_checkpoint(spec), "");
+  EXPECT_EQ(info.step_weight_bytes, info.weight_bytes - (512 + 128) * 64 * 4);
 }
 
 TEST(weight_dtype_refusals, name_what_cannot_run) {

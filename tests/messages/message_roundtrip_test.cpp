@@ -128,6 +128,7 @@ backends::model_info a_model() {
           8192,
           "int4",
           74000000,
+          70000000,
           "avx512_vnni"};
 }
 
@@ -139,6 +140,7 @@ bool same_model(const backends::model_info& a, const backends::model_info& b) {
          a.kv_keep_bytes == b.kv_keep_bytes &&
          a.kv_host_keep_bytes == b.kv_host_keep_bytes &&
          a.weight_dtype == b.weight_dtype && a.weight_bytes == b.weight_bytes &&
+         a.step_weight_bytes == b.step_weight_bytes &&
          a.weight_kernels == b.weight_kernels;
 }
 

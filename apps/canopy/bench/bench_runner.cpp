@@ -250,6 +250,7 @@ bench_result run_variant(workload_kind workload, const workload_options& options
   for (const auto& w : after.workers)
     r.kv_peak_bytes += w.kv_peak_bytes;
   r.kv_bytes_per_token = lm.model().kv_bytes_per_token;
+  r.step_weight_bytes = lm.model().step_weight_bytes;
   r.kv_window = lm.model().kv_window;
   r.engine_stats_json = after.to_json();
   return r;

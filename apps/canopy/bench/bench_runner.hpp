@@ -65,6 +65,8 @@ struct bench_result {
   std::uint64_t kv_bytes = 0;       // the engine's KV, all workers, at the end
   std::uint64_t kv_peak_bytes = 0;  // the most KV each worker held, summed over workers
   std::uint64_t kv_bytes_per_token = 0; // of the model (0: direct)
+  std::uint64_t step_weight_bytes = 0;  // what a decode step reads of the model's
+                                        // weights (0: direct, the mock)
   std::int64_t kv_window = 0;           // the model's sliding window (0: none)
   std::uint64_t rows_checked = 0;
   std::uint64_t mismatches = 0;

@@ -41,6 +41,10 @@ std::size_t gpt2_model::weight_bytes() const {
   return sum;
 }
 
+std::size_t gpt2_model::lookup_table_bytes() const {
+  return tensor_bytes(wte_) + tensor_bytes(wpe_); // the head is a copy of its own
+}
+
 at::Tensor gpt2_model::layer_norm(const at::Tensor& x, const norm& n) const {
   return at::layer_norm(x, {config_.hidden_size}, n.weight, n.bias, config_.norm_eps);
 }

@@ -14,6 +14,7 @@ public:
   gpt2_model(const checkpoint& ckpt, at::ScalarType dtype, at::Device device);
   const model_config& config() const override { return config_; }
   std::size_t weight_bytes() const override;
+  std::size_t lookup_table_bytes() const override;
   at::Tensor forward(const at::Tensor& tokens, const device_layout& layout,
                      const pass_kv& kv, const at::Tensor& rows,
                      const lora_spans& adapters) const override;

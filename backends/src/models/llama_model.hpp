@@ -27,6 +27,9 @@ public:
               std::optional<weight_format> format);
   const model_config& config() const override { return config_; }
   std::size_t weight_bytes() const override { return w_.bytes(); }
+  std::size_t lookup_table_bytes() const override {
+    return w_.embed.shares(w_.head) ? 0 : w_.embed.bytes();
+  }
   at::Tensor forward(const at::Tensor& tokens, const device_layout& layout,
                      const pass_kv& kv, const at::Tensor& rows,
                      const lora_spans& adapters) const override;

@@ -24,6 +24,10 @@ public:
   virtual const model_config& config() const = 0;
   /// Memory the weights take on their device.
   virtual std::size_t weight_bytes() const = 0;
+  /// Of those, the tables a pass reads by row, a row per token (token and position
+  /// embeddings), less any the LM head multiplies by as well (tied blocks): what a decode
+  /// step does not read whole.
+  virtual std::size_t lookup_table_bytes() const = 0;
   /// tokens: [T] int64 packed new tokens; rows: [R] int64 packed rows whose next-token
   /// distribution is wanted; `adapters`: the spans of tokens computed under a LoRA
   /// adapter (the Llama family only; a GPT-2 throws std::invalid_argument for any).

@@ -80,6 +80,9 @@ struct model_info {
   std::string weight_dtype;             // the matrices' format: the compute dtype, or
                                         // bfloat16 | int8 | int4; empty: none (mock)
   std::uint64_t weight_bytes = 0;       // memory the weights take; 0: none (mock)
+  std::uint64_t step_weight_bytes = 0;  // of those, what one decode step reads: every
+                                        // matrix, of the embedding tables only a row;
+                                        // 0: none (mock)
   std::string weight_kernels;           // what the products run on (this worker's CPU):
                                         // int8 | int4: avx512_vnni+avx2 | avx512_vnni
                                         // | avx2 | portable;

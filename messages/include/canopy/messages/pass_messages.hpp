@@ -30,8 +30,8 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, model_info& x) {
   return f(caf::meta::type_name("model_info"), x.name, x.architecture, x.vocab_size,
            x.context_length, x.kv_window, x.dtype, x.weight_dtype, x.weight_bytes,
-           x.weight_kernels, x.kv_dtype, x.fingerprint, x.kv_bytes_per_token,
-           x.kv_keep_bytes, x.kv_host_keep_bytes);
+           x.step_weight_bytes, x.weight_kernels, x.kv_dtype, x.fingerprint,
+           x.kv_bytes_per_token, x.kv_keep_bytes, x.kv_host_keep_bytes);
 }
 
 template <class Inspector>
