@@ -243,7 +243,7 @@ public:
     info_.dtype = options.dtype;
     info_.weight_dtype = weights ? weight_format_name(*weights) : options.dtype;
     info_.weight_bytes = model_->weight_bytes();
-    info_.step_weight_bytes = model_->weight_bytes() - model_->lookup_table_bytes();
+    info_.step_weight_bytes = info_.weight_bytes - model_->lookup_table_bytes();
     info_.weight_kernels = weight_kernels_of(weights);
     info_.fingerprint = checkpoint_fingerprint(ckpt);
     info_.kv_bytes_per_token = per_token;
